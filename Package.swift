@@ -1,0 +1,92 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Settings every Gatehouse target shares.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "Gatehouse",
+    platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10)],
+    products: [
+        .executable(name: "gatehouse", targets: ["GatehouseCLI"]),
+        .library(name: "GatehouseServer", targets: ["GatehouseServer"]),
+        .library(name: "GatehouseWire", targets: ["GatehouseWire"]),
+        .executable(name: "argon2-bench", targets: ["Argon2Bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+    ],
+    targets: [
+        // The wire contract shared by server and SDK: Codable bodies, error codes, envelopes. Foundation only.
+        .target(name: "GatehouseWire", swiftSettings: swiftSettings),
+
+        // Argon2id (RFC 9106) and BLAKE2b in pure Swift. Compiled with optimisation even in debug builds:
+        // an unoptimised Argon2 is ~50x slower, which would make `swift run gatehouse` and the tests crawl.
+        .target(
+            name: "GatehouseArgon2",
+            swiftSettings: swiftSettings + [.unsafeFlags(["-O", "-enforce-exclusivity=unchecked"])]
+        ),
+
+        // The server as a library: configuration, domain, tokens, store, HTTP facades.
+        .target(
+            name: "GatehouseServer",
+            dependencies: [
+                "GatehouseWire",
+                "GatehouseArgon2",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            resources: [.copy("Resources/openapi.yaml")],
+            swiftSettings: swiftSettings
+        ),
+
+        // `gatehouse` executable: parses the command line and wires configuration to GatehouseServer.
+        .executableTarget(
+            name: "GatehouseCLI",
+            dependencies: [
+                "GatehouseServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        .executableTarget(
+            name: "Argon2Bench",
+            dependencies: ["GatehouseArgon2"],
+            path: "Benchmarks/Argon2Bench",
+            swiftSettings: swiftSettings
+        ),
+
+        .testTarget(
+            name: "GatehouseArgon2Tests",
+            dependencies: ["GatehouseArgon2"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GatehouseServerTests",
+            dependencies: [
+                "GatehouseServer",
+                "GatehouseWire",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,181 @@
+/// Request and response bodies of the Client API v2.0 (spec §2–§3). Field names are the wire names.
+
+/// `GET /api/client/v2.0/app/{appId}/location`.
+public struct LocationResponse: Codable, Hashable, Sendable {
+    public var deploymentModel: String
+    public var location: String
+    /// The public base URL (scheme, host, port; no path).
+    public var hostname: String
+    public var wsHostname: String
+
+    public init(deploymentModel: String, location: String, hostname: String, wsHostname: String) {
+        self.deploymentModel = deploymentModel
+        self.location = location
+        self.hostname = hostname
+        self.wsHostname = wsHostname
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case deploymentModel = "deployment_model"
+        case location, hostname
+        case wsHostname = "ws_hostname"
+    }
+}
+
+/// `local-userpass/register`.
+public struct RegisterRequest: Codable, Hashable, Sendable {
+    public var email: String
+    public var password: String
+    public init(email: String, password: String) {
+        self.email = email
+        self.password = password
+    }
+}
+
+/// `local-userpass/confirm`.
+public struct ConfirmRequest: Codable, Hashable, Sendable {
+    public var token: String
+    public var tokenId: String
+    public init(token: String, tokenId: String) {
+        self.token = token
+        self.tokenId = tokenId
+    }
+}
+
+/// `local-userpass/confirm/send`, `confirm/call` and `reset/send`.
+public struct EmailRequest: Codable, Hashable, Sendable {
+    public var email: String
+    public init(email: String) { self.email = email }
+}
+
+/// `local-userpass/reset`.
+public struct ResetPasswordRequest: Codable, Hashable, Sendable {
+    public var password: String
+    public var token: String
+    public var tokenId: String
+    public init(password: String, token: String, tokenId: String) {
+        self.password = password
+        self.token = token
+        self.tokenId = tokenId
+    }
+}
+
+/// `local-userpass/reset/call`: the email, the new password, and arguments passed to the reset function.
+public struct ResetPasswordCallRequest: Codable, Hashable, Sendable {
+    public var email: String
+    public var password: String
+    public var arguments: [JSONValue]
+    public init(email: String, password: String, arguments: [JSONValue]) {
+        self.email = email
+        self.password = password
+        self.arguments = arguments
+    }
+}
+
+/// `options` of a login body. `device` is opaque: the server keeps it with the session.
+public struct LoginOptions: Codable, Hashable, Sendable {
+    public var device: [String: JSONValue]?
+    public init(device: [String: JSONValue]? = nil) { self.device = device }
+}
+
+/// `local-userpass/login`. The email travels as `username`.
+public struct EmailPasswordLoginRequest: Codable, Hashable, Sendable {
+    public var provider: String?
+    public var username: String
+    public var password: String
+    public var options: LoginOptions?
+    public init(username: String, password: String, options: LoginOptions? = nil) {
+        self.provider = "local-userpass"
+        self.username = username
+        self.password = password
+        self.options = options
+    }
+}
+
+/// `anon-user/login`: only `options`.
+public struct AnonymousLoginRequest: Codable, Hashable, Sendable {
+    public var provider: String?
+    public var options: LoginOptions?
+    public init(options: LoginOptions? = nil) {
+        self.provider = "anon-user"
+        self.options = options
+    }
+}
+
+/// The answer to every login.
+public struct LoginResponse: Codable, Hashable, Sendable {
+    public var accessToken: String
+    public var refreshToken: String
+    /// 24 hex digits.
+    public var userId: String
+    /// 24 hex digits; identifies the session's device.
+    public var deviceId: String
+
+    public init(accessToken: String, refreshToken: String, userId: String, deviceId: String) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.userId = userId
+        self.deviceId = deviceId
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case accessToken = "access_token"
+        case refreshToken = "refresh_token"
+        case userId = "user_id"
+        case deviceId = "device_id"
+    }
+}
+
+/// `POST /api/client/v2.0/auth/session`: a new access token.
+public struct SessionResponse: Codable, Hashable, Sendable {
+    public var accessToken: String
+    public init(accessToken: String) { self.accessToken = accessToken }
+    enum CodingKeys: String, CodingKey { case accessToken = "access_token" }
+}
+
+/// One identity of a user, as the profile lists it.
+public struct ProfileIdentity: Codable, Hashable, Sendable {
+    /// The identity's id within its provider (for `local-userpass`, a 24-hex id).
+    public var id: String
+    /// `local-userpass`, `anon-user`, `api-key`, …
+    public var providerType: String
+    /// The id of the app's provider configuration.
+    public var providerId: String
+
+    public init(id: String, providerType: String, providerId: String) {
+        self.id = id
+        self.providerType = providerType
+        self.providerId = providerId
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id
+        case providerType = "provider_type"
+        case providerId = "provider_id"
+    }
+}
+
+/// `GET /api/client/v2.0/auth/profile`.
+public struct ProfileResponse: Codable, Hashable, Sendable {
+    public var userId: String
+    public var domainId: String
+    public var identities: [ProfileIdentity]
+    /// Profile data; well-known keys (`email`, `name`, …) are always strings.
+    public var data: [String: JSONValue]
+    /// `normal` for users; `server` for server API keys.
+    public var type: String
+
+    public init(userId: String, domainId: String, identities: [ProfileIdentity], data: [String: JSONValue], type: String) {
+        self.userId = userId
+        self.domainId = domainId
+        self.identities = identities
+        self.data = data
+        self.type = type
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userId = "user_id"
+        case domainId = "domain_id"
+        case identities, data, type
+    }
+}

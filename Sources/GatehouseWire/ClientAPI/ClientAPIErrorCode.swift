@@ -1,0 +1,32 @@
+/// An `error_code` of the Client API v2.0 error envelope.
+///
+/// The names are the ones realm-core maps to `AppError.Code` (spec §4.3). The type is open: a client meets
+/// codes it does not know as plain values rather than failing to decode.
+public struct ClientAPIErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    /// A bad, expired, revoked or wrong-kind token (HTTP 401).
+    public static let invalidSession = Self(rawValue: "InvalidSession")
+    /// Wrong password or unknown user at login: "unauthorized" (HTTP 401).
+    public static let invalidPassword = Self(rawValue: "InvalidPassword")
+    public static let userNotFound = Self(rawValue: "UserNotFound")
+    public static let accountNameInUse = Self(rawValue: "AccountNameInUse")
+    public static let userAlreadyConfirmed = Self(rawValue: "UserAlreadyConfirmed")
+    public static let userDisabled = Self(rawValue: "UserDisabled")
+    /// Malformed input and invalid one-time tokens ("invalid token data").
+    public static let badRequest = Self(rawValue: "BadRequest")
+    public static let invalidParameter = Self(rawValue: "InvalidParameter")
+    public static let missingParameter = Self(rawValue: "MissingParameter")
+    /// A request body over the size limit (HTTP 413).
+    public static let readSizeLimitExceeded = Self(rawValue: "ReadSizeLimitExceeded")
+    public static let authProviderNotFound = Self(rawValue: "AuthProviderNotFound")
+    /// No such app (HTTP 404).
+    public static let appNotFound = Self(rawValue: "AppNotFound")
+    /// No such route (HTTP 404) or method (HTTP 405).
+    public static let notFound = Self(rawValue: "NotFound")
+    public static let internalServerError = Self(rawValue: "InternalServerError")
+    /// The server cannot serve the request right now, for example its database is unreachable (HTTP 503).
+    public static let maintenanceInProgress = Self(rawValue: "MaintenanceInProgress")
+}

@@ -1,0 +1,195 @@
+import Foundation
+import GatehouseWire
+public import Hummingbird
+public import Logging
+import ServiceLifecycle
+import NIOConcurrencyHelpers
+
+/// A Gatehouse server built from a configuration: its database open and migrated, its signing keys loaded.
+///
+/// ```swift
+/// let gatehouse = try await AuthServer.open(configuration: config, logger: logger)
+/// try await gatehouse.makeApplication().runService()
+/// try await gatehouse.close()
+/// ```
+/// Tests use the same builder with an in-memory database and a ``ManualClock``.
+public final class AuthServer: Sendable {
+    public let configuration: GatehouseConfiguration
+    let env: AuthEnvironment
+    private let database: any SQLDatabase
+    private let publicURL: PublicURL
+
+    private init(configuration: GatehouseConfiguration, env: AuthEnvironment, database: any SQLDatabase, publicURL: PublicURL) {
+        self.configuration = configuration
+        self.env = env
+        self.database = database
+        self.publicURL = publicURL
+    }
+
+    /// Opens the configured database, applies pending migrations, and loads (or creates) the signing keys.
+    public static func open(
+        configuration: GatehouseConfiguration,
+        clock: GatehouseClock = .system,
+        logger: Logger = Logger(label: "gatehouse")
+    ) async throws -> AuthServer {
+        let database = try await openDatabase(configuration.database.url, logger: logger)
+        do {
+            let applied = try await Migrator(db: database).migrate()
+            if !applied.isEmpty { logger.info("database migrated", metadata: ["versions": "\(applied)"]) }
+            let store = SQLStore(db: database)
+            let keys = try await SigningKeys.load(from: store, clock: clock)
+            let hasher = Argon2PasswordHasher()
+            for app in configuration.apps { try await hasher.prepare(app.passwordHash) }
+            let publicURL = PublicURL(configuration.server.resolvedPublicURL())
+            let env = AuthEnvironment(
+                store: store, clock: clock, hasher: hasher, keys: keys, configuration: configuration,
+                publicURLBox: publicURL, logger: logger
+            )
+            return AuthServer(configuration: configuration, env: env, database: database, publicURL: publicURL)
+        } catch {
+            try? await database.close()
+            throw error
+        }
+    }
+
+    /// Applies pending migrations to the configured database and closes it. Returns the versions applied.
+    public static func migrate(configuration: GatehouseConfiguration, logger: Logger = Logger(label: "gatehouse")) async throws -> [Int] {
+        let database = try await openDatabase(configuration.database.url, logger: logger)
+        do {
+            let applied = try await Migrator(db: database).migrate()
+            try await database.close()
+            return applied
+        } catch {
+            try? await database.close()
+            throw error
+        }
+    }
+
+    private static func openDatabase(_ url: DatabaseURL, logger: Logger) async throws -> any SQLDatabase {
+        switch url {
+        case .sqliteFile, .sqliteMemory:
+            try await SQLiteDatabase.open(url, logger: logger)
+        }
+    }
+
+    /// The HTTP application: every route, the error envelope, and the outbox delivery service.
+    /// - Parameter onServerRunning: called once the server listens, with the bound port.
+    public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let router = Router(context: GatehouseRequestContext.self)
+        router.add(middleware: RequestLogMiddleware())
+        router.add(middleware: ClientAPIErrorMiddleware(publicURL: publicURL))
+        ClientAPIRoutes(env: env).register(on: router)
+        ServiceRoutes(env: env).register(on: router)
+        if configuration.dev.mailbox {
+            DevMailboxRoutes(store: env.store).register(on: router)
+        }
+
+        var services: [any Service] = []
+        if configuration.dev.mailbox {
+            services.append(OutboxDeliveryService(store: env.store, transport: DevMailboxTransport(), clock: env.clock, logger: env.logger))
+        } else {
+            env.logger.notice("no mail transport is configured: emails wait in the outbox until one is (SMTP arrives in a later release)")
+        }
+
+        let configured = configuration.server
+        let publicURL = self.publicURL
+        var app = Application(
+            router: router,
+            configuration: .init(address: .hostname(configured.host, port: configured.port), serverName: "Gatehouse"),
+            services: services,
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? configured.port
+                publicURL.set(configured.resolvedPublicURL(boundPort: port))
+                await onServerRunning(port)
+            },
+            logger: env.logger
+        )
+        app.logger.logLevel = env.logger.logLevel
+        return app
+    }
+
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully (requests in flight finish) and closes the
+    /// database.
+    public func run(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        do {
+            try await makeApplication(onServerRunning: onServerRunning).runService()
+        } catch {
+            try? await close()
+            throw error
+        }
+        try await close()
+    }
+
+    /// Replaces a user's custom user data: a JSON object of at most ``maxCustomDataSize`` bytes. It reaches the
+    /// user in the `user_data` claim of their next access token (the SDK's `refreshCustomData()`).
+    public func setCustomData(appId: String, userId: String, json: String) async throws(AdminError) {
+        guard configuration.app(id: appId) != nil else { throw AdminError("no app with id \(appId)") }
+        guard json.utf8.count <= Self.maxCustomDataSize else {
+            throw AdminError("custom data is \(json.utf8.count) bytes; the limit is \(Self.maxCustomDataSize)")
+        }
+        guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(json.utf8)) else {
+            throw AdminError("custom data must be a JSON object, like {\"plan\":\"pro\"}")
+        }
+        do {
+            guard try await env.store.setCustomData(appId: appId, userId: userId, data: object) else {
+                throw AdminError("no user \(userId) in app \(appId)")
+            }
+        } catch let error as AdminError {
+            throw error
+        } catch {
+            throw AdminError("the database refused: \(error)")
+        }
+    }
+
+    /// The largest custom user data document, in bytes of JSON: it travels in every access token.
+    public static let maxCustomDataSize = 16 * 1024
+
+    /// The base URL clients are sent to and emailed links start with.
+    public var resolvedPublicURL: String { publicURL.value }
+
+    /// Closes the database. Call after the application has stopped.
+    public func close() async throws {
+        try await database.close()
+    }
+}
+
+/// An administrative command refused, with a message for the operator.
+public struct AdminError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The public base URL, fixed once the real port is known (when the configured port is 0).
+final class PublicURL: Sendable {
+    private let storage: NIOLockedValueBox<String>
+    init(_ value: String) { storage = NIOLockedValueBox(value) }
+    var value: String { storage.withLockedValue { $0 } }
+    func set(_ value: String) { storage.withLockedValue { $0 = value } }
+}
+
+/// One log line per request: method, path (never the query, which may carry tokens), status, duration.
+struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        do {
+            let response = try await next(request, context)
+            log(request, status: response.status.code, start: start, context: context)
+            return response
+        } catch let error as any HTTPResponseError {
+            log(request, status: error.status.code, start: start, context: context)
+            throw error
+        } catch {
+            log(request, status: 500, start: start, context: context)
+            throw error
+        }
+    }
+
+    private func log(_ request: Request, status: Int, start: ContinuousClock.Instant, context: Context) {
+        let elapsed = ContinuousClock.now - start
+        let ms = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
+        context.logger.info(
+            "\(request.method) \(request.uri.path) \(status)",
+            metadata: ["ms": "\(String(format: "%.1f", ms))"]
+        )
+    }
+}

@@ -1,0 +1,346 @@
+import Foundation
+import GatehouseArgon2
+import Yams
+
+/// Builds a ``GatehouseConfiguration`` from, in increasing order of precedence: the built-in defaults, a YAML file
+/// (JSON is YAML too), environment variables, and command-line flags.
+///
+/// Every key is checked: an unknown key (usually a typo), a wrong type or an out-of-range value is a
+/// ``ConfigurationError`` naming the key, reported before the server listens.
+///
+/// Environment variables: `GATEHOUSE_HOST`, `GATEHOUSE_PORT`, `GATEHOUSE_PUBLIC_URL`, `GATEHOUSE_DATABASE_URL`.
+public struct ConfigurationLoader: Sendable {
+    /// Values given on the command line (`--host`, `--port`, `--database`); nil when absent.
+    public struct Overrides: Sendable, Hashable {
+        public var host: String?
+        public var port: String?
+        public var database: String?
+        public init(host: String? = nil, port: String? = nil, database: String? = nil) {
+            self.host = host
+            self.port = port
+            self.database = database
+        }
+    }
+
+    public var environment: [String: String]
+
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.environment = environment
+    }
+
+    /// Loads the file at `path` (or the development defaults when nil) and applies environment and flags.
+    public func load(file path: String?, overrides: Overrides = .init()) throws(ConfigurationError) -> GatehouseConfiguration {
+        var config: GatehouseConfiguration
+        if let path {
+            let text: String
+            do {
+                text = try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw ConfigurationError(key: "", message: "cannot read configuration file \(path): \(error.localizedDescription)")
+            }
+            config = try parse(yaml: text)
+        } else {
+            config = .development
+        }
+        try applyOverrides(to: &config, overrides)
+        try Self.validate(config)
+        return config
+    }
+
+    /// Parses a YAML or JSON document into a configuration (no environment, no flags).
+    public func parse(yaml text: String) throws(ConfigurationError) -> GatehouseConfiguration {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch {
+            throw ConfigurationError(key: "", message: "the configuration file is not valid YAML or JSON: \(error)")
+        }
+        guard let root else { throw ConfigurationError(key: "", message: "the configuration file is empty") }
+        let top = try ConfigNode(node: root, path: "").mapping(allowed: ["server", "database", "dev", "apps"])
+
+        var config = GatehouseConfiguration(apps: [])
+        if let server = try top.optionalMapping("server", allowed: ["host", "port", "publicURL", "location"]) {
+            if let host = try server.optionalString("host") { config.server.host = host }
+            if let port = try server.optionalInt("port") { config.server.port = port }
+            config.server.publicURL = try server.optionalString("publicURL")
+            if let location = try server.optionalString("location") { config.server.location = location }
+        }
+        if let database = try top.optionalMapping("database", allowed: ["url"]) {
+            if let url = try database.optionalString("url") {
+                config.database.url = try DatabaseURL(parsing: url)
+            }
+        }
+        if let dev = try top.optionalMapping("dev", allowed: ["mailbox"]) {
+            config.dev.mailbox = try dev.optionalBool("mailbox") ?? false
+        }
+        guard let apps = try top.optionalSequence("apps") else {
+            throw ConfigurationError(key: "apps", message: "at least one app is required")
+        }
+        for app in apps {
+            config.apps.append(try parseApp(app))
+        }
+        return config
+    }
+
+    private func parseApp(_ node: ConfigNode) throws(ConfigurationError) -> AppSettings {
+        let app = try node.mapping(allowed: [
+            "id", "name", "accessTokenTTL", "refreshTokenTTL", "revealUserExistence", "providers", "passwordHash",
+        ])
+        guard let id = try app.optionalString("id") else {
+            throw ConfigurationError(key: app.path + ".id", message: "every app needs an id")
+        }
+        var config = AppSettings(id: id, name: try app.optionalString("name"), localUserpass: nil)
+        if let ttl = try app.optionalInt("accessTokenTTL") { config.accessTokenTTL = ttl }
+        if let ttl = try app.optionalInt("refreshTokenTTL") { config.refreshTokenTTL = ttl }
+        if let reveal = try app.optionalBool("revealUserExistence") { config.revealUserExistence = reveal }
+        if let hash = try app.optionalMapping("passwordHash", allowed: ["memoryKiB", "iterations", "parallelism"]) {
+            func uint(_ key: String, _ fallback: UInt32) throws(ConfigurationError) -> UInt32 {
+                guard let value = try hash.optionalInt(key) else { return fallback }
+                guard value > 0, value <= Int(UInt32.max) else {
+                    throw ConfigurationError(key: hash.path + "." + key, message: "expected a positive integer, found \(value)")
+                }
+                return UInt32(value)
+            }
+            config.passwordHash = Argon2Parameters(
+                memoryKiB: try uint("memoryKiB", 19456),
+                iterations: try uint("iterations", 2),
+                parallelism: try uint("parallelism", 1)
+            )
+        }
+        if let providers = try app.optionalMapping("providers", allowed: ["local-userpass", "anon-user"]) {
+            if let anonymous = try providers.optionalMapping("anon-user", allowed: ["enabled"]) {
+                config.anonymousUsers = try anonymous.optionalBool("enabled") ?? true
+            }
+            if let local = try providers.optionalMapping(
+                "local-userpass",
+                allowed: [
+                    "enabled", "confirmation", "emailConfirmationURL", "reset", "resetPasswordURL", "tokenTTL", "password",
+                ]
+            ) {
+                var lp = LocalUserpassConfiguration()
+                if let confirmation = try local.optionalEnum("confirmation", LocalUserpassConfiguration.Confirmation.self) {
+                    lp.confirmation = confirmation
+                }
+                lp.emailConfirmationURL = try local.optionalString("emailConfirmationURL")
+                if let reset = try local.optionalEnum("reset", LocalUserpassConfiguration.Reset.self) { lp.reset = reset }
+                lp.resetPasswordURL = try local.optionalString("resetPasswordURL")
+                if let ttl = try local.optionalInt("tokenTTL") { lp.tokenTTL = ttl }
+                if let password = try local.optionalMapping("password", allowed: ["minLength", "maxLength"]) {
+                    if let min = try password.optionalInt("minLength") { lp.password.minLength = min }
+                    if let max = try password.optionalInt("maxLength") { lp.password.maxLength = max }
+                }
+                config.localUserpass = (try local.optionalBool("enabled") ?? true) ? lp : nil
+            }
+        }
+        return config
+    }
+
+    private func applyOverrides(to config: inout GatehouseConfiguration, _ flags: Overrides) throws(ConfigurationError) {
+        if let host = flags.host ?? environment["GATEHOUSE_HOST"] { config.server.host = host }
+        if let port = flags.port {
+            config.server.port = try Self.port(port, key: "--port")
+        } else if let port = environment["GATEHOUSE_PORT"] {
+            config.server.port = try Self.port(port, key: "GATEHOUSE_PORT")
+        }
+        if let url = environment["GATEHOUSE_PUBLIC_URL"] { config.server.publicURL = url }
+        if let database = flags.database {
+            do { config.database.url = try DatabaseURL(parsing: database) } catch {
+                throw ConfigurationError(key: "--database", message: error.message)
+            }
+        } else if let database = environment["GATEHOUSE_DATABASE_URL"] {
+            do { config.database.url = try DatabaseURL(parsing: database) } catch {
+                throw ConfigurationError(key: "GATEHOUSE_DATABASE_URL", message: error.message)
+            }
+        }
+    }
+
+    private static func port(_ text: String, key: String) throws(ConfigurationError) -> Int {
+        guard let port = Int(text.trimmingCharacters(in: .whitespaces)) else {
+            throw ConfigurationError(key: key, message: "expected a port number, found \"\(text)\"")
+        }
+        return port
+    }
+
+    /// Range and consistency checks shared by every source.
+    static func validate(_ config: GatehouseConfiguration) throws(ConfigurationError) {
+        guard (0...65535).contains(config.server.port) else {
+            throw ConfigurationError(key: "server.port", message: "expected 0…65535, found \(config.server.port)")
+        }
+        guard !config.server.host.isEmpty else {
+            throw ConfigurationError(key: "server.host", message: "must not be empty")
+        }
+        if let url = config.server.publicURL {
+            try checkBaseURL(url, key: "server.publicURL", allowPath: false)
+        }
+        guard !config.apps.isEmpty else {
+            throw ConfigurationError(key: "apps", message: "at least one app is required")
+        }
+        var seen = Set<String>()
+        for (index, app) in config.apps.enumerated() {
+            let path = "apps[\(index)]"
+            guard app.id.range(of: "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", options: .regularExpression) != nil else {
+                throw ConfigurationError(key: path + ".id", message: "use 1–128 letters, digits, '.', '_' or '-', found \"\(app.id)\"")
+            }
+            guard seen.insert(app.id).inserted else {
+                throw ConfigurationError(key: path + ".id", message: "app id \"\(app.id)\" is used twice")
+            }
+            guard (60...86_400).contains(app.accessTokenTTL) else {
+                throw ConfigurationError(key: path + ".accessTokenTTL", message: "expected 60…86400 seconds, found \(app.accessTokenTTL)")
+            }
+            guard (1800...15_552_000).contains(app.refreshTokenTTL) else {
+                throw ConfigurationError(
+                    key: path + ".refreshTokenTTL",
+                    message: "expected 1800…15552000 seconds (30 minutes to 180 days), found \(app.refreshTokenTTL)"
+                )
+            }
+            let hash = app.passwordHash
+            guard (1...64).contains(hash.parallelism) else {
+                throw ConfigurationError(key: path + ".passwordHash.parallelism", message: "expected 1…64, found \(hash.parallelism)")
+            }
+            guard hash.memoryKiB >= 8 * hash.parallelism, hash.memoryKiB <= 1_048_576 else {
+                throw ConfigurationError(
+                    key: path + ".passwordHash.memoryKiB",
+                    message: "expected 8×parallelism…1048576 KiB, found \(hash.memoryKiB)"
+                )
+            }
+            guard (1...100).contains(hash.iterations) else {
+                throw ConfigurationError(key: path + ".passwordHash.iterations", message: "expected 1…100, found \(hash.iterations)")
+            }
+            if let local = app.localUserpass {
+                let lp = path + ".providers.local-userpass"
+                guard (60...604_800).contains(local.tokenTTL) else {
+                    throw ConfigurationError(key: lp + ".tokenTTL", message: "expected 60…604800 seconds, found \(local.tokenTTL)")
+                }
+                guard local.password.minLength >= 1 else {
+                    throw ConfigurationError(key: lp + ".password.minLength", message: "must be at least 1")
+                }
+                guard local.password.maxLength >= local.password.minLength, local.password.maxLength <= 4096 else {
+                    throw ConfigurationError(key: lp + ".password.maxLength", message: "must be between minLength and 4096")
+                }
+                if let url = local.emailConfirmationURL { try checkBaseURL(url, key: lp + ".emailConfirmationURL", allowPath: true) }
+                if let url = local.resetPasswordURL { try checkBaseURL(url, key: lp + ".resetPasswordURL", allowPath: true) }
+            }
+        }
+    }
+
+    private static func checkBaseURL(_ text: String, key: String, allowPath: Bool) throws(ConfigurationError) {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty
+        else {
+            throw ConfigurationError(key: key, message: "expected an http(s) URL, found \"\(text)\"")
+        }
+        if !allowPath {
+            guard components.path.isEmpty || components.path == "/", components.query == nil else {
+                throw ConfigurationError(key: key, message: "expected scheme, host and port only (no path), found \"\(text)\"")
+            }
+        }
+    }
+}
+
+/// A YAML node with its dotted path, so that every error names its key.
+struct ConfigNode {
+    let node: Node
+    let path: String
+
+    private func child(_ key: String) -> String { path.isEmpty ? key : path + "." + key }
+
+    private func describe(_ node: Node) -> String {
+        switch node {
+        case .scalar(let s): "\"\(s.string)\""
+        case .mapping: "a mapping"
+        case .sequence: "a list"
+        case .alias: "an alias"
+        }
+    }
+
+    /// This node as a mapping whose keys must all be in `allowed`.
+    func mapping(allowed: Set<String>) throws(ConfigurationError) -> ConfigMapping {
+        guard case .mapping(let mapping) = node else {
+            throw ConfigurationError(key: path.isEmpty ? "(top level)" : path, message: "expected a mapping of keys, found \(describe(node))")
+        }
+        var values: [String: Node] = [:]
+        for (key, value) in mapping {
+            guard let name = key.string else {
+                throw ConfigurationError(key: path, message: "keys must be strings")
+            }
+            guard allowed.contains(name) else {
+                throw ConfigurationError(
+                    key: child(name),
+                    message: "unknown key; expected one of \(allowed.sorted().joined(separator: ", "))"
+                )
+            }
+            values[name] = value
+        }
+        return ConfigMapping(values: values, path: path)
+    }
+}
+
+/// The keys of one YAML mapping, read with type checks.
+struct ConfigMapping {
+    let values: [String: Node]
+    let path: String
+
+    private func child(_ key: String) -> String { path.isEmpty ? key : path + "." + key }
+
+    private func scalar(_ key: String, expected: String) throws(ConfigurationError) -> Node.Scalar? {
+        guard let node = values[key] else { return nil }
+        if case .scalar(let s) = node {
+            if s.tag.description == Tag.Name.null.rawValue || (s.style == .plain && ["null", "~", ""].contains(s.string)) {
+                return nil
+            }
+            return s
+        }
+        throw ConfigurationError(key: child(key), message: "expected \(expected), found a \(node.isMapping ? "mapping" : "list")")
+    }
+
+    func optionalString(_ key: String) throws(ConfigurationError) -> String? {
+        try scalar(key, expected: "a string")?.string
+    }
+
+    func optionalInt(_ key: String) throws(ConfigurationError) -> Int? {
+        guard let s = try scalar(key, expected: "an integer") else { return nil }
+        guard let value = Int(s.string.trimmingCharacters(in: .whitespaces)) else {
+            throw ConfigurationError(key: child(key), message: "expected an integer, found \"\(s.string)\"")
+        }
+        return value
+    }
+
+    func optionalBool(_ key: String) throws(ConfigurationError) -> Bool? {
+        guard let s = try scalar(key, expected: "true or false") else { return nil }
+        switch s.string.lowercased() {
+        case "true", "yes", "on": return true
+        case "false", "no", "off": return false
+        default: throw ConfigurationError(key: child(key), message: "expected true or false, found \"\(s.string)\"")
+        }
+    }
+
+    func optionalEnum<E: RawRepresentable & CaseIterable>(_ key: String, _ type: E.Type) throws(ConfigurationError) -> E?
+    where E.RawValue == String {
+        guard let text = try optionalString(key) else { return nil }
+        guard let value = E(rawValue: text) else {
+            let expected = E.allCases.map(\.rawValue).joined(separator: " | ")
+            throw ConfigurationError(key: child(key), message: "expected \(expected), found \"\(text)\"")
+        }
+        return value
+    }
+
+    func optionalMapping(_ key: String, allowed: Set<String>) throws(ConfigurationError) -> ConfigMapping? {
+        guard let node = values[key] else { return nil }
+        return try ConfigNode(node: node, path: child(key)).mapping(allowed: allowed)
+    }
+
+    func optionalSequence(_ key: String) throws(ConfigurationError) -> [ConfigNode]? {
+        guard let node = values[key] else { return nil }
+        guard case .sequence(let sequence) = node else {
+            throw ConfigurationError(key: child(key), message: "expected a list")
+        }
+        return sequence.enumerated().map { ConfigNode(node: $0.element, path: "\(child(key))[\($0.offset)]") }
+    }
+}
+
+extension Node {
+    fileprivate var isMapping: Bool {
+        if case .mapping = self { return true }
+        return false
+    }
+}

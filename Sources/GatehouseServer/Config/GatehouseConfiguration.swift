@@ -1,0 +1,220 @@
+import Foundation
+public import GatehouseArgon2
+
+/// Everything `gatehouse serve` needs to know, validated. Built by ``ConfigurationLoader`` from a YAML (or JSON)
+/// file, environment variables and command-line flags; every key is documented in the README.
+public struct GatehouseConfiguration: Sendable {
+    public var server: ServerSettings
+    public var database: DatabaseSettings
+    public var dev: DevSettings
+    /// The apps this server serves; ids are unique.
+    public var apps: [AppSettings]
+
+    public init(server: ServerSettings = .init(), database: DatabaseSettings = .init(), dev: DevSettings = .init(), apps: [AppSettings]) {
+        self.server = server
+        self.database = database
+        self.dev = dev
+        self.apps = apps
+    }
+
+    /// What `gatehouse serve` runs with no configuration at all: 127.0.0.1:9090, SQLite at
+    /// `.gatehouse/gatehouse.sqlite`, the dev mailbox on, and one app `gatehouse-dev` with email/password sign-up
+    /// confirmed by email.
+    public static var development: GatehouseConfiguration {
+        GatehouseConfiguration(
+            dev: DevSettings(mailbox: true),
+            apps: [AppSettings(id: "gatehouse-dev", localUserpass: LocalUserpassConfiguration(confirmation: .email))]
+        )
+    }
+
+    /// The app with this id, if configured.
+    public func app(id: String) -> AppSettings? { apps.first { $0.id == id } }
+}
+
+/// `server.*`
+public struct ServerSettings: Sendable, Hashable {
+    /// Address to bind. Default `127.0.0.1`.
+    public var host: String
+    /// Port to bind; 0 picks a free port. Default 9090.
+    public var port: Int
+    /// The externally reachable base URL (scheme, host, optional port; no path). Clients are sent here by
+    /// `/location`, and emailed links start with it. Default `http://HOST:PORT`.
+    public var publicURL: String?
+    /// `location` answered by `/location`.
+    public var location: String
+
+    public init(host: String = "127.0.0.1", port: Int = 9090, publicURL: String? = nil, location: String = "self-hosted") {
+        self.host = host
+        self.port = port
+        self.publicURL = publicURL
+        self.location = location
+    }
+
+    /// `publicURL`, or one derived from the bound host and port.
+    public func resolvedPublicURL(boundPort: Int? = nil) -> String {
+        if let publicURL { return publicURL }
+        let visibleHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host
+        return "http://\(visibleHost):\(boundPort ?? port)"
+    }
+}
+
+/// `database.*`
+public struct DatabaseSettings: Sendable, Hashable {
+    /// Where the data lives.
+    public var url: DatabaseURL
+    public init(url: DatabaseURL = .sqliteFile(".gatehouse/gatehouse.sqlite")) { self.url = url }
+}
+
+/// A parsed `database.url`.
+public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
+    /// `sqlite:PATH` (relative to the working directory, or absolute); the folder is created if missing.
+    case sqliteFile(String)
+    /// `sqlite::memory:`: nothing survives a restart. For tests and experiments.
+    case sqliteMemory
+
+    /// Parses `sqlite:PATH`, `sqlite://PATH` or `sqlite::memory:`.
+    public init(parsing text: String) throws(ConfigurationError) {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard trimmed.hasPrefix("sqlite:") else {
+            if trimmed.hasPrefix("postgres:") || trimmed.hasPrefix("postgresql:") {
+                throw ConfigurationError(key: "database.url", message: "PostgreSQL is not supported yet; use sqlite:PATH")
+            }
+            throw ConfigurationError(key: "database.url", message: "expected sqlite:PATH or sqlite::memory:, found \"\(text)\"")
+        }
+        var rest = String(trimmed.dropFirst("sqlite:".count))
+        if rest.hasPrefix("//") { rest.removeFirst(2) }
+        if rest == ":memory:" {
+            self = .sqliteMemory
+        } else if rest.isEmpty {
+            throw ConfigurationError(key: "database.url", message: "sqlite: needs a file path, for example sqlite:.gatehouse/gatehouse.sqlite")
+        } else {
+            self = .sqliteFile(rest)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .sqliteFile(let path): "sqlite:\(path)"
+        case .sqliteMemory: "sqlite::memory:"
+        }
+    }
+}
+
+/// `dev.*`
+public struct DevSettings: Sendable, Hashable {
+    /// Keep every email in a local mailbox readable at `/_dev/mailbox` instead of sending it. Never turn this on
+    /// for a server real users reach: the mailbox shows their confirmation and reset links.
+    public var mailbox: Bool
+    public init(mailbox: Bool = false) { self.mailbox = mailbox }
+}
+
+/// One app: its own users, providers and token lifetimes.
+public struct AppSettings: Sendable, Hashable {
+    /// The client app id used in URLs (`/api/client/v2.0/app/{id}/…`).
+    public var id: String
+    /// Shown in emails. Defaults to the id.
+    public var name: String
+    /// Access token lifetime in seconds. Default 1800.
+    public var accessTokenTTL: Int
+    /// Refresh token (session) lifetime in seconds. Default 5184000 (60 days).
+    public var refreshTokenTTL: Int
+    /// When false (the default), unknown and known accounts get the same answers at the same timing.
+    public var revealUserExistence: Bool
+    /// `providers.local-userpass`; nil when the provider is off.
+    public var localUserpass: LocalUserpassConfiguration?
+    /// `providers.anon-user.enabled`: anonymous users (each login a new user). Default off.
+    public var anonymousUsers: Bool
+    /// Argon2id parameters for new password hashes. Hashes with other parameters are upgraded at the next login.
+    public var passwordHash: Argon2Parameters
+
+    public init(
+        id: String,
+        name: String? = nil,
+        accessTokenTTL: Int = 1800,
+        refreshTokenTTL: Int = 5_184_000,
+        revealUserExistence: Bool = false,
+        localUserpass: LocalUserpassConfiguration? = LocalUserpassConfiguration(),
+        anonymousUsers: Bool = false,
+        passwordHash: Argon2Parameters = .owasp
+    ) {
+        self.id = id
+        self.name = name ?? id
+        self.accessTokenTTL = accessTokenTTL
+        self.refreshTokenTTL = refreshTokenTTL
+        self.revealUserExistence = revealUserExistence
+        self.localUserpass = localUserpass
+        self.anonymousUsers = anonymousUsers
+        self.passwordHash = passwordHash
+    }
+}
+
+extension Argon2Parameters {
+    /// OWASP's recommendation: m=19456 KiB, t=2, p=1.
+    public static var owasp: Argon2Parameters { Argon2Parameters(memoryKiB: 19456, iterations: 2, parallelism: 1) }
+}
+
+/// `providers.local-userpass`: email/password accounts.
+public struct LocalUserpassConfiguration: Sendable, Hashable {
+    /// How a new account is confirmed.
+    public enum Confirmation: String, Sendable, Hashable, CaseIterable {
+        /// Confirmed at registration.
+        case auto
+        /// Pending until the emailed link's token is confirmed.
+        case email
+    }
+    /// How a password reset reaches the user.
+    public enum Reset: String, Sendable, Hashable, CaseIterable {
+        case email
+    }
+
+    public var confirmation: Confirmation
+    /// Link target of confirmation emails; `?token=…&tokenId=…` is appended. Default: the server's hosted page
+    /// `PUBLIC_URL/app/APP_ID/confirm`.
+    public var emailConfirmationURL: String?
+    public var reset: Reset
+    /// Link target of reset emails; `?token=…&tokenId=…` is appended. Default `PUBLIC_URL/app/APP_ID/reset`.
+    public var resetPasswordURL: String?
+    /// Lifetime of confirmation and reset tokens, in seconds. Default 1800.
+    public var tokenTTL: Int
+    public var password: PasswordPolicy
+
+    public init(
+        confirmation: Confirmation = .email,
+        emailConfirmationURL: String? = nil,
+        reset: Reset = .email,
+        resetPasswordURL: String? = nil,
+        tokenTTL: Int = 1800,
+        password: PasswordPolicy = .init()
+    ) {
+        self.confirmation = confirmation
+        self.emailConfirmationURL = emailConfirmationURL
+        self.reset = reset
+        self.resetPasswordURL = resetPasswordURL
+        self.tokenTTL = tokenTTL
+        self.password = password
+    }
+}
+
+/// `providers.local-userpass.password`.
+public struct PasswordPolicy: Sendable, Hashable {
+    /// Minimum length in characters. Default 8.
+    public var minLength: Int
+    /// Maximum length in characters. Default 256; hashing cost does not depend on it, but request size does.
+    public var maxLength: Int
+    public init(minLength: Int = 8, maxLength: Int = 256) {
+        self.minLength = minLength
+        self.maxLength = maxLength
+    }
+}
+
+/// A configuration problem, naming the key: `apps[0].accessTokenTTL: expected a positive integer, found "x"`.
+public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// Dotted path of the offending key (`server.port`, `apps[1].providers.local-userpass.tokenTTL`).
+    public var key: String
+    public var message: String
+    public init(key: String, message: String) {
+        self.key = key
+        self.message = message
+    }
+    public var description: String { key.isEmpty ? message : "\(key): \(message)" }
+}

@@ -1,0 +1,34 @@
+/// Why a domain operation refused. Each HTTP facade maps these to its own envelope and status.
+enum AuthError: Error, Hashable, Sendable {
+    /// Unknown app id in the URL.
+    case appNotFound(String)
+    /// The provider is not enabled for the app.
+    case providerNotEnabled(String)
+    /// Wrong password or unknown user: the same answer for both.
+    case invalidCredentials
+    /// The password was right but the account is still pending confirmation.
+    case confirmationRequired
+    case userDisabled
+    /// Registration with an email that already has an account.
+    case accountNameInUse
+    /// Only when the app reveals user existence.
+    case userNotFound
+    case userAlreadyConfirmed
+    /// Unknown, expired, used or superseded one-time token.
+    case invalidTokenData
+    /// A bad, expired, revoked or wrong-kind bearer token.
+    case invalidSession(String)
+    case invalidEmail
+    /// The password breaks the app's policy; the message says which rule.
+    case passwordPolicy(String)
+    /// The database cannot be reached.
+    case storeUnavailable
+}
+
+/// Errors of the store layer that the domain understands.
+enum StoreError: Error, Hashable, Sendable {
+    /// A unique constraint refused the write (for example the email is taken).
+    case conflict
+    /// The database cannot be reached or refused to work.
+    case unavailable(String)
+}

@@ -1,0 +1,161 @@
+import Foundation
+import GatehouseArgon2
+import GatehouseWire
+import Logging
+
+/// What every domain operation needs: storage, time, hashing, keys and the configuration.
+struct AuthEnvironment: Sendable {
+    var store: any GatehouseStore
+    var clock: GatehouseClock
+    var hasher: any PasswordHasher
+    var keys: SigningKeys
+    var configuration: GatehouseConfiguration
+    /// The externally reachable base URL, with the real port when the configured one was 0.
+    var publicURLBox: PublicURL
+    var logger: Logger
+
+    var publicURL: String { publicURLBox.value }
+
+    /// The app with `id`, or ``AuthError/appNotFound(_:)``.
+    func app(_ id: String) throws(AuthError) -> AppSettings {
+        guard let app = configuration.app(id: id) else { throw .appNotFound(id) }
+        return app
+    }
+}
+
+/// The result of a successful login.
+struct LoginResult: Sendable, Hashable {
+    var accessToken: String
+    var refreshToken: String
+    var userId: String
+    var deviceId: String
+}
+
+/// Sessions and the tokens that stand for them.
+struct SessionService: Sendable {
+    let env: AuthEnvironment
+
+    /// Starts a session for `user` and issues its tokens.
+    func startSession(for user: UserRecord, app: AppSettings, device: [String: JSONValue]) async throws -> LoginResult {
+        let now = env.clock.now
+        let secret = Base64URL.encode(Secrets.randomBytes(32))
+        let session = SessionRecord(
+            id: Secrets.objectID(at: now),
+            appId: app.id,
+            userId: user.id,
+            deviceId: Secrets.objectID(at: now),
+            device: device,
+            secretHash: Secrets.sha256(secret),
+            createdAt: now,
+            expiresAt: now.addingTimeInterval(TimeInterval(app.refreshTokenTTL)),
+            revokedAt: nil
+        )
+        try await env.store.createSession(session)
+        let key = env.keys.current
+        let refresh = TokenClaims(
+            sub: user.id, typ: .refresh, sid: session.id, aud: app.id, iss: env.publicURL,
+            iat: Int64(now.timeIntervalSince1970), exp: Int64(session.expiresAt.timeIntervalSince1970),
+            baasDeviceId: session.deviceId, userData: nil, jti: secret
+        )
+        return LoginResult(
+            accessToken: try accessToken(for: user, session: session, app: app),
+            refreshToken: try JWT.sign(refresh, key: key.privateKey, kid: key.kid),
+            userId: user.id,
+            deviceId: session.deviceId
+        )
+    }
+
+    private func accessToken(for user: UserRecord, session: SessionRecord, app: AppSettings) throws -> String {
+        let now = env.clock.now
+        let key = env.keys.current
+        let claims = TokenClaims(
+            sub: user.id, typ: .access, sid: session.id, aud: app.id, iss: env.publicURL,
+            iat: Int64(now.timeIntervalSince1970), exp: Int64(now.timeIntervalSince1970) + Int64(app.accessTokenTTL),
+            baasDeviceId: session.deviceId, userData: user.customData, jti: nil
+        )
+        return try JWT.sign(claims, key: key.privateKey, kid: key.kid)
+    }
+
+    /// An authenticated caller: the user and session behind a valid token.
+    struct Caller: Sendable {
+        var user: UserRecord
+        var session: SessionRecord
+        var app: AppSettings
+    }
+
+    /// Verifies a bearer token of the expected kind: signature, expiry, the session (alive, unexpired, and for
+    /// refresh tokens the secret) and the user. Any failure is ``AuthError/invalidSession(_:)``.
+    func authenticate(_ token: String, as kind: TokenClaims.Kind) async throws -> Caller {
+        let claims: TokenClaims
+        do {
+            claims = try JWT.verify(token, keys: env.keys.publicKey(kid:))
+        } catch {
+            throw AuthError.invalidSession(error.description)
+        }
+        let now = env.clock.now
+        guard claims.typ == kind else { throw AuthError.invalidSession(TokenError.wrongKind(expected: kind).description) }
+        guard claims.exp > Int64(now.timeIntervalSince1970) else {
+            throw AuthError.invalidSession(kind == .access ? "invalid session: access token expired" : "invalid session: refresh token expired")
+        }
+        guard let app = env.configuration.app(id: claims.aud) else { throw AuthError.invalidSession("invalid session: unknown app") }
+        guard let session = try await env.store.session(id: claims.sid), session.userId == claims.sub, session.revokedAt == nil,
+            session.expiresAt > now
+        else { throw AuthError.invalidSession("invalid session") }
+        if kind == .refresh {
+            guard let secret = claims.jti, Secrets.constantTimeEquals(Secrets.sha256(secret), session.secretHash) else {
+                throw AuthError.invalidSession("invalid session")
+            }
+        }
+        guard let user = try await env.store.user(id: claims.sub) else { throw AuthError.invalidSession("invalid session") }
+        guard !user.disabled else { throw AuthError.invalidSession("invalid session: user disabled") }
+        return Caller(user: user, session: session, app: app)
+    }
+
+    /// `POST auth/session`: a fresh access token (with current custom data) for a valid refresh token.
+    func refresh(_ refreshToken: String) async throws -> String {
+        let caller = try await authenticate(refreshToken, as: .refresh)
+        return try accessToken(for: caller.user, session: caller.session, app: caller.app)
+    }
+
+    /// `DELETE auth/session`: revokes the refresh token's session at once.
+    func logOut(_ refreshToken: String) async throws {
+        let caller = try await authenticate(refreshToken, as: .refresh)
+        try await env.store.revokeSession(id: caller.session.id, now: env.clock.now)
+    }
+
+    /// `GET auth/profile`.
+    func profile(_ accessToken: String) async throws -> ProfileResponse {
+        let caller = try await authenticate(accessToken, as: .access)
+        let identities = try await env.store.identities(userId: caller.user.id)
+        var data: [String: JSONValue] = [:]
+        for identity in identities {
+            data.merge(identity.data) { existing, _ in existing }
+        }
+        return ProfileResponse(
+            userId: caller.user.id,
+            domainId: Self.domainId(appId: caller.app.id),
+            identities: identities.map {
+                ProfileIdentity(id: $0.id, providerType: $0.providerType, providerId: Self.providerId(appId: $0.appId, provider: $0.providerType))
+            },
+            data: data,
+            type: "normal"
+        )
+    }
+
+    /// `DELETE auth/delete`: removes the user with every identity and session.
+    func deleteUser(_ accessToken: String) async throws {
+        let caller = try await authenticate(accessToken, as: .access)
+        try await env.store.deleteUser(id: caller.user.id)
+        env.logger.info("user deleted", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)"])
+    }
+
+    /// A stable 24-hex id for an app's provider configuration (App Services' `provider_id`).
+    static func providerId(appId: String, provider: String) -> String {
+        Secrets.hex(Array(Secrets.sha256("provider:\(appId):\(provider)").prefix(12)))
+    }
+
+    /// A stable 24-hex id for the app's user domain.
+    static func domainId(appId: String) -> String {
+        Secrets.hex(Array(Secrets.sha256("domain:\(appId)").prefix(12)))
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import GatehouseWire
+import Logging
+
+/// The `local-userpass` provider: registration, confirmation, password reset and login.
+///
+/// Unless the app sets `revealUserExistence`, an unknown address gets the same answer as a known one and the
+/// server does the same work for it (a password verification against a dummy hash, the same token statements
+/// rolled back), so neither the answer nor its timing tells whether an account exists.
+struct EmailPasswordService: Sendable {
+    let env: AuthEnvironment
+
+    static let providerType = "local-userpass"
+
+    private func provider(_ appId: String) throws(AuthError) -> (AppSettings, LocalUserpassConfiguration) {
+        let app = try env.app(appId)
+        guard let local = app.localUserpass else { throw .providerNotEnabled(Self.providerType) }
+        return (app, local)
+    }
+
+    private func checkPassword(_ password: String, _ policy: PasswordPolicy) throws(AuthError) {
+        let length = password.count
+        if length < policy.minLength || length > policy.maxLength {
+            throw .passwordPolicy("password must be between \(policy.minLength) and \(policy.maxLength) characters")
+        }
+    }
+
+    /// `register`: a pending account and a confirmation email, or (with `confirmation: auto`) a confirmed account.
+    func register(appId: String, email rawEmail: String, password: String) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        try checkPassword(password, local.password)
+        if try await env.store.emailAccount(appId: app.id, email: email.normalized) != nil {
+            throw AuthError.accountNameInUse
+        }
+        let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
+        let now = env.clock.now
+        let userId = Secrets.objectID(at: now)
+        let user = UserRecord(id: userId, appId: app.id, createdAt: now, disabled: false, customData: [:])
+        let identity = IdentityRecord(
+            id: Secrets.objectID(at: now), userId: userId, appId: app.id, providerType: Self.providerType,
+            externalId: email.normalized, data: ["email": .string(email.display)], createdAt: now
+        )
+        let confirmed = local.confirmation == .auto
+        let account = EmailAccountRecord(
+            appId: app.id, email: email.normalized, userId: userId, passwordHash: hash, confirmedAt: confirmed ? now : nil
+        )
+        var token: OneTimeTokenRecord?
+        var mail: OutboxMessage?
+        if !confirmed {
+            (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, recipient: email.display)
+        }
+        do {
+            try await env.store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: mail)
+        } catch StoreError.conflict {
+            throw AuthError.accountNameInUse
+        }
+        env.logger.info("user registered", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
+    }
+
+    /// A new token of `kind` and the email carrying its link.
+    private func makeTokenMail(
+        _ kind: OneTimeTokenKind,
+        app: AppSettings,
+        local: LocalUserpassConfiguration,
+        userId: String,
+        recipient: String
+    ) -> (OneTimeTokenRecord, OutboxMessage) {
+        let now = env.clock.now
+        let secret = Secrets.token()
+        let token = OneTimeTokenRecord(
+            id: Secrets.objectID(at: now), appId: app.id, kind: kind, userId: userId, secretHash: Secrets.sha256(secret),
+            createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(local.tokenTTL)), usedAt: nil, supersededAt: nil
+        )
+        let minutes = max(1, local.tokenTTL / 60)
+        let content: (subject: String, text: String, html: String)
+        switch kind {
+        case .confirmation:
+            let base = local.emailConfirmationURL ?? "\(env.publicURL)/app/\(app.id)/confirm"
+            content = MailMessages.confirmation(
+                appName: app.name, link: MailMessages.link(base: base, token: secret, tokenId: token.id), expiresInMinutes: minutes
+            )
+        case .passwordReset:
+            let base = local.resetPasswordURL ?? "\(env.publicURL)/app/\(app.id)/reset"
+            content = MailMessages.passwordReset(
+                appName: app.name, link: MailMessages.link(base: base, token: secret, tokenId: token.id), expiresInMinutes: minutes
+            )
+        }
+        return (token, message(kind: kind.rawValue, app: app, recipient: recipient, content))
+    }
+
+    private func message(kind: String, app: AppSettings, recipient: String, _ content: (subject: String, text: String, html: String))
+        -> OutboxMessage
+    {
+        let now = env.clock.now
+        return OutboxMessage(
+            id: Secrets.objectID(at: now), appId: app.id, kind: kind, recipient: recipient, subject: content.subject,
+            text: content.text, html: content.html, createdAt: now, nextAttemptAt: now
+        )
+    }
+
+    /// Issues a token and its email for `account`, or, when `account` is nil, does the same work and rolls it back.
+    private func issue(_ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress, account: EmailAccountRecord?)
+        async throws
+    {
+        let (token, mail) = makeTokenMail(
+            kind, app: app, local: local, userId: account?.userId ?? Secrets.objectID(), recipient: email.display
+        )
+        try await env.store.issueOneTimeToken(token, mail: mail, dryRun: account == nil)
+    }
+
+    /// `confirm/send`: a new confirmation email for a pending account (older links stop working).
+    func resendConfirmation(appId: String, email rawEmail: String) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        if app.revealUserExistence {
+            guard let account else { throw AuthError.userNotFound }
+            guard account.confirmedAt == nil else { throw AuthError.userAlreadyConfirmed }
+            try await issue(.confirmation, app: app, local: local, email: email, account: account)
+        } else if let account, account.confirmedAt != nil {
+            // Tell the owner, not the caller.
+            try await env.store.enqueue(message(kind: "already_confirmed", app: app, recipient: email.display, MailMessages.alreadyConfirmed(appName: app.name)))
+        } else {
+            try await issue(.confirmation, app: app, local: local, email: email, account: account)
+        }
+    }
+
+    /// `confirm`: confirms the account of a valid confirmation token, once.
+    func confirm(appId: String, token: String, tokenId: String) async throws {
+        let (app, _) = try provider(appId)
+        guard let record = try await validToken(token: token, tokenId: tokenId, kind: .confirmation, app: app) else {
+            throw AuthError.invalidTokenData
+        }
+        guard try await env.store.redeemConfirmationToken(id: record.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
+        env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
+    }
+
+    /// `reset/send`: a reset email for a known address.
+    func sendPasswordReset(appId: String, email rawEmail: String) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        if app.revealUserExistence, account == nil { throw AuthError.userNotFound }
+        try await issue(.passwordReset, app: app, local: local, email: email, account: account)
+    }
+
+    /// `reset`: sets a new password with a valid reset token, once, and ends every session of the user.
+    func resetPassword(appId: String, token: String, tokenId: String, password: String) async throws {
+        let (app, local) = try provider(appId)
+        try checkPassword(password, local.password)
+        guard let record = try await validToken(token: token, tokenId: tokenId, kind: .passwordReset, app: app) else {
+            throw AuthError.invalidTokenData
+        }
+        let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
+        guard try await env.store.redeemPasswordResetToken(id: record.id, newPasswordHash: hash, now: env.clock.now) else {
+            throw AuthError.invalidTokenData
+        }
+        env.logger.info("password reset", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
+    }
+
+    /// The token record if `token` matches it (compared in constant time) and it can still be redeemed.
+    private func validToken(token: String, tokenId: String, kind: OneTimeTokenKind, app: AppSettings) async throws
+        -> OneTimeTokenRecord?
+    {
+        guard Secrets.isObjectID(tokenId), token.utf8.count <= 256,
+            let record = try await env.store.oneTimeToken(id: tokenId.lowercased()),
+            record.appId == app.id, record.kind == kind,
+            Secrets.constantTimeEquals(Secrets.sha256(token), record.secretHash),
+            record.usedAt == nil, record.supersededAt == nil, record.expiresAt > env.clock.now
+        else { return nil }
+        return record
+    }
+
+    /// `login`: the user for a correct email and password of a confirmed account.
+    func login(appId: String, username: String, password: String) async throws -> (UserRecord, AppSettings) {
+        let (app, local) = try provider(appId)
+        guard password.count <= local.password.maxLength, let email = EmailAddress(username),
+            let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        else {
+            try await env.hasher.burnVerify(password, parameters: app.passwordHash)
+            throw AuthError.invalidCredentials
+        }
+        guard try await env.hasher.verify(password, against: account.passwordHash) else { throw AuthError.invalidCredentials }
+        guard account.confirmedAt != nil else { throw AuthError.confirmationRequired }
+        guard let user = try await env.store.user(id: account.userId) else { throw AuthError.invalidCredentials }
+        guard !user.disabled else { throw AuthError.userDisabled }
+        if env.hasher.needsRehash(account.passwordHash, parameters: app.passwordHash) {
+            let upgraded = try await env.hasher.hash(password, parameters: app.passwordHash)
+            try await env.store.upgradePasswordHash(appId: app.id, email: account.email, from: account.passwordHash, to: upgraded)
+            env.logger.info("password hash upgraded", metadata: ["app": "\(app.id)", "user": "\(user.id)"])
+        }
+        return (user, app)
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import GatehouseWire
+
+/// A user of one app. Identities (how they sign in) hang off it.
+struct UserRecord: Sendable, Hashable {
+    var id: String
+    var appId: String
+    var createdAt: Date
+    var disabled: Bool
+    /// Custom user data: travels in the `user_data` claim of access tokens. `{}` until set.
+    var customData: [String: JSONValue]
+}
+
+/// One way a user signs in: `local-userpass` with an email, and later anonymous, API keys, JWT, Google, …
+struct IdentityRecord: Sendable, Hashable {
+    var id: String
+    var userId: String
+    var appId: String
+    var providerType: String
+    /// The provider's key for this identity (normalized email for `local-userpass`). Unique per app and provider.
+    var externalId: String
+    /// Profile data contributed by this identity (`email`, `name`, …).
+    var data: [String: JSONValue]
+    var createdAt: Date
+}
+
+/// The password and confirmation state behind a `local-userpass` identity.
+struct EmailAccountRecord: Sendable, Hashable {
+    var appId: String
+    /// Normalized (trimmed, lowercased).
+    var email: String
+    var userId: String
+    /// Argon2id PHC string (or an imported format, later).
+    var passwordHash: String
+    var confirmedAt: Date?
+}
+
+/// What a one-time token is for.
+enum OneTimeTokenKind: String, Sendable, Hashable {
+    case confirmation
+    case passwordReset = "password_reset"
+}
+
+/// A confirmation or reset token. Only the SHA-256 of its secret is stored.
+struct OneTimeTokenRecord: Sendable, Hashable {
+    var id: String
+    var appId: String
+    var kind: OneTimeTokenKind
+    var userId: String
+    var secretHash: [UInt8]
+    var createdAt: Date
+    var expiresAt: Date
+    var usedAt: Date?
+    var supersededAt: Date?
+}
+
+/// A refresh-token session: one login on one device.
+struct SessionRecord: Sendable, Hashable {
+    var id: String
+    var appId: String
+    var userId: String
+    var deviceId: String
+    /// `options.device` of the login, kept as sent.
+    var device: [String: JSONValue]
+    /// SHA-256 of the refresh token's secret (`jti`).
+    var secretHash: [UInt8]
+    var createdAt: Date
+    var expiresAt: Date
+    var revokedAt: Date?
+}
+
+/// An email waiting in (or delivered from) the transactional outbox.
+struct OutboxMessage: Sendable, Hashable {
+    enum Status: String, Sendable, Hashable {
+        case pending, delivered, failed
+    }
+    var id: String
+    var appId: String
+    /// `confirmation`, `password_reset`, `already_confirmed`, …
+    var kind: String
+    var recipient: String
+    var subject: String
+    var text: String
+    var html: String
+    var createdAt: Date
+    var status: Status = .pending
+    var attempts: Int = 0
+    var nextAttemptAt: Date
+    var deliveredAt: Date? = nil
+    var lastError: String? = nil
+}
+
+/// An ES256 signing key. The newest one signs; all verify.
+struct SigningKeyRecord: Sendable, Hashable {
+    var kid: String
+    /// Raw P-256 private key (32 bytes).
+    var privateKey: [UInt8]
+    var createdAt: Date
+}

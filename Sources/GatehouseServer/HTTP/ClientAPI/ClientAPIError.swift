@@ -1,0 +1,155 @@
+import Foundation
+import GatehouseWire
+import Hummingbird
+import Logging
+import NIOCore
+
+/// A Client API v2.0 error: status, `error_code` and message, rendered as `{"error","error_code","link"}` by
+/// ``ClientAPIErrorMiddleware``.
+struct ClientAPIError: Error, Hashable, Sendable {
+    var status: HTTPResponse.Status
+    var code: ClientAPIErrorCode
+    var message: String
+
+    /// The envelope, with `link` pointing at the server's API description.
+    func response(publicURL: String) throws -> Response {
+        try JSONResponse.make(status, ClientAPIErrorBody(error: message, errorCode: code, link: publicURL + "/openapi.yaml"))
+    }
+
+    static func badRequest(_ message: String) -> Self { .init(status: .badRequest, code: .badRequest, message: message) }
+    static func missingParameter(_ name: String) -> Self {
+        .init(status: .badRequest, code: .missingParameter, message: "missing parameter '\(name)'")
+    }
+    static func invalidParameter(_ message: String) -> Self { .init(status: .badRequest, code: .invalidParameter, message: message) }
+    static func invalidSession(_ message: String) -> Self { .init(status: .unauthorized, code: .invalidSession, message: message) }
+}
+
+extension AuthError {
+    /// The Client API's answer to a domain refusal (spec §4.2, §4.3).
+    var clientAPIError: ClientAPIError {
+        switch self {
+        case .appNotFound(let id):
+            ClientAPIError(status: .notFound, code: .appNotFound, message: "cannot find app using Client App ID '\(id)'")
+        case .providerNotEnabled(let provider):
+            ClientAPIError(status: .notFound, code: .authProviderNotFound, message: "authentication via '\(provider)' is unsupported")
+        case .invalidCredentials:
+            ClientAPIError(status: .unauthorized, code: .invalidPassword, message: "unauthorized")
+        case .confirmationRequired:
+            ClientAPIError(status: .unauthorized, code: .invalidPassword, message: "confirmation required")
+        case .userDisabled:
+            ClientAPIError(status: .unauthorized, code: .userDisabled, message: "user disabled")
+        case .accountNameInUse:
+            ClientAPIError(status: .conflict, code: .accountNameInUse, message: "name already in use")
+        case .userNotFound:
+            ClientAPIError(status: .notFound, code: .userNotFound, message: "user not found")
+        case .userAlreadyConfirmed:
+            ClientAPIError(status: .conflict, code: .userAlreadyConfirmed, message: "already confirmed")
+        case .invalidTokenData:
+            .badRequest("invalid token data")
+        case .invalidSession(let message):
+            .invalidSession(message)
+        case .invalidEmail:
+            .badRequest("email invalid")
+        case .passwordPolicy(let message):
+            .badRequest(message)
+        case .storeUnavailable:
+            ClientAPIError(status: .serviceUnavailable, code: .maintenanceInProgress, message: "the database is unavailable; try again shortly")
+        }
+    }
+}
+
+/// Turns every error into the Client API envelope: domain refusals, unknown routes, oversized bodies, and
+/// (logged, never expected) anything else as a 500 without internal detail.
+struct ClientAPIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    let publicURL: PublicURL
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            return try Self.clientAPIError(for: error, request: request, logger: context.logger).response(publicURL: publicURL.value)
+        }
+    }
+
+    static func clientAPIError(for error: any Error, request: Request, logger: Logger) -> ClientAPIError {
+        switch error {
+        case let error as ClientAPIError:
+            return error
+        case let error as AuthError:
+            return error.clientAPIError
+        case StoreError.unavailable(let reason):
+            logger.error("database unavailable", metadata: ["reason": "\(reason)"])
+            return AuthError.storeUnavailable.clientAPIError
+        case let error as HTTPError:
+            switch error.status {
+            case .notFound:
+                return ClientAPIError(status: .notFound, code: .notFound, message: "no route for \(request.method) \(request.uri.path)")
+            case .methodNotAllowed:
+                return ClientAPIError(status: .methodNotAllowed, code: .notFound, message: "method \(request.method) not allowed")
+            case .contentTooLarge:
+                return tooLarge
+            default:
+                return ClientAPIError(status: error.status, code: .badRequest, message: error.body ?? error.status.reasonPhrase)
+            }
+        case is NIOTooManyBytesError:
+            return tooLarge
+        default:
+            logger.error("unexpected error", metadata: ["error": "\(String(reflecting: error))"])
+            return ClientAPIError(status: .internalServerError, code: .internalServerError, message: "internal server error")
+        }
+    }
+
+    static var tooLarge: ClientAPIError {
+        ClientAPIError(
+            status: .contentTooLarge, code: .readSizeLimitExceeded,
+            message: "request body exceeds \(GatehouseRequestContext.maxBodySize) bytes"
+        )
+    }
+}
+
+extension Request {
+    /// Decodes a JSON body, answering malformed JSON, missing fields and wrong types with the right 400.
+    func decodeClientAPIBody<T: Decodable>(_ type: T.Type, context: some RequestContext) async throws -> T {
+        let buffer = try await body.collect(upTo: context.maxUploadSize)
+        guard buffer.readableBytes > 0 else { throw ClientAPIError.badRequest("request body is empty; expected a JSON object") }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw ClientAPIError.missingParameter(Self.path(context.codingPath + [key]))
+        } catch let DecodingError.valueNotFound(_, context) {
+            throw ClientAPIError.invalidParameter("parameter '\(Self.path(context.codingPath))' must not be null")
+        } catch let DecodingError.typeMismatch(expected, context) {
+            if context.codingPath.isEmpty { throw ClientAPIError.badRequest("request body must be a JSON object") }
+            throw ClientAPIError.invalidParameter("parameter '\(Self.path(context.codingPath))' must be \(Self.describe(expected))")
+        } catch let DecodingError.dataCorrupted(context) {
+            if context.codingPath.isEmpty { throw ClientAPIError.badRequest("request body is not valid JSON") }
+            throw ClientAPIError.invalidParameter("parameter '\(Self.path(context.codingPath))' is invalid")
+        } catch {
+            throw ClientAPIError.badRequest("request body is not valid JSON")
+        }
+    }
+
+    private static func path(_ keys: [any CodingKey]) -> String {
+        keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "a boolean"
+        case is [String: JSONValue].Type, is LoginOptions.Type: "an object"
+        case is [JSONValue].Type: "an array"
+        default: "of another type"
+        }
+    }
+
+    /// The bearer token of the `Authorization` header, or a 401.
+    func bearerToken() throws -> String {
+        guard let header = headers[.authorization] else { throw ClientAPIError.invalidSession("must authenticate first: missing bearer token") }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
+            throw ClientAPIError.invalidSession("invalid session: expected an Authorization: Bearer header")
+        }
+        return String(parts[1]).trimmingCharacters(in: .whitespaces)
+    }
+}

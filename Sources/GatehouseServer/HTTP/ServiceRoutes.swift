@@ -1,0 +1,43 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// Operational routes: health, readiness, the JWKS and the OpenAPI description.
+struct ServiceRoutes {
+    let env: AuthEnvironment
+
+    func register(on router: Router<GatehouseRequestContext>) {
+        router.get("healthz") { _, _ in try JSONResponse.make(["status": "ok"]) }
+        router.get("readyz") { _, context in
+            do {
+                try await env.store.ping()
+                return try JSONResponse.make(["status": "ready"])
+            } catch {
+                context.logger.warning("readiness check failed", metadata: ["error": "\(String(reflecting: error))"])
+                return try JSONResponse.make(.serviceUnavailable, ["status": "unavailable", "reason": "database unreachable"])
+            }
+        }
+        router.get(".well-known/jwks.json") { _, _ in
+            var response = try JSONResponse.make(env.keys.jwks)
+            response.headers[.cacheControl] = "public, max-age=300"
+            return response
+        }
+        router.get("openapi.yaml") { _, _ in
+            Response(
+                status: .ok,
+                headers: [.contentType: "application/yaml"],
+                body: .init(byteBuffer: .init(bytes: OpenAPIDocument.bytes))
+            )
+        }
+    }
+}
+
+/// The bundled `openapi.yaml` (the repository root's file links to it).
+enum OpenAPIDocument {
+    static let bytes: [UInt8] = {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"), let data = try? Data(contentsOf: url) else {
+            return Array("openapi.yaml is missing from the build\n".utf8)
+        }
+        return Array(data)
+    }()
+}

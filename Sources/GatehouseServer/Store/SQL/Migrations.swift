@@ -1,0 +1,151 @@
+import Foundation
+
+/// Versioned schema migrations. Each runs once, in its own transaction, recorded in `schema_migrations`;
+/// running them again does nothing. Add new ones at the end; never edit one that has shipped.
+struct Migration: Sendable {
+    var version: Int
+    var name: String
+    var statements: [String]
+}
+
+enum Migrations {
+    static func all(for dialect: SQLDialect) -> [Migration] {
+        switch dialect {
+        case .sqlite: sqlite
+        }
+    }
+
+    /// Timestamps are INTEGER milliseconds since 1970; ids are 24-hex TEXT; secrets are stored only as SHA-256 BLOBs.
+    static let sqlite: [Migration] = [
+        Migration(
+            version: 1,
+            name: "accounts, sessions, one-time tokens, outbox, signing keys",
+            statements: [
+                """
+                CREATE TABLE signing_keys (
+                    kid TEXT PRIMARY KEY,
+                    algorithm TEXT NOT NULL,
+                    private_key BLOB NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    retired_at INTEGER
+                )
+                """,
+                """
+                CREATE TABLE users (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    disabled INTEGER NOT NULL DEFAULT 0,
+                    custom_data TEXT NOT NULL DEFAULT '{}'
+                )
+                """,
+                "CREATE INDEX users_app ON users(app_id)",
+                """
+                CREATE TABLE identities (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    app_id TEXT NOT NULL,
+                    provider_type TEXT NOT NULL,
+                    external_id TEXT NOT NULL,
+                    data TEXT NOT NULL DEFAULT '{}',
+                    created_at INTEGER NOT NULL,
+                    UNIQUE (app_id, provider_type, external_id)
+                )
+                """,
+                "CREATE INDEX identities_user ON identities(user_id)",
+                """
+                CREATE TABLE email_accounts (
+                    app_id TEXT NOT NULL,
+                    email TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    password_hash TEXT NOT NULL,
+                    confirmed_at INTEGER,
+                    created_at INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, email)
+                )
+                """,
+                "CREATE INDEX email_accounts_user ON email_accounts(user_id)",
+                """
+                CREATE TABLE one_time_tokens (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    -- Deferred, so that the rolled-back dry run for an unknown address can run the same INSERT.
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+                    secret_hash BLOB NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    used_at INTEGER,
+                    superseded_at INTEGER
+                )
+                """,
+                "CREATE INDEX one_time_tokens_user ON one_time_tokens(user_id, kind)",
+                """
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    device_id TEXT NOT NULL,
+                    device TEXT NOT NULL DEFAULT '{}',
+                    secret_hash BLOB NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    revoked_at INTEGER
+                )
+                """,
+                "CREATE INDEX sessions_user ON sessions(user_id)",
+                """
+                CREATE TABLE outbox (
+                    id TEXT PRIMARY KEY,
+                    seq INTEGER NOT NULL,
+                    app_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    recipient TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    text_body TEXT NOT NULL,
+                    html_body TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    status TEXT NOT NULL DEFAULT 'pending',
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at INTEGER NOT NULL,
+                    delivered_at INTEGER,
+                    last_error TEXT
+                )
+                """,
+                "CREATE INDEX outbox_due ON outbox(status, next_attempt_at)",
+                "CREATE INDEX outbox_recipient ON outbox(recipient, seq)",
+            ]
+        )
+    ]
+}
+
+/// Applies pending migrations.
+struct Migrator {
+    let db: any SQLDatabase
+
+    /// Applies every migration newer than the recorded version, each in its own transaction.
+    /// - Returns: the versions applied now (empty when the schema was current).
+    @discardableResult
+    func migrate() async throws -> [Int] {
+        try await db.query(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+            []
+        )
+        var applied: [Int] = []
+        for migration in Migrations.all(for: db.dialect) {
+            let done = try await db.transaction { tx in
+                let rows = try await tx.query("SELECT version FROM schema_migrations WHERE version = $1", .int(Int64(migration.version)))
+                if !rows.isEmpty { return false }
+                for statement in migration.statements { try await tx.query(statement, []) }
+                try await tx.query(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+                    .int(Int64(migration.version)), .text(migration.name), SQLValue(Date())
+                )
+                return true
+            }
+            if done { applied.append(migration.version) }
+        }
+        return applied
+    }
+}
+

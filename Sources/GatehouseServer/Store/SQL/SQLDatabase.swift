@@ -1,0 +1,80 @@
+import Foundation
+
+/// A value bound to or read from SQL. Timestamps are integer milliseconds; booleans are 0/1.
+enum SQLValue: Sendable, Hashable {
+    case int(Int64)
+    case text(String)
+    case blob([UInt8])
+    case null
+}
+
+/// One result row, by column name.
+struct SQLRow: Sendable {
+    var values: [String: SQLValue]
+
+    func text(_ column: String) throws -> String {
+        guard case .text(let s)? = values[column] else { throw SQLRowError(column: column, expected: "text") }
+        return s
+    }
+    func optionalText(_ column: String) throws -> String? {
+        if case .null? = values[column] { return nil }
+        return try text(column)
+    }
+    func int(_ column: String) throws -> Int64 {
+        guard case .int(let i)? = values[column] else { throw SQLRowError(column: column, expected: "integer") }
+        return i
+    }
+    func optionalInt(_ column: String) throws -> Int64? {
+        if case .null? = values[column] { return nil }
+        return try int(column)
+    }
+    func blob(_ column: String) throws -> [UInt8] {
+        guard case .blob(let b)? = values[column] else { throw SQLRowError(column: column, expected: "blob") }
+        return b
+    }
+    func date(_ column: String) throws -> Date { Date(milliseconds: try int(column)) }
+    func optionalDate(_ column: String) throws -> Date? { try optionalInt(column).map(Date.init(milliseconds:)) }
+}
+
+struct SQLRowError: Error, CustomStringConvertible {
+    var column: String
+    var expected: String
+    var description: String { "column \(column): expected \(expected)" }
+}
+
+/// The SQL dialects Gatehouse speaks. Queries are written once with `$1`-style placeholders and `RETURNING`,
+/// which both SQLite (3.35+) and PostgreSQL understand; the dialect picks the schema.
+enum SQLDialect: Sendable {
+    case sqlite
+}
+
+/// Runs statements. Inside ``SQLDatabase/transaction(_:)`` every call runs in that transaction.
+protocol SQLExecutor: Sendable {
+    /// Runs one statement with `$1…$n` placeholders and returns its rows.
+    @discardableResult
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow]
+}
+
+/// A database the store runs on.
+protocol SQLDatabase: SQLExecutor {
+    var dialect: SQLDialect { get }
+    /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
+    func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T
+    /// Cheap round trip for readiness checks.
+    func ping() async throws
+    func close() async throws
+}
+
+extension SQLExecutor {
+    @discardableResult
+    func query(_ sql: String, _ binds: SQLValue...) async throws -> [SQLRow] {
+        try await query(sql, binds)
+    }
+}
+
+extension SQLValue {
+    init(_ date: Date) { self = .int(date.millisecondsSince1970) }
+    init(_ date: Date?) { self = date.map { .int($0.millisecondsSince1970) } ?? .null }
+    init(_ text: String?) { self = text.map { .text($0) } ?? .null }
+    init(_ flag: Bool) { self = .int(flag ? 1 : 0) }
+}

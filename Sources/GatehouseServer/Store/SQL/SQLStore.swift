@@ -1,0 +1,356 @@
+import Foundation
+import GatehouseWire
+
+/// ``GatehouseStore`` over any ``SQLDatabase``. The statements are plain SQL that SQLite and PostgreSQL both run.
+struct SQLStore: GatehouseStore {
+    let db: any SQLDatabase
+
+    func ping() async throws { try await db.ping() }
+
+    // MARK: Signing keys
+
+    func signingKeys() async throws -> [SigningKeyRecord] {
+        try await db.query("SELECT kid, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at", [])
+            .map { SigningKeyRecord(kid: try $0.text("kid"), privateKey: try $0.blob("private_key"), createdAt: try $0.date("created_at")) }
+    }
+
+    func insertSigningKey(_ key: SigningKeyRecord) async throws {
+        try await db.query(
+            "INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES ($1, 'ES256', $2, $3)",
+            .text(key.kid), .blob(key.privateKey), SQLValue(key.createdAt)
+        )
+    }
+
+    // MARK: Users
+
+    func createEmailUser(
+        user: UserRecord,
+        identity: IdentityRecord,
+        account: EmailAccountRecord,
+        token: OneTimeTokenRecord?,
+        mail: OutboxMessage?
+    ) async throws {
+        try await db.transaction { tx in
+            try await Self.insertUser(user, tx)
+            try await Self.insertIdentity(identity, tx)
+            try await tx.query(
+                "INSERT INTO email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                .text(account.appId), .text(account.email), .text(account.userId), .text(account.passwordHash),
+                SQLValue(account.confirmedAt), SQLValue(user.createdAt)
+            )
+            if let token { try await Self.insertToken(token, tx) }
+            if let mail { try await Self.insertMail(mail, tx) }
+        }
+    }
+
+    func createUser(_ user: UserRecord, identity: IdentityRecord) async throws {
+        try await db.transaction { tx in
+            try await Self.insertUser(user, tx)
+            try await Self.insertIdentity(identity, tx)
+        }
+    }
+
+    func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord? {
+        try await db.query(
+            "SELECT app_id, email, user_id, password_hash, confirmed_at FROM email_accounts WHERE app_id = $1 AND email = $2",
+            .text(appId), .text(email)
+        ).first.map(Self.account)
+    }
+
+    func user(id: String) async throws -> UserRecord? {
+        try await db.query("SELECT id, app_id, created_at, disabled, custom_data FROM users WHERE id = $1", .text(id))
+            .first.map { row in
+                UserRecord(
+                    id: try row.text("id"),
+                    appId: try row.text("app_id"),
+                    createdAt: try row.date("created_at"),
+                    disabled: try row.int("disabled") != 0,
+                    customData: try JSONColumn.decode(row.text("custom_data"))
+                )
+            }
+    }
+
+    func identities(userId: String) async throws -> [IdentityRecord] {
+        try await db.query(
+            "SELECT id, user_id, app_id, provider_type, external_id, data, created_at FROM identities WHERE user_id = $1 ORDER BY created_at, id",
+            .text(userId)
+        ).map { row in
+            IdentityRecord(
+                id: try row.text("id"),
+                userId: try row.text("user_id"),
+                appId: try row.text("app_id"),
+                providerType: try row.text("provider_type"),
+                externalId: try row.text("external_id"),
+                data: try JSONColumn.decode(row.text("data")),
+                createdAt: try row.date("created_at")
+            )
+        }
+    }
+
+    func deleteUser(id: String) async throws {
+        try await db.transaction { tx in
+            for table in ["sessions", "one_time_tokens", "email_accounts", "identities"] {
+                try await tx.query("DELETE FROM \(table) WHERE user_id = $1", .text(id))
+            }
+            try await tx.query("DELETE FROM users WHERE id = $1", .text(id))
+        }
+    }
+
+    func setCustomData(appId: String, userId: String, data: [String: JSONValue]) async throws -> Bool {
+        !(try await db.query(
+            "UPDATE users SET custom_data = $1 WHERE id = $2 AND app_id = $3 RETURNING id",
+            .text(try JSONColumn.encode(data)), .text(userId), .text(appId)
+        ).isEmpty)
+    }
+
+    func upgradePasswordHash(appId: String, email: String, from old: String, to new: String) async throws {
+        try await db.query(
+            "UPDATE email_accounts SET password_hash = $4 WHERE app_id = $1 AND email = $2 AND password_hash = $3",
+            .text(appId), .text(email), .text(old), .text(new)
+        )
+    }
+
+    // MARK: One-time tokens
+
+    private struct RollBack: Error {}
+
+    func issueOneTimeToken(_ token: OneTimeTokenRecord, mail: OutboxMessage, dryRun: Bool) async throws {
+        do {
+            try await db.transaction { tx in
+                try await tx.query(
+                    "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND kind = $3 AND used_at IS NULL AND superseded_at IS NULL",
+                    SQLValue(token.createdAt), .text(token.userId), .text(token.kind.rawValue)
+                )
+                try await Self.insertToken(token, tx)
+                try await Self.insertMail(mail, tx)
+                if dryRun { throw RollBack() }
+            }
+        } catch is RollBack {}
+    }
+
+    func oneTimeToken(id: String) async throws -> OneTimeTokenRecord? {
+        try await db.query(
+            """
+            SELECT id, app_id, kind, user_id, secret_hash, created_at, expires_at, used_at, superseded_at
+            FROM one_time_tokens WHERE id = $1
+            """,
+            .text(id)
+        ).first.map { row in
+            OneTimeTokenRecord(
+                id: try row.text("id"),
+                appId: try row.text("app_id"),
+                kind: OneTimeTokenKind(rawValue: try row.text("kind")) ?? .confirmation,
+                userId: try row.text("user_id"),
+                secretHash: try row.blob("secret_hash"),
+                createdAt: try row.date("created_at"),
+                expiresAt: try row.date("expires_at"),
+                usedAt: try row.optionalDate("used_at"),
+                supersededAt: try row.optionalDate("superseded_at")
+            )
+        }
+    }
+
+    /// The single conditional update that makes a token single-use.
+    private static func consume(_ id: String, kind: OneTimeTokenKind, now: Date, _ tx: any SQLExecutor) async throws -> String? {
+        try await tx.query(
+            """
+            UPDATE one_time_tokens SET used_at = $1
+            WHERE id = $2 AND kind = $3 AND used_at IS NULL AND superseded_at IS NULL AND expires_at > $1
+            RETURNING user_id
+            """,
+            SQLValue(now), .text(id), .text(kind.rawValue)
+        ).first.map { try $0.text("user_id") }
+    }
+
+    func redeemConfirmationToken(id: String, now: Date) async throws -> Bool {
+        try await db.transaction { tx in
+            guard let userId = try await Self.consume(id, kind: .confirmation, now: now, tx) else { return false }
+            try await tx.query(
+                "UPDATE email_accounts SET confirmed_at = $1 WHERE user_id = $2 AND confirmed_at IS NULL",
+                SQLValue(now), .text(userId)
+            )
+            return true
+        }
+    }
+
+    func redeemPasswordResetToken(id: String, newPasswordHash: String, now: Date) async throws -> Bool {
+        try await db.transaction { tx in
+            guard let userId = try await Self.consume(id, kind: .passwordReset, now: now, tx) else { return false }
+            try await tx.query("UPDATE email_accounts SET password_hash = $1 WHERE user_id = $2", .text(newPasswordHash), .text(userId))
+            try await tx.query(
+                "UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
+                SQLValue(now), .text(userId)
+            )
+            return true
+        }
+    }
+
+    // MARK: Sessions
+
+    func createSession(_ session: SessionRecord) async throws {
+        try await db.query(
+            """
+            INSERT INTO sessions (id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            """,
+            .text(session.id), .text(session.appId), .text(session.userId), .text(session.deviceId),
+            .text(try JSONColumn.encode(session.device)), .blob(session.secretHash), SQLValue(session.createdAt),
+            SQLValue(session.expiresAt)
+        )
+    }
+
+    func session(id: String) async throws -> SessionRecord? {
+        try await db.query(
+            "SELECT id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, revoked_at FROM sessions WHERE id = $1",
+            .text(id)
+        ).first.map { row in
+            SessionRecord(
+                id: try row.text("id"),
+                appId: try row.text("app_id"),
+                userId: try row.text("user_id"),
+                deviceId: try row.text("device_id"),
+                device: try JSONColumn.decode(row.text("device")),
+                secretHash: try row.blob("secret_hash"),
+                createdAt: try row.date("created_at"),
+                expiresAt: try row.date("expires_at"),
+                revokedAt: try row.optionalDate("revoked_at")
+            )
+        }
+    }
+
+    func revokeSession(id: String, now: Date) async throws {
+        try await db.query("UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL", SQLValue(now), .text(id))
+    }
+
+    // MARK: Outbox
+
+    func enqueue(_ mail: OutboxMessage) async throws {
+        try await Self.insertMail(mail, db)
+    }
+
+    private static let mailColumns =
+        "id, app_id, kind, recipient, subject, text_body, html_body, created_at, status, attempts, next_attempt_at, delivered_at, last_error"
+
+    func dueMail(now: Date, limit: Int) async throws -> [OutboxMessage] {
+        try await db.query(
+            "SELECT \(Self.mailColumns) FROM outbox WHERE status = 'pending' AND next_attempt_at <= $1 ORDER BY seq LIMIT $2",
+            SQLValue(now), .int(Int64(limit))
+        ).map(Self.mail)
+    }
+
+    func markDelivered(id: String, at: Date) async throws {
+        try await db.query(
+            "UPDATE outbox SET status = 'delivered', delivered_at = $1, attempts = attempts + 1 WHERE id = $2",
+            SQLValue(at), .text(id)
+        )
+    }
+
+    func markAttemptFailed(id: String, error: String, retryAt: Date?) async throws {
+        if let retryAt {
+            try await db.query(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3",
+                .text(error), SQLValue(retryAt), .text(id)
+            )
+        } else {
+            try await db.query(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = $1, status = 'failed' WHERE id = $2",
+                .text(error), .text(id)
+            )
+        }
+    }
+
+    func mailbox(recipient: String?, limit: Int) async throws -> [OutboxMessage] {
+        if let recipient {
+            return try await db.query(
+                "SELECT \(Self.mailColumns) FROM outbox WHERE lower(recipient) = $1 ORDER BY seq DESC LIMIT $2",
+                .text(recipient.lowercased()), .int(Int64(limit))
+            ).map(Self.mail)
+        }
+        return try await db.query("SELECT \(Self.mailColumns) FROM outbox ORDER BY seq DESC LIMIT $1", .int(Int64(limit)))
+            .map(Self.mail)
+    }
+
+    // MARK: Rows
+
+    private static func insertUser(_ user: UserRecord, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
+            "INSERT INTO users (id, app_id, created_at, disabled, custom_data) VALUES ($1, $2, $3, $4, $5)",
+            .text(user.id), .text(user.appId), SQLValue(user.createdAt), SQLValue(user.disabled),
+            .text(try JSONColumn.encode(user.customData))
+        )
+    }
+
+    private static func insertIdentity(_ identity: IdentityRecord, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
+            """
+            INSERT INTO identities (id, user_id, app_id, provider_type, external_id, data, created_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            """,
+            .text(identity.id), .text(identity.userId), .text(identity.appId), .text(identity.providerType),
+            .text(identity.externalId), .text(try JSONColumn.encode(identity.data)), SQLValue(identity.createdAt)
+        )
+    }
+
+    private static func insertToken(_ token: OneTimeTokenRecord, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
+            """
+            INSERT INTO one_time_tokens (id, app_id, kind, user_id, secret_hash, created_at, expires_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            """,
+            .text(token.id), .text(token.appId), .text(token.kind.rawValue), .text(token.userId), .blob(token.secretHash),
+            SQLValue(token.createdAt), SQLValue(token.expiresAt)
+        )
+    }
+
+    private static func insertMail(_ mail: OutboxMessage, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
+            """
+            INSERT INTO outbox (id, seq, app_id, kind, recipient, subject, text_body, html_body, created_at, status, attempts, next_attempt_at)
+            VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM outbox), $2, $3, $4, $5, $6, $7, $8, 'pending', 0, $9)
+            """,
+            .text(mail.id), .text(mail.appId), .text(mail.kind), .text(mail.recipient), .text(mail.subject),
+            .text(mail.text), .text(mail.html), SQLValue(mail.createdAt), SQLValue(mail.nextAttemptAt)
+        )
+    }
+
+    private static func account(_ row: SQLRow) throws -> EmailAccountRecord {
+        EmailAccountRecord(
+            appId: try row.text("app_id"),
+            email: try row.text("email"),
+            userId: try row.text("user_id"),
+            passwordHash: try row.text("password_hash"),
+            confirmedAt: try row.optionalDate("confirmed_at")
+        )
+    }
+
+    private static func mail(_ row: SQLRow) throws -> OutboxMessage {
+        OutboxMessage(
+            id: try row.text("id"),
+            appId: try row.text("app_id"),
+            kind: try row.text("kind"),
+            recipient: try row.text("recipient"),
+            subject: try row.text("subject"),
+            text: try row.text("text_body"),
+            html: try row.text("html_body"),
+            createdAt: try row.date("created_at"),
+            status: OutboxMessage.Status(rawValue: try row.text("status")) ?? .pending,
+            attempts: Int(try row.int("attempts")),
+            nextAttemptAt: try row.date("next_attempt_at"),
+            deliveredAt: try row.optionalDate("delivered_at"),
+            lastError: try row.optionalText("last_error")
+        )
+    }
+}
+
+/// JSON documents stored in TEXT columns.
+enum JSONColumn {
+    static func encode(_ object: [String: JSONValue]) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: try encoder.encode(object), as: UTF8.self)
+    }
+
+    static func decode(_ text: String) throws -> [String: JSONValue] {
+        try JSONDecoder().decode([String: JSONValue].self, from: Data(text.utf8))
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import SQLiteNIO
+
+/// The embedded SQLite database: one connection, WAL journal, foreign keys on.
+///
+/// SQLite allows one writer at a time, so statements and transactions take turns through a FIFO lock; a
+/// transaction holds it from `BEGIN IMMEDIATE` to `COMMIT`, so nothing interleaves with it.
+final class SQLiteDatabase: SQLDatabase {
+    let dialect = SQLDialect.sqlite
+    private let connection: SQLiteConnection
+    private let lock = AsyncLock()
+
+    private init(connection: SQLiteConnection) {
+        self.connection = connection
+    }
+
+    /// Opens (creating if needed) the database at `url`; creates the parent folder of a file database.
+    static func open(_ url: DatabaseURL, logger: Logger) async throws -> SQLiteDatabase {
+        let storage: SQLiteConnection.Storage
+        switch url {
+        case .sqliteMemory:
+            storage = .memory
+        case .sqliteFile(let path):
+            let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            storage = .file(path: path)
+        }
+        var sqliteLogger = logger
+        sqliteLogger.logLevel = max(logger.logLevel, .notice)
+        let connection = try await SQLiteConnection.open(storage: storage, logger: sqliteLogger)
+        let db = SQLiteDatabase(connection: connection)
+        if case .sqliteFile = url {
+            try await db.raw("PRAGMA journal_mode = WAL")
+            try await db.raw("PRAGMA synchronous = NORMAL")
+        }
+        try await db.raw("PRAGMA foreign_keys = ON")
+        try await db.raw("PRAGMA busy_timeout = 5000")
+        return db
+    }
+
+    private func raw(_ sql: String, _ binds: [SQLValue] = []) async throws -> [SQLRow] {
+        let rows: [SQLiteRow]
+        do {
+            rows = try await connection.query(Self.translate(sql), binds.map(\.sqlite))
+        } catch let error as SQLiteError where [.constraintUniqueFailed, .constraintPrimaryKeyFailed, .constraint].contains(error.reason) {
+            throw StoreError.conflict
+        }
+        return rows.map { row in
+            var values: [String: SQLValue] = [:]
+            for column in row.columns { values[column.name] = SQLValue(column.data) }
+            return SQLRow(values: values)
+        }
+    }
+
+    @discardableResult
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        try await lock.withLock { try await self.raw(sql, binds) }
+    }
+
+    func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
+        try await lock.withLock {
+            _ = try await self.raw("BEGIN IMMEDIATE")
+            do {
+                let result = try await body(Transaction(db: self))
+                _ = try await self.raw("COMMIT")
+                return result
+            } catch {
+                _ = try? await self.raw("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    func ping() async throws {
+        try await query("SELECT 1", [])
+    }
+
+    func close() async throws {
+        try await lock.withLock { try await self.connection.close() }
+    }
+
+    /// Runs statements of a transaction that already holds the lock.
+    private struct Transaction: SQLExecutor {
+        let db: SQLiteDatabase
+        func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+            try await db.raw(sql, binds)
+        }
+    }
+
+    /// `$1` → `?1`: SQLite numbers `?NNN` parameters by their digits, whatever order they appear in.
+    static func translate(_ sql: String) -> String {
+        guard sql.contains("$") else { return sql }
+        var out = ""
+        out.reserveCapacity(sql.count)
+        var iterator = sql.makeIterator()
+        var pendingDollar = false
+        while let c = iterator.next() {
+            if pendingDollar {
+                pendingDollar = false
+                out.append(c.isNumber ? "?" : "$")
+                out.append(c)
+            } else if c == "$" {
+                pendingDollar = true
+            } else {
+                out.append(c)
+            }
+        }
+        if pendingDollar { out.append("$") }
+        return out
+    }
+}
+
+extension SQLValue {
+    fileprivate var sqlite: SQLiteData {
+        switch self {
+        case .int(let i): .integer(SQLiteInt64(i))
+        case .text(let s): .text(s)
+        case .blob(let b): .blob(ByteBuffer(bytes: b))
+        case .null: .null
+        }
+    }
+
+    fileprivate init(_ data: SQLiteData) {
+        switch data {
+        case .integer(let i): self = .int(Int64(i))
+        case .float(let d): self = .int(Int64(d))
+        case .text(let s): self = .text(s)
+        case .blob(let buffer): self = .blob(Array(buffer.readableBytesView))
+        case .null: self = .null
+        }
+    }
+}
+
+/// A FIFO mutual-exclusion lock for async code: waiters resume in arrival order.
+actor AsyncLock {
+    private var locked = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func lock() async {
+        if !locked {
+            locked = true
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func unlock() {
+        if waiters.isEmpty {
+            locked = false
+        } else {
+            waiters.removeFirst().resume()
+        }
+    }
+
+    nonisolated func withLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        await lock()
+        do {
+            let result = try await body()
+            await unlock()
+            return result
+        } catch {
+            await unlock()
+            throw error
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import GatehouseWire
+
+/// Everything the domain needs from storage. Each method is one atomic unit: where several rows change together
+/// (an account with its token and its email, a redeemed token with the account it confirms), they change in one
+/// transaction. No method hashes passwords or does other slow work while holding the database.
+protocol GatehouseStore: Sendable {
+    func ping() async throws
+
+    // MARK: Signing keys
+    func signingKeys() async throws -> [SigningKeyRecord]
+    func insertSigningKey(_ key: SigningKeyRecord) async throws
+
+    // MARK: Users
+    /// Creates a user with a `local-userpass` identity and its account; with the confirmation token and email
+    /// when given. Throws ``StoreError/conflict`` when the email is taken.
+    func createEmailUser(
+        user: UserRecord,
+        identity: IdentityRecord,
+        account: EmailAccountRecord,
+        token: OneTimeTokenRecord?,
+        mail: OutboxMessage?
+    ) async throws
+    /// Creates a user with one identity (anonymous users, and later external providers).
+    func createUser(_ user: UserRecord, identity: IdentityRecord) async throws
+    func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord?
+    func user(id: String) async throws -> UserRecord?
+    func identities(userId: String) async throws -> [IdentityRecord]
+    /// Removes the user with every identity, account, session and token.
+    func deleteUser(id: String) async throws
+    /// Replaces the user's custom data. Returns false when the user does not exist in that app.
+    func setCustomData(appId: String, userId: String, data: [String: JSONValue]) async throws -> Bool
+    /// Replaces a password hash if it is still `old` (a rehash must not undo a concurrent reset).
+    func upgradePasswordHash(appId: String, email: String, from old: String, to new: String) async throws
+
+    // MARK: One-time tokens
+    /// Stores `token`, supersedes the user's older unused tokens of the same kind, and queues `mail`.
+    /// With `dryRun` it runs the same statements and rolls them back: the work done for an unknown address, so
+    /// that its timing matches a known one.
+    func issueOneTimeToken(_ token: OneTimeTokenRecord, mail: OutboxMessage, dryRun: Bool) async throws
+    func oneTimeToken(id: String) async throws -> OneTimeTokenRecord?
+    /// Marks the token used if it is unused, not superseded and unexpired at `now`, and confirms its account;
+    /// one atomic conditional update, so of many concurrent calls exactly one returns true.
+    func redeemConfirmationToken(id: String, now: Date) async throws -> Bool
+    /// As ``redeemConfirmationToken(id:now:)``, then sets the new password hash and revokes every session of
+    /// the user, in the same transaction.
+    func redeemPasswordResetToken(id: String, newPasswordHash: String, now: Date) async throws -> Bool
+
+    // MARK: Sessions
+    func createSession(_ session: SessionRecord) async throws
+    func session(id: String) async throws -> SessionRecord?
+    func revokeSession(id: String, now: Date) async throws
+
+    // MARK: Outbox
+    func enqueue(_ mail: OutboxMessage) async throws
+    /// Pending messages due at `now`, oldest first.
+    func dueMail(now: Date, limit: Int) async throws -> [OutboxMessage]
+    func markDelivered(id: String, at: Date) async throws
+    func markAttemptFailed(id: String, error: String, retryAt: Date?) async throws
+    /// Messages to `recipient` (any status), newest first; all messages when nil.
+    func mailbox(recipient: String?, limit: Int) async throws -> [OutboxMessage]
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Hummingbird
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The `gatehouse` executable, run as a user would.
+@Suite(.serialized) struct CLITests {
+    /// `gatehouse` sits beside the test bundle in the build folder.
+    static var binary: URL {
+        let bundleFolder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [bundleFolder, Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()] {
+            let url = candidate.appendingPathComponent("gatehouse")
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        return bundleFolder.appendingPathComponent("gatehouse")
+    }
+
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// Runs `gatehouse` to completion in `folder`.
+    func run(_ arguments: [String], in folder: URL, environment: [String: String] = [:]) throws -> Run {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = folder
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }.merging(environment) { $1 }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    func temporaryFolder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    @Test func aBadConfigurationExitsBeforeListeningAndNamesTheKey() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try "server: { port: 9999 }\napps:\n  - id: a\n    accessTokenTTL: soon\n".write(to: folder.appendingPathComponent("bad.yaml"), atomically: true, encoding: .utf8)
+        let result = try run(["serve", "--config", "bad.yaml"], in: folder)
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("apps[0].accessTokenTTL"), "\(result.stderr)")
+        #expect(!result.stdout.contains("listening"))
+
+        let badFlag = try run(["serve", "--port", "http"], in: folder)
+        #expect(badFlag.status == 78)
+        #expect(badFlag.stderr.contains("--port"))
+
+        let badEnv = try run(["serve"], in: folder, environment: ["GATEHOUSE_DATABASE_URL": "mongodb://x"])
+        #expect(badEnv.status == 78)
+        #expect(badEnv.stderr.contains("GATEHOUSE_DATABASE_URL"))
+        // Nothing was created for a configuration that never started.
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".gatehouse").path))
+    }
+
+    @Test func migrateAppliesOnceThenReportsUpToDate() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let first = try run(["migrate"], in: folder)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.contains("applied migrations 1"))
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".gatehouse/gatehouse.sqlite").path))
+        let second = try run(["migrate"], in: folder)
+        #expect(second.stdout.contains("up to date"))
+    }
+
+    /// With no configuration: SQLite under `.gatehouse/`, the dev app and mailbox, and a clean exit on SIGTERM
+    /// and on SIGINT.
+    @Test(arguments: [SIGTERM, SIGINT])
+    func serveStartsWithDefaultsAndStopsGracefully(signal: Int32) async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["serve", "--port", "0"]
+        process.currentDirectoryURL = folder
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = Pipe()
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        // Read stdout until the banner's last line.
+        var banner = ""
+        let reader = out.fileHandleForReading
+        while !banner.contains("dev mailbox:") {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            banner += String(decoding: chunk, as: UTF8.self)
+        }
+        let base = try #require(banner.firstMatch(of: /listening on (http:\/\/127\.0\.0\.1:\d+)/)?.output.1, "\(banner)")
+        #expect(banner.contains("app id:       gatehouse-dev"))
+        #expect(banner.contains("dev mailbox:  \(base)/_dev/mailbox"))
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".gatehouse/gatehouse.sqlite").path))
+
+        let (data, response) = try await URLSession.shared.data(from: URL(string: "\(base)/api/client/v2.0/app/gatehouse-dev/location")!)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: data, as: UTF8.self).contains("\"hostname\":\"\(base)\""))
+
+        kill(process.processIdentifier, signal)
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning)
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+    }
+}

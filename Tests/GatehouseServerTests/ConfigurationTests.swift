@@ -1,0 +1,143 @@
+import Foundation
+import GatehouseArgon2
+@testable import GatehouseServer
+import Hummingbird
+import Testing
+
+@Suite struct ConfigurationTests {
+    let loader = ConfigurationLoader(environment: [:])
+
+    static let fullYAML = """
+        server:   { host: 127.0.0.1, port: 9191, publicURL: "https://auth.example.com" }
+        database: { url: "sqlite:data/gh.sqlite" }
+        dev:      { mailbox: true }
+        apps:
+          - id: my-app
+            name: My App
+            accessTokenTTL: 900
+            refreshTokenTTL: 86400
+            revealUserExistence: true
+            providers:
+              local-userpass:
+                enabled: true
+                confirmation: auto
+                emailConfirmationURL: "https://example.com/confirm"
+                reset: email
+                resetPasswordURL: "https://example.com/reset"
+                tokenTTL: 600
+                password: { minLength: 10, maxLength: 64 }
+            passwordHash: { memoryKiB: 32768, iterations: 3, parallelism: 2 }
+        """
+
+    @Test func noConfigurationMeansTheDevelopmentDefaults() throws {
+        let config = try loader.load(file: nil)
+        #expect(config.server.host == "127.0.0.1")
+        #expect(config.server.port == 9090)
+        #expect(config.server.resolvedPublicURL() == "http://127.0.0.1:9090")
+        #expect(config.database.url == .sqliteFile(".gatehouse/gatehouse.sqlite"))
+        #expect(config.dev.mailbox)
+        #expect(config.apps.map(\.id) == ["gatehouse-dev"])
+        #expect(config.apps[0].localUserpass?.confirmation == .email)
+        #expect(config.apps[0].passwordHash == Argon2Parameters(memoryKiB: 19456, iterations: 2, parallelism: 1))
+    }
+
+    @Test func everyDocumentedKeyIsRead() throws {
+        let config = try loader.parse(yaml: Self.fullYAML)
+        #expect(config.server == ServerSettings(host: "127.0.0.1", port: 9191, publicURL: "https://auth.example.com"))
+        #expect(config.database.url == .sqliteFile("data/gh.sqlite"))
+        #expect(config.dev.mailbox)
+        let app = try #require(config.apps.first)
+        #expect(app.id == "my-app" && app.name == "My App")
+        #expect(app.accessTokenTTL == 900 && app.refreshTokenTTL == 86400 && app.revealUserExistence)
+        let local = try #require(app.localUserpass)
+        #expect(local.confirmation == .auto && local.reset == .email && local.tokenTTL == 600)
+        #expect(local.emailConfirmationURL == "https://example.com/confirm")
+        #expect(local.resetPasswordURL == "https://example.com/reset")
+        #expect(local.password == PasswordPolicy(minLength: 10, maxLength: 64))
+        #expect(app.passwordHash == Argon2Parameters(memoryKiB: 32768, iterations: 3, parallelism: 2))
+    }
+
+    @Test func jsonIsAcceptedToo() throws {
+        let json = #"""
+            {"server": {"port": 8080}, "database": {"url": "sqlite::memory:"},
+             "apps": [{"id": "json-app", "providers": {"local-userpass": {"confirmation": "email"}}}]}
+            """#
+        let config = try loader.parse(yaml: json)
+        #expect(config.server.port == 8080)
+        #expect(config.database.url == .sqliteMemory)
+        #expect(config.apps.map(\.id) == ["json-app"])
+        #expect(!config.dev.mailbox)
+    }
+
+    @Test func disabledProviderIsNil() throws {
+        let config = try loader.parse(yaml: "apps: [{id: a, providers: {local-userpass: {enabled: false}}}]")
+        #expect(config.apps[0].localUserpass == nil)
+    }
+
+    @Test func environmentOverridesTheFileAndFlagsOverrideTheEnvironment() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-\(UUID().uuidString).yaml")
+        try Self.fullYAML.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let env = [
+            "GATEHOUSE_HOST": "0.0.0.0", "GATEHOUSE_PORT": "7000", "GATEHOUSE_PUBLIC_URL": "https://env.example.com",
+            "GATEHOUSE_DATABASE_URL": "sqlite:env.sqlite",
+        ]
+        let fromEnv = try ConfigurationLoader(environment: env).load(file: file.path)
+        #expect(fromEnv.server.host == "0.0.0.0")
+        #expect(fromEnv.server.port == 7000)
+        #expect(fromEnv.server.publicURL == "https://env.example.com")
+        #expect(fromEnv.database.url == .sqliteFile("env.sqlite"))
+
+        let fromFlags = try ConfigurationLoader(environment: env).load(
+            file: file.path, overrides: .init(host: "127.0.0.2", port: "7001", database: "sqlite::memory:")
+        )
+        #expect(fromFlags.server.host == "127.0.0.2")
+        #expect(fromFlags.server.port == 7001)
+        #expect(fromFlags.database.url == .sqliteMemory)
+    }
+
+    /// Each bad input names its key.
+    @Test(arguments: [
+        ("server: { port: eighty }\napps: [{id: a}]", "server.port"),
+        ("server: { port: 70000 }\napps: [{id: a}]", "server.port"),
+        ("server: { prot: 80 }\napps: [{id: a}]", "server.prot"),
+        ("server: { publicURL: 'ftp://x' }\napps: [{id: a}]", "server.publicURL"),
+        ("database: { url: 'mysql://x' }\napps: [{id: a}]", "database.url"),
+        ("dev: { mailbox: maybe }\napps: [{id: a}]", "dev.mailbox"),
+        ("server: {}", "apps"),
+        ("apps: []", "apps"),
+        ("apps: [{name: x}]", "apps[0].id"),
+        ("apps: [{id: a}, {id: a}]", "apps[1].id"),
+        ("apps: [{id: 'a b'}]", "apps[0].id"),
+        ("apps: [{id: a, accessTokenTTL: -5}]", "apps[0].accessTokenTTL"),
+        ("apps: [{id: a, refreshTokenTTL: 10}]", "apps[0].refreshTokenTTL"),
+        ("apps: [{id: a, providers: {local-userpass: {confirmation: function}}}]", "apps[0].providers.local-userpass.confirmation"),
+        ("apps: [{id: a, providers: {local-userpass: {tokenTTL: abc}}}]", "apps[0].providers.local-userpass.tokenTTL"),
+        ("apps: [{id: a, providers: {local-userpass: {password: {minLength: 20, maxLength: 10}}}}]", "apps[0].providers.local-userpass.password.maxLength"),
+        ("apps: [{id: a, providers: {local-userpass: {emailConfirmationURL: 'not a url'}}}]", "apps[0].providers.local-userpass.emailConfirmationURL"),
+        ("apps: [{id: a, providers: {google: {}}}]", "apps[0].providers.google"),
+        ("apps: [{id: a, passwordHash: {memoryKiB: 4}}]", "apps[0].passwordHash.memoryKiB"),
+        ("apps: {id: a}", "apps"),
+        ("- just\n- a list", "(top level)"),
+        ("apps: [{id: a}", ""),
+    ])
+    func badValuesNameTheirKey(yaml: String, key: String) throws {
+        let error = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.validate(try loader.parse(yaml: yaml))
+        }
+        #expect(error?.key == key, "\(String(describing: error))")
+        #expect(error?.message.isEmpty == false)
+    }
+
+    @Test func badEnvironmentAndFlagsNameTheirSource() throws {
+        #expect(throws: ConfigurationError(key: "GATEHOUSE_PORT", message: "expected a port number, found \"x\"")) {
+            try ConfigurationLoader(environment: ["GATEHOUSE_PORT": "x"]).load(file: nil)
+        }
+        let error = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader(environment: [:]).load(file: nil, overrides: .init(database: "oracle://db"))
+        }
+        #expect(error?.key == "--database")
+        let missing = #expect(throws: ConfigurationError.self) { try loader.load(file: "/nonexistent/gatehouse.yaml") }
+        #expect(missing?.message.contains("/nonexistent/gatehouse.yaml") == true)
+    }
+}

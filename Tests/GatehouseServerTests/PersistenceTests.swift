@@ -1,0 +1,45 @@
+import Foundation
+@testable import GatehouseServer
+import GatehouseWire
+import Hummingbird
+import Testing
+
+/// Everything lives in the database: a restart loses no user, session or signing key.
+@Suite struct PersistenceTests {
+    @Test func usersAndRefreshTokensSurviveARestart() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-restart-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // The folder does not exist yet: the server creates it.
+        let url = DatabaseURL.sqliteFile(folder.appendingPathComponent("nested/gatehouse.sqlite").path)
+        let clock = ManualClock()
+
+        let (login, jwks) = try await withGatehouseResult(testConfiguration(database: url), clock: clock) { _, client in
+            let login = try await client.signUp("restart@example.com")
+            let jwks = try await client.call("/.well-known/jwks.json", .get).decode(JWKS.self)
+            return (login, jwks)
+        }
+        clock.advance(by: 60)
+        try await withGatehouse(testConfiguration(database: url), clock: clock) { _, client in
+            #expect(try await client.call("/.well-known/jwks.json", .get).decode(JWKS.self).keys == jwks.keys)
+            let refreshed = try await client.call(Path.session, bearer: login.refreshToken)
+            #expect(refreshed.status == .created)
+            #expect(try await client.call(Path.profile, .get, bearer: login.accessToken).status == .ok)
+            let again = try await client.login("restart@example.com").decode(LoginResponse.self)
+            #expect(again.userId == login.userId)
+        }
+    }
+
+    @Test func migrationsAreIdempotent() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-migrate-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let config = testConfiguration(database: .sqliteFile(folder.appendingPathComponent("db.sqlite").path))
+        let first = try await AuthServer.migrate(configuration: config, logger: quietLogger)
+        #expect(first == Migrations.sqlite.map(\.version))
+        let second = try await AuthServer.migrate(configuration: config, logger: quietLogger)
+        #expect(second.isEmpty)
+        // And a server starts on the migrated database.
+        try await withGatehouse(config) { _, client throws in
+            #expect(try await client.call("/readyz", .get).status == .ok)
+        }
+    }
+}

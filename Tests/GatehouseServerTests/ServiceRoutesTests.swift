@@ -1,0 +1,128 @@
+import Foundation
+@testable import GatehouseServer
+import GatehouseWire
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Testing
+
+@Suite struct ServiceRoutesTests {
+    @Test func healthAndReadiness() async throws {
+        try await withGatehouse { _, client in
+            let health = try await client.call("/healthz", .get)
+            #expect(health.status == .ok)
+            #expect(health.text == #"{"status":"ok"}"#)
+            let ready = try await client.call("/readyz", .get)
+            #expect(ready.status == .ok)
+            #expect(ready.text == #"{"status":"ready"}"#)
+        }
+    }
+
+    @Test func readinessFailsWhenTheDatabaseIsGone() async throws {
+        let gatehouse = try await AuthServer.open(configuration: testConfiguration(), logger: quietLogger)
+        try await gatehouse.close()
+        try await gatehouse.makeApplication().test(.router) { client in
+            let ready = try await client.call("/readyz", .get)
+            #expect(ready.status == .serviceUnavailable)
+            #expect(try await client.call("/healthz", .get).status == .ok)
+        }
+    }
+
+    @Test func openAPIDocumentIsServedAndMatchesTheRepositoryFile() async throws {
+        try await withGatehouse { _, client in
+            let reply = try await client.call("/openapi.yaml", .get)
+            #expect(reply.status == .ok)
+            #expect(reply.contentType == "application/yaml")
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            let file = try Data(contentsOf: root.appendingPathComponent("openapi.yaml"))
+            #expect(reply.body == file)
+            #expect(reply.text.contains("/api/client/v2.0/auth/session"))
+        }
+    }
+}
+
+@Suite struct DevMailboxTests {
+    @Test func mailboxListsMessagesNewestFirstAsJSON() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.register("mail@example.com")
+            _ = try await client.call(Path.local("confirm/send"), json: EmailRequest(email: "mail@example.com"))
+            let reply = try await client.call("/_dev/mailbox?to=MAIL@example.com", .get)
+            #expect(reply.contentType == "application/json")
+            let raw = try #require(try JSONSerialization.jsonObject(with: reply.body) as? [[String: Any]])
+            #expect(raw.count == 2)
+            #expect(Set(raw[0].keys) == ["id", "to", "subject", "text", "html", "createdAt"])
+            let entries = try reply.decode([MailboxEntry].self)
+            let first = try #require(entries[0].link), second = try #require(entries[1].link)
+            #expect(first.tokenId > second.tokenId || first.tokenId != second.tokenId)
+            // Newest first: the first entry's token is the one that works.
+            #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: first.token, tokenId: first.tokenId)).status == .ok)
+            #expect(entries[0].html.contains("<a href="))
+            #expect(try await client.mailbox("other@example.com").isEmpty)
+        }
+    }
+
+    @Test func mailboxHasAnHTMLView() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.register("html@example.com")
+            let reply = try await client.call("/_dev/mailbox", .get)
+            #expect(reply.status == .ok)
+            #expect(reply.contentType?.hasPrefix("text/html") == true)
+            #expect(reply.text.contains("Confirm your test-app account"))
+            #expect(reply.text.contains("html@example.com"))
+        }
+    }
+
+    @Test func mailboxIsAbsentUnlessEnabled() async throws {
+        try await withGatehouse(testConfiguration(mailbox: false)) { _, client in
+            for path in ["/_dev/mailbox", "/_dev/mailbox?to=a@example.com"] {
+                let reply = try await client.call(path, .get)
+                #expect(reply.status == .notFound)
+                #expect(reply.error?.errorCode == .notFound)
+            }
+        }
+    }
+}
+
+@Suite struct OutboxDeliveryTests {
+    final class Transport: MailTransport, @unchecked Sendable {
+        let lock = NSLock()
+        var delivered: [String] = []
+        var failures: [MailDeliveryError] = []
+        func deliver(_ message: OutboxMessage) async throws {
+            try lock.withLock {
+                if !failures.isEmpty { throw failures.removeFirst() }
+                delivered.append(message.recipient)
+            }
+        }
+    }
+
+    @Test func deliversOnceRetriesTransientFailuresAndStopsOnPermanentOnes() async throws {
+        let clock = ManualClock()
+        // No dev mailbox: its own delivery service would race this one.
+        try await withGatehouse(testConfiguration(mailbox: false), clock: clock) { gatehouse, client in
+            let transport = Transport()
+            let service = OutboxDeliveryService(store: gatehouse.env.store, transport: transport, clock: clock.clock, logger: quietLogger)
+            _ = try await client.register("one@example.com")
+            #expect(try await service.deliverDue() == 1)
+            #expect(try await service.deliverDue() == 0)  // never sent twice
+            #expect(transport.delivered == ["one@example.com"])
+
+            transport.failures = [.transient("421 try later")]
+            _ = try await client.register("two@example.com")
+            #expect(try await service.deliverDue() == 0)
+            #expect(try await service.deliverDue() == 0)  // backing off
+            clock.advance(by: 11)
+            #expect(try await service.deliverDue() == 1)
+            #expect(transport.delivered == ["one@example.com", "two@example.com"])
+
+            transport.failures = [.permanent("550 no such mailbox")]
+            _ = try await client.register("three@example.com")
+            #expect(try await service.deliverDue() == 0)
+            clock.advance(by: 3600)
+            #expect(try await service.deliverDue() == 0)
+            let failed = try #require(try await gatehouse.env.store.mailbox(recipient: "three@example.com", limit: 1).first)
+            #expect(failed.status == .failed)
+            #expect(failed.lastError == "550 no such mailbox")
+        }
+    }
+}

@@ -13,8 +13,10 @@ let package = Package(
     products: [
         .executable(name: "gatehouse", targets: ["GatehouseCLI"]),
         .library(name: "GatehouseServer", targets: ["GatehouseServer"]),
+        .library(name: "Gatehouse", targets: ["Gatehouse"]),
         .library(name: "GatehouseWire", targets: ["GatehouseWire"]),
         .executable(name: "argon2-bench", targets: ["Argon2Bench"]),
+        .executable(name: "gatehouse-example", targets: ["GatehouseExample"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -29,6 +31,10 @@ let package = Package(
     targets: [
         // The wire contract shared by server and SDK: Codable bodies, error codes, envelopes. Foundation only.
         .target(name: "GatehouseWire", swiftSettings: swiftSettings),
+
+        // The SDK: Foundation (and FoundationNetworking on Linux) and the wire types, nothing else, so that it
+        // builds for iOS and macOS apps without pulling in the server's dependencies.
+        .target(name: "Gatehouse", dependencies: ["GatehouseWire"], swiftSettings: swiftSettings),
 
         // Argon2id (RFC 9106) and BLAKE2b in pure Swift. Compiled with optimisation even in debug builds:
         // an unoptimised Argon2 is ~50x slower, which would make `swift run gatehouse` and the tests crawl.
@@ -67,6 +73,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // A terminal program that signs up, confirms, signs in and out with the SDK against `gatehouse serve`.
+        .executableTarget(
+            name: "GatehouseExample",
+            dependencies: ["Gatehouse"],
+            path: "Examples/GatehouseExample",
+            swiftSettings: swiftSettings
+        ),
+
         .executableTarget(
             name: "Argon2Bench",
             dependencies: ["GatehouseArgon2"],
@@ -74,6 +88,21 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        .testTarget(
+            name: "GatehouseTests",
+            dependencies: ["Gatehouse"],
+            swiftSettings: swiftSettings
+        ),
+        // The SDK against a live server on a loopback port.
+        .testTarget(
+            name: "GatehouseEndToEndTests",
+            dependencies: [
+                "Gatehouse",
+                "GatehouseServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GatehouseArgon2Tests",
             dependencies: ["GatehouseArgon2"],

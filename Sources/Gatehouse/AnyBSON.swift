@@ -1,0 +1,180 @@
+import Foundation
+
+/// A BSON document: the type of function payloads and custom user data, as in the Realm SDK.
+public typealias Document = [String: AnyBSON?]
+
+/// A 12-byte BSON ObjectId, written as 24 hex digits.
+public struct ObjectId: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// 24 lowercase hex digits.
+    public let stringValue: String
+
+    /// Parses 24 hex digits; nil for anything else.
+    public init?(string: String) {
+        guard string.utf8.count == 24, string.allSatisfy(\.isHexDigit) else { return nil }
+        stringValue = string.lowercased()
+    }
+
+    /// A new ObjectId: 4 bytes of seconds since 1970 and 8 random bytes.
+    public static func generate() -> ObjectId {
+        let seconds = UInt32(truncatingIfNeeded: Int64(Date().timeIntervalSince1970))
+        var hex = String(format: "%08x", seconds)
+        for _ in 0..<8 { hex += String(format: "%02x", UInt8.random(in: .min ... .max)) }
+        return ObjectId(string: hex)!
+    }
+
+    public var description: String { stringValue }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let id = ObjectId(string: text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not an ObjectId: \(text)"))
+        }
+        self = id
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(stringValue)
+    }
+}
+
+/// A BSON value, as the Realm SDK's `AnyBSON`. On the wire it travels as canonical Extended JSON
+/// (`{"$numberInt":"1"}`, `{"$oid":"…"}`, …), the form App Services clients send.
+public enum AnyBSON: Hashable, Sendable {
+    case string(String)
+    case int32(Int32)
+    case int64(Int64)
+    case double(Double)
+    case bool(Bool)
+    case datetime(Date)
+    case objectId(ObjectId)
+    case binary(Data)
+    case document(Document)
+    case array([AnyBSON?])
+    case null
+
+    /// The string, if this is one.
+    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    /// The document, if this is one.
+    public var documentValue: Document? { if case .document(let d) = self { d } else { nil } }
+    /// The array, if this is one.
+    public var arrayValue: [AnyBSON?]? { if case .array(let a) = self { a } else { nil } }
+    /// The boolean, if this is one.
+    public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    /// Any integer or double as a `Double`.
+    public var doubleValue: Double? {
+        switch self {
+        case .double(let d): d
+        case .int32(let i): Double(i)
+        case .int64(let i): Double(i)
+        default: nil
+        }
+    }
+    /// Any 32- or 64-bit integer as an `Int`.
+    public var intValue: Int? {
+        switch self {
+        case .int32(let i): Int(i)
+        case .int64(let i): Int(i)
+        default: nil
+        }
+    }
+}
+
+extension AnyBSON: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .int64(Int64(value)) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(arrayLiteral elements: AnyBSON?...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, AnyBSON?)...) {
+        self = .document(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+// MARK: Extended JSON
+
+extension AnyBSON {
+    /// Canonical Extended JSON.
+    public var extendedJSON: JSONValue {
+        switch self {
+        case .string(let s): .string(s)
+        case .int32(let i): .object(["$numberInt": .string(String(i))])
+        case .int64(let i): .object(["$numberLong": .string(String(i))])
+        case .double(let d): .object(["$numberDouble": .string(Self.format(d))])
+        case .bool(let b): .bool(b)
+        case .datetime(let date):
+            .object(["$date": .object(["$numberLong": .string(String(Int64((date.timeIntervalSince1970 * 1000).rounded(.down))))])])
+        case .objectId(let id): .object(["$oid": .string(id.stringValue)])
+        case .binary(let data): .object(["$binary": .object(["base64": .string(data.base64EncodedString()), "subType": "00"])])
+        case .document(let document): Self.extendedJSON(document)
+        case .array(let array): .array(array.map { $0?.extendedJSON ?? .null })
+        case .null: .null
+        }
+    }
+
+    /// A document as canonical Extended JSON.
+    public static func extendedJSON(_ document: Document) -> JSONValue {
+        .object(document.mapValues { $0?.extendedJSON ?? .null })
+    }
+
+    private static func format(_ d: Double) -> String {
+        if d.isNaN { return "NaN" }
+        if d.isInfinite { return d < 0 ? "-Infinity" : "Infinity" }
+        if d == d.rounded(), abs(d) < 1e15 { return String(format: "%.1f", d) }
+        return "\(d)"
+    }
+
+    /// Reads Extended JSON (canonical or relaxed) or plain JSON. Plain integers become `int32` when they fit,
+    /// else `int64`.
+    public init(extendedJSON value: JSONValue) {
+        switch value {
+        case .null: self = .null
+        case .bool(let b): self = .bool(b)
+        case .int(let i): self = Int32(exactly: i).map(AnyBSON.int32) ?? .int64(i)
+        case .double(let d): self = .double(d)
+        case .string(let s): self = .string(s)
+        case .array(let a): self = .array(a.map { AnyBSON(extendedJSON: $0) })
+        case .object(let o):
+            if o.count == 1, let (key, inner) = o.first, let wrapped = Self.wrapper(key, inner) {
+                self = wrapped
+            } else {
+                self = .document(o.mapValues { AnyBSON(extendedJSON: $0) })
+            }
+        }
+    }
+
+    private static func wrapper(_ key: String, _ inner: JSONValue) -> AnyBSON? {
+        switch (key, inner) {
+        case ("$numberInt", .string(let s)): Int32(s).map(AnyBSON.int32)
+        case ("$numberLong", .string(let s)): Int64(s).map(AnyBSON.int64)
+        case ("$numberDouble", .string(let s)):
+            switch s {
+            case "NaN": .double(.nan)
+            case "Infinity": .double(.infinity)
+            case "-Infinity": .double(-.infinity)
+            default: Double(s).map(AnyBSON.double)
+            }
+        case ("$oid", .string(let s)): ObjectId(string: s).map(AnyBSON.objectId)
+        case ("$date", .object(let date)):
+            if case .string(let ms)? = date["$numberLong"], let value = Int64(ms) {
+                .datetime(Date(timeIntervalSince1970: TimeInterval(value) / 1000))
+            } else {
+                nil
+            }
+        case ("$date", .int(let ms)): .datetime(Date(timeIntervalSince1970: TimeInterval(ms) / 1000))
+        case ("$binary", .object(let binary)):
+            if case .string(let b64)? = binary["base64"], let data = Data(base64Encoded: b64) { .binary(data) } else { nil }
+        default: nil
+        }
+    }
+}
+
+extension AnyBSON: CustomStringConvertible {
+    public var description: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? String(decoding: encoder.encode(extendedJSON), as: UTF8.self)) ?? "AnyBSON"
+    }
+}

@@ -1,0 +1,278 @@
+import Foundation
+
+/// What the SDK remembers about a user between launches.
+struct StoredUser: Codable, Sendable, Hashable {
+    struct Identity: Codable, Sendable, Hashable {
+        var id: String
+        var providerType: String
+    }
+
+    var id: String
+    var deviceId: String
+    var accessToken: String?
+    var refreshToken: String?
+    var loggedIn: Bool
+    var identities: [Identity]
+    var profileData: [String: JSONValue]
+    var lastLogin: Date
+
+    var isAnonymous: Bool { identities.count == 1 && identities[0].providerType == "anon-user" }
+}
+
+/// Everything an app persists: its users and which one is current.
+struct PersistedUsers: Codable, Sendable {
+    var version = 1
+    var currentUserId: String?
+    var users: [StoredUser] = []
+
+    func user(_ id: String) -> StoredUser? { users.first { $0.id == id } }
+
+    mutating func update(_ id: String, _ change: (inout StoredUser) -> Void) {
+        if let index = users.firstIndex(where: { $0.id == id }) { change(&users[index]) }
+    }
+
+    /// Makes the most recently logged-in user current when the current one is gone or logged out.
+    mutating func repairCurrentUser() {
+        if let current = currentUserId, user(current)?.loggedIn == true { return }
+        currentUserId = users.filter(\.loggedIn).max { $0.lastLogin < $1.lastLogin }?.id
+    }
+}
+
+/// The shared machinery of an ``App`` and its ``User``s: HTTP, persistence, and single-flight token refresh.
+final class AppCore: Sendable {
+    let appId: String
+    let configuration: AppConfiguration
+    private let state: Locked<PersistedUsers>
+    private let hostname = Locked<String?>(nil)
+    private let refreshes = Locked<[String: Task<String, any Error>]>([:])
+    private let instances = Locked<[String: User]>([:])
+
+    init(appId: String, configuration: AppConfiguration) {
+        self.appId = appId
+        self.configuration = configuration
+        var loaded = PersistedUsers()
+        if let data = try? configuration.userStore.load(appId: appId),
+            let decoded = try? JSONDecoder().decode(PersistedUsers.self, from: data)
+        {
+            loaded = decoded
+        }
+        state = Locked(loaded)
+    }
+
+    // MARK: State
+
+    func read<T>(_ body: (PersistedUsers) -> T) -> T { state.withLock { body($0) } }
+
+    /// Changes the users under the lock, then saves them.
+    @discardableResult
+    func mutate<T>(_ body: (inout PersistedUsers) -> T) throws -> T {
+        let (result, data) = try state.withLock { users -> (T, Data) in
+            let result = body(&users)
+            users.repairCurrentUser()
+            return (result, try JSONEncoder().encode(users))
+        }
+        do {
+            try configuration.userStore.save(data, appId: appId)
+        } catch {
+            throw ClientError.storage("cannot save users: \(error)")
+        }
+        return result
+    }
+
+    /// The one `User` object for `id`.
+    func user(_ id: String) -> User {
+        instances.withLock { instances in
+            if let user = instances[id] { return user }
+            let user = User(id: id, core: self)
+            instances[id] = user
+            return user
+        }
+    }
+
+    // MARK: HTTP
+
+    /// The base URL to talk to: the `hostname` answered by `/location`, asked once.
+    func resolvedBaseURL() async throws -> String {
+        if let known = hostname.withLock({ $0 }) { return known }
+        let location: LocationResponse = try await decode(
+            try await send("GET", base: configuration.baseURL, path: "/api/client/v2.0/app/\(appId)/location", headers: false)
+        )
+        let base = location.hostname.hasSuffix("/") ? String(location.hostname.dropLast()) : location.hostname
+        hostname.withLock { $0 = base }
+        return base
+    }
+
+    /// Sends a request to the resolved host. Non-2xx answers become ``AppError`` (or ``ClientError``).
+    func request(_ method: String, _ path: String, body: JSONValue? = nil, bearer: String? = nil) async throws -> TransportResponse {
+        try await send(method, base: try await resolvedBaseURL(), path: path, body: body, bearer: bearer)
+    }
+
+    private func send(
+        _ method: String,
+        base: String,
+        path: String,
+        body: JSONValue? = nil,
+        bearer: String? = nil,
+        headers withHeaders: Bool = true
+    ) async throws -> TransportResponse {
+        guard let url = URL(string: base + path) else { throw ClientError.transport("invalid URL \(base + path)") }
+        var headers: [String: String] = [:]
+        if withHeaders {
+            headers["Content-Type"] = "application/json;charset=utf-8"
+            headers["Accept"] = "application/json"
+        }
+        if let bearer { headers["Authorization"] = "Bearer \(bearer)" }
+        var data: Data?
+        if let body {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.withoutEscapingSlashes]
+            data = try encoder.encode(body)
+        } else if method != "GET" && withHeaders {
+            data = Data()
+        }
+        let request = TransportRequest(method: method, url: url, headers: headers, body: data, timeout: configuration.requestTimeout)
+        let response: TransportResponse
+        do {
+            response = try await configuration.transport.send(request)
+        } catch let error as AppError {
+            throw error
+        } catch let error as ClientError {
+            throw error
+        } catch {
+            throw ClientError.transport(error.localizedDescription)
+        }
+        guard (200..<300).contains(response.statusCode) else { throw Self.error(from: response) }
+        return response
+    }
+
+    /// The server's envelope as ``AppError``; anything else as ``ClientError/unexpectedResponse(status:body:)``.
+    static func error(from response: TransportResponse) -> any Error {
+        let text = String(decoding: response.body, as: UTF8.self)
+        if response.headers["content-type"]?.lowercased().hasPrefix("application/json") == true,
+            let body = try? JSONDecoder().decode(ClientAPIErrorBody.self, from: response.body)
+        {
+            return AppError(
+                code: body.errorCode ?? AppError.Code(rawValue: "Unknown"),
+                message: body.error,
+                link: body.link,
+                httpStatus: response.statusCode
+            )
+        }
+        return ClientError.unexpectedResponse(status: response.statusCode, body: text)
+    }
+
+    func decode<T: Decodable>(_ response: TransportResponse) throws -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: response.body)
+        } catch {
+            throw ClientError.malformedResponse("cannot read the server's answer as \(T.self): \(error)")
+        }
+    }
+
+    // MARK: Sessions
+
+    /// An access token for `userId` that is not about to expire, refreshing first when it is.
+    func freshAccessToken(_ userId: String) async throws -> String {
+        guard let user = read({ $0.user(userId) }), user.loggedIn, user.refreshToken != nil else { throw ClientError.userNotLoggedIn }
+        if let token = user.accessToken, let exp = JWTClaims(token)?.exp,
+            Date(timeIntervalSince1970: TimeInterval(exp)).timeIntervalSince(configuration.now()) > configuration.refreshLeeway
+        {
+            return token
+        }
+        return try await refresh(userId)
+    }
+
+    /// A request with the user's access token. A 401 refreshes once (unless another call already did) and
+    /// retries once.
+    func authorized(_ method: String, _ path: String, userId: String, body: JSONValue? = nil) async throws -> TransportResponse {
+        let token = try await freshAccessToken(userId)
+        do {
+            return try await request(method, path, body: body, bearer: token)
+        } catch let error as AppError where error.httpStatus == 401 {
+            let current = read { $0.user(userId)?.accessToken }
+            let retryToken = (current != nil && current != token) ? current! : try await refresh(userId)
+            return try await request(method, path, body: body, bearer: retryToken)
+        }
+    }
+
+    /// Refreshes the user's access token. Concurrent calls for one user share one request. A 401 logs the user
+    /// out; an answer that arrives after the user logged out (or logged in again) is dropped.
+    func refresh(_ userId: String) async throws -> String {
+        let task = refreshes.withLock { tasks -> Task<String, any Error> in
+            if let running = tasks[userId] { return running }
+            let task = Task { try await self.performRefresh(userId) }
+            tasks[userId] = task
+            return task
+        }
+        return try await task.value
+    }
+
+    private func performRefresh(_ userId: String) async throws -> String {
+        defer { refreshes.withLock { $0[userId] = nil } }
+        guard let user = read({ $0.user(userId) }), user.loggedIn, let refreshToken = user.refreshToken else {
+            throw ClientError.userNotLoggedIn
+        }
+        let response: TransportResponse
+        do {
+            response = try await request("POST", "/api/client/v2.0/auth/session", bearer: refreshToken)
+        } catch let error as AppError where error.httpStatus == 401 {
+            try? mutate { users in
+                users.update(userId) { user in
+                    guard user.refreshToken == refreshToken else { return }
+                    user.loggedIn = false
+                    user.accessToken = nil
+                    user.refreshToken = nil
+                }
+            }
+            throw error
+        }
+        let session: SessionResponse = try decode(response)
+        let applied = try mutate { users -> Bool in
+            guard let current = users.user(userId), current.loggedIn, current.refreshToken == refreshToken else { return false }
+            users.update(userId) { $0.accessToken = session.accessToken }
+            return true
+        }
+        guard applied else { throw ClientError.userNotLoggedIn }
+        return session.accessToken
+    }
+
+    // MARK: Completion handlers
+
+    /// Runs `work` and hands its result to `completion` on the callback queue.
+    func complete<T: Sendable>(
+        _ completion: @escaping @Sendable (Result<T, any Error>) -> Void,
+        _ work: @escaping @Sendable () async throws -> T
+    ) {
+        let queue = configuration.callbackQueue
+        Task {
+            let result: Result<T, any Error>
+            do { result = .success(try await work()) } catch { result = .failure(error) }
+            queue.async { completion(result) }
+        }
+    }
+
+    /// ``complete(_:_:)`` for calls without a value.
+    func complete(_ completion: @escaping @Sendable ((any Error)?) -> Void, _ work: @escaping @Sendable () async throws -> Void) {
+        complete({ (result: Result<Void, any Error>) in
+            if case .failure(let error) = result { completion(error) } else { completion(nil) }
+        }, work)
+    }
+}
+
+/// The claims the SDK reads from a JWT (without verifying it, as Realm clients do).
+struct JWTClaims {
+    var exp: Int64?
+    var userData: [String: JSONValue]?
+
+    init?(_ token: String) {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64),
+            case .object(let claims)? = try? JSONDecoder().decode(JSONValue.self, from: data)
+        else { return nil }
+        if case .int(let exp)? = claims["exp"] { self.exp = exp }
+        if case .object(let userData)? = claims["user_data"] { self.userData = userData }
+    }
+}

@@ -1,0 +1,250 @@
+import Foundation
+@testable import Gatehouse
+import GatehouseServer
+import Testing
+
+/// The SDK against a real server over real HTTP.
+@Suite struct SDKEndToEndTests {
+    @Test func theWholeLifeOfAUser() async throws {
+        try await withLiveServer { server in
+            let app = server.app()
+            let auth = app.emailPasswordAuth
+            try await auth.registerUser(email: "life@example.com", password: "correct horse")
+            // Pending: no login yet.
+            await #expect(throws: AppError.self) { try await app.login(credentials: .emailPassword(email: "life@example.com", password: "correct horse")) }
+
+            let link = try await server.latestLink("life@example.com")
+            try await auth.confirmUser(link.token, tokenId: link.tokenId)
+
+            let user = try await app.login(credentials: .emailPassword(email: "life@example.com", password: "correct horse"))
+            #expect(app.currentUser == user)
+            #expect(user.state == .loggedIn && user.isLoggedIn)
+            #expect(user.id.count == 24)
+            #expect(user.deviceId.count == 24)
+            #expect(user.profile.email == "life@example.com")
+            #expect(user.identities.map(\.providerType) == ["local-userpass"])
+            #expect(user.customData.isEmpty)
+
+            let access = try #require(user.accessToken)
+            server.clock.advance(by: 5)
+            try await user.refreshCustomData()
+            #expect(user.accessToken != access)
+            #expect(try await user.refreshProfile().email == "life@example.com")
+
+            let refreshToken = try #require(user.refreshToken)
+            try await user.logOut()
+            #expect(user.state == .loggedOut)
+            #expect(user.accessToken == nil && user.refreshToken == nil)
+            #expect(app.currentUser == nil)
+            #expect(app.allUsers[user.id] == user)
+            // The server revoked the session too.
+            let stale = server.app()
+            await #expect(throws: AppError.self) { _ = try await stale.core.request("POST", "/api/client/v2.0/auth/session", bearer: refreshToken) }
+
+            let again = try await app.login(credentials: .emailPassword(email: "life@example.com", password: "correct horse"))
+            #expect(again === user)
+            #expect(user.state == .loggedIn)
+            try await user.delete()
+            #expect(user.state == .removed)
+            #expect(app.allUsers.isEmpty)
+            let gone = await #expect(throws: AppError.self) {
+                try await app.login(credentials: .emailPassword(email: "life@example.com", password: "correct horse"))
+            }
+            #expect(gone?.code == .invalidPassword)
+        }
+    }
+
+    @Test func usersSurviveANewAppWithTheSameStoreWithoutANetworkCall() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-sdk-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await withLiveServer { server in
+            let first = server.app(store: FileUserStore(directory: folder))
+            try await server.signUp(first, "offline@example.com")
+            try await server.signUp(first, "second@example.com")
+            let one = try await first.login(credentials: .emailPassword(email: "offline@example.com", password: "correct horse"))
+            let two = try await first.login(credentials: .emailPassword(email: "second@example.com", password: "correct horse"))
+            first.switch(to: one)
+
+            let transport = ObservingTransport()
+            let second = server.app(store: FileUserStore(directory: folder), transport: transport)
+            let current = try #require(second.currentUser)
+            #expect(current.id == one.id)
+            #expect(current.accessToken == one.accessToken)
+            #expect(current.refreshToken == one.refreshToken)
+            #expect(current.profile.email == "offline@example.com")
+            #expect(Set(second.allUsers.keys) == [one.id, two.id])
+            #expect(transport.requests.isEmpty)
+            // And the restored session works.
+            #expect(try await current.refreshProfile().email == "offline@example.com")
+        }
+    }
+
+    @Test func tenCallsWithAnExpiredAccessTokenShareOneRefresh() async throws {
+        try await withLiveServer { server in
+            let transport = ObservingTransport()
+            let app = server.app(transport: transport)
+            try await server.signUp(app, "ten@example.com")
+            let user = try await app.login(credentials: .emailPassword(email: "ten@example.com", password: "correct horse"))
+            server.clock.advance(by: 1801)  // the access token (1800 s) has expired, for the server and the SDK
+
+            try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<10 { group.addTask { try await user.refreshProfile().email } }
+                for try await email in group { #expect(email == "ten@example.com") }
+            }
+            #expect(transport.count("POST /api/client/v2.0/auth/session") == 1)
+            #expect(transport.count("GET /api/client/v2.0/auth/profile") == 11)  // login + 10
+        }
+    }
+
+    @Test func tenCallsThatMeet401ShareOneRefresh() async throws {
+        try await withLiveServer { server in
+            let transport = ObservingTransport()
+            let app = server.app(transport: transport)
+            try await server.signUp(app, "four01@example.com")
+            let user = try await app.login(credentials: .emailPassword(email: "four01@example.com", password: "correct horse"))
+            // Only the server's clock moves: the SDK thinks the token is fine, the server answers 401.
+            var configuration = app.configuration
+            configuration.now = { Date(timeIntervalSince1970: 0) }
+            let frozen = App(id: "test-app", configuration: configuration)
+            let same = try #require(frozen.currentUser)
+            server.clock.advance(by: 1801)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<10 { group.addTask { _ = try await same.refreshProfile() } }
+                try await group.waitForAll()
+            }
+            #expect(transport.count("POST /api/client/v2.0/auth/session") == 1)
+            #expect(same.id == user.id)
+        }
+    }
+
+    @Test func aRefreshThatReturnsAfterLogOutChangesNothing() async throws {
+        try await withLiveServer { server in
+            let transport = ObservingTransport()
+            let app = server.app(transport: transport)
+            try await server.signUp(app, "late@example.com")
+            let user = try await app.login(credentials: .emailPassword(email: "late@example.com", password: "correct horse"))
+
+            let gate = transport.hold("POST /api/client/v2.0/auth/session")
+            let refresh = Task { try await user.refreshCustomData() }
+            await gate.waitForArrival()
+            try await user.logOut()
+            await gate.open()
+            await #expect(throws: ClientError.userNotLoggedIn) { try await refresh.value }
+            #expect(user.state == .loggedOut)
+            #expect(user.accessToken == nil)
+            #expect(app.currentUser == nil)
+        }
+    }
+
+    @Test func aLateRefreshNeverOverwritesANewerLogin() async throws {
+        try await withLiveServer { server in
+            let transport = ObservingTransport()
+            let app = server.app(transport: transport)
+            try await server.signUp(app, "relogin@example.com")
+            let user = try await app.login(credentials: .emailPassword(email: "relogin@example.com", password: "correct horse"))
+
+            let gate = transport.hold("POST /api/client/v2.0/auth/session")
+            let refresh = Task { try await user.refreshCustomData() }
+            await gate.waitForArrival()
+            try await user.logOut()
+            let again = try await app.login(credentials: .emailPassword(email: "relogin@example.com", password: "correct horse"))
+            let tokens = (again.accessToken, again.refreshToken)
+            await gate.open()
+            _ = try? await refresh.value
+            #expect(user.state == .loggedIn)
+            #expect(user.accessToken == tokens.0)
+            #expect(user.refreshToken == tokens.1)
+        }
+    }
+
+    @Test func aRefreshAnswered401LogsTheUserOut() async throws {
+        try await withLiveServer { server in
+            let app = server.app()
+            try await server.signUp(app, "revoked@example.com")
+            let user = try await app.login(credentials: .emailPassword(email: "revoked@example.com", password: "correct horse"))
+            // Revoke the session behind the SDK's back: a second app instance logs out with the same tokens.
+            let other = server.app()
+            _ = try await other.core.request("DELETE", "/api/client/v2.0/auth/session", bearer: try #require(user.refreshToken))
+            let error = await #expect(throws: AppError.self) { try await user.refreshCustomData() }
+            #expect(error?.code == .invalidSession)
+            #expect(error?.httpStatus == 401)
+            #expect(user.state == .loggedOut)
+        }
+    }
+
+    @Test func logOutClearsLocalStateEvenWhenTheServerIsUnreachable() async throws {
+        try await withLiveServer { server in
+            let transport = ObservingTransport()
+            let app = server.app(transport: transport)
+            try await server.signUp(app, "offline-logout@example.com")
+            let user = try await app.login(credentials: .emailPassword(email: "offline-logout@example.com", password: "correct horse"))
+            transport.unreachable = true
+            let error = await #expect(throws: ClientError.self) { try await user.logOut() }
+            #expect(error?.isTransport == true)
+            #expect(user.state == .loggedOut)
+            #expect(user.accessToken == nil)
+            #expect(app.currentUser == nil)
+        }
+    }
+
+    @Test func severalUsersSwitchAndRemove() async throws {
+        try await withLiveServer { server in
+            let app = server.app()
+            try await server.signUp(app, "ann@example.com")
+            try await server.signUp(app, "ben@example.com")
+            let ann = try await app.login(credentials: .emailPassword(email: "ann@example.com", password: "correct horse"))
+            let ben = try await app.login(credentials: .emailPassword(email: "ben@example.com", password: "correct horse"))
+            #expect(app.currentUser == ben)
+            #expect(Set(app.allUsers.values) == [ann, ben])
+            #expect(app.switch(to: ann) == ann)
+            #expect(app.currentUser == ann)
+
+            try await ann.remove()
+            #expect(ann.state == .removed)
+            #expect(app.allUsers.keys.sorted() == [ben.id])
+            #expect(app.currentUser == ben)
+            // A removed user cannot become current.
+            app.switch(to: ann)
+            #expect(app.currentUser == ben)
+        }
+    }
+
+    @Test func anonymousLoginReusesALoggedInAnonymousUserAndLogOutRemovesIt() async throws {
+        try await withLiveServer { server in
+            let transport = ObservingTransport()
+            let app = server.app(transport: transport)
+            let first = try await app.login(credentials: .anonymous)
+            #expect(first.identities.map(\.providerType) == ["anon-user"])
+            let second = try await app.login(credentials: .anonymous)
+            #expect(second === first)
+            #expect(transport.count("POST /api/client/v2.0/app/test-app/auth/providers/anon-user/login") == 1)
+
+            try await first.logOut()
+            #expect(first.state == .removed)
+            #expect(app.allUsers.isEmpty)
+            let third = try await app.login(credentials: .anonymous)
+            #expect(third.id != first.id)
+            #expect(transport.count("POST /api/client/v2.0/app/test-app/auth/providers/anon-user/login") == 2)
+        }
+    }
+
+    @Test func customDataSetOnTheServerReachesTheUser() async throws {
+        try await withLiveServer { server in
+            let app = server.app()
+            try await server.signUp(app, "data@example.com")
+            let user = try await app.login(credentials: .emailPassword(email: "data@example.com", password: "correct horse"))
+            #expect(user.customData.isEmpty)
+            try await server.gatehouse.setCustomData(appId: "test-app", userId: user.id, json: #"{"plan":"pro","seats":5,"tags":["a"]}"#)
+            let data = try await user.refreshCustomData()
+            #expect(data["plan"] == "pro")
+            #expect(data["seats"]??.intValue == 5)
+            #expect(data["tags"] == .array(["a"]))
+            #expect(user.customData == data)
+
+            await #expect(throws: AdminError.self) { try await server.gatehouse.setCustomData(appId: "test-app", userId: user.id, json: "[1]") }
+            let big = #"{"x":""# + String(repeating: "y", count: AuthServer.maxCustomDataSize) + #""}"#
+            await #expect(throws: AdminError.self) { try await server.gatehouse.setCustomData(appId: "test-app", userId: user.id, json: big) }
+            await #expect(throws: AdminError.self) { try await server.gatehouse.setCustomData(appId: "test-app", userId: "000000000000000000000000", json: "{}") }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+@testable import Gatehouse
+import GatehouseArgon2
+import GatehouseServer
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A Gatehouse server listening on a loopback port for one test.
+struct LiveServer: Sendable {
+    let base: String
+    let gatehouse: AuthServer
+    let clock: ManualClock
+
+    /// An SDK app against this server, with its own user store and the server's clock.
+    func app(
+        id: String = "test-app",
+        store: any UserStore = InMemoryUserStore(),
+        transport: any NetworkTransport = URLSessionTransport(),
+        queue: DispatchQueue = DispatchQueue(label: "sdk-callbacks")
+    ) -> App {
+        var configuration = AppConfiguration(baseURL: base, transport: transport, userStore: store, callbackQueue: queue)
+        let clock = self.clock
+        configuration.now = { clock.now }
+        return App(id: id, configuration: configuration)
+    }
+
+    /// token and tokenId of the newest email to `address`, read from the dev mailbox over HTTP.
+    func latestLink(_ address: String) async throws -> (token: String, tokenId: String) {
+        let url = URL(string: "\(base)/_dev/mailbox?to=\(address.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")!
+        let (data, _) = try await URLSession.shared.data(from: url)
+        let messages = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
+        let text = try #require(messages.first?["text"] as? String, "no mail to \(address)")
+        let token = try #require(text.firstMatch(of: /[?&]token=([0-9a-f]+)/)?.output.1)
+        let tokenId = try #require(text.firstMatch(of: /[?&]tokenId=([0-9a-f]+)/)?.output.1)
+        return (String(token), String(tokenId))
+    }
+
+    /// Registers and confirms `email` through the SDK.
+    func signUp(_ app: App, _ email: String, _ password: String = "correct horse") async throws {
+        try await app.emailPasswordAuth.registerUser(email: email, password: password)
+        let link = try await latestLink(email)
+        try await app.emailPasswordAuth.confirmUser(link.token, tokenId: link.tokenId)
+    }
+}
+
+func withLiveServer(reveal: Bool = false, clock: ManualClock = ManualClock(), _ body: @Sendable (LiveServer) async throws -> Void) async throws {
+    let hash = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
+    let configuration = GatehouseConfiguration(
+        server: ServerSettings(host: "127.0.0.1", port: 0),
+        database: DatabaseSettings(url: .sqliteMemory),
+        dev: DevSettings(mailbox: true),
+        apps: [
+            AppSettings(id: "test-app", revealUserExistence: reveal, localUserpass: LocalUserpassConfiguration(confirmation: .email), anonymousUsers: true, passwordHash: hash)
+        ]
+    )
+    var logger = Logger(label: "e2e")
+    logger.logLevel = .critical
+    let gatehouse = try await AuthServer.open(configuration: configuration, clock: clock.clock, logger: logger)
+    do {
+        try await gatehouse.makeApplication().test(.live) { client in
+            let port = try #require(client.port)
+            try await body(LiveServer(base: "http://127.0.0.1:\(port)", gatehouse: gatehouse, clock: clock))
+        }
+        try await gatehouse.close()
+    } catch {
+        try? await gatehouse.close()
+        throw error
+    }
+}
+
+
+/// A transport that records every request, can hold chosen responses until released, and can play unreachable.
+final class ObservingTransport: NetworkTransport, @unchecked Sendable {
+    private let base = URLSessionTransport()
+    private let lock = NSLock()
+    private var _requests: [String] = []
+    private var held: [String: Gate] = [:]
+    private var _unreachable = false
+
+    var requests: [String] { lock.withLock { _requests } }
+    func count(_ request: String) -> Int { requests.filter { $0 == request }.count }
+    var unreachable: Bool {
+        get { lock.withLock { _unreachable } }
+        set { lock.withLock { _unreachable = newValue } }
+    }
+
+    /// Holds the responses to `request` ("POST /api/…") until the returned gate opens.
+    func hold(_ request: String) -> Gate {
+        let gate = Gate()
+        lock.withLock { held[request] = gate }
+        return gate
+    }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let key = "\(request.method) \(request.url.path)"
+        let (gate, unreachable) = lock.withLock { () -> (Gate?, Bool) in
+            _requests.append(key)
+            return (held[key], _unreachable)
+        }
+        if unreachable { throw URLError(.cannotConnectToHost) }
+        let response = try await base.send(request)
+        if let gate {
+            await gate.arrived()
+            await gate.wait()
+        }
+        return response
+    }
+}
+
+/// Holds responses until opened, and tells when one is being held.
+actor Gate {
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var arrivals = 0
+    private var arrivalWaiters: [CheckedContinuation<Void, Never>] = []
+
+    func arrived() {
+        arrivals += 1
+        arrivalWaiters.forEach { $0.resume() }
+        arrivalWaiters = []
+    }
+
+    /// Returns once a response is being held.
+    func waitForArrival() async {
+        if arrivals > 0 { return }
+        await withCheckedContinuation { arrivalWaiters.append($0) }
+    }
+
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func open() {
+        isOpen = true
+        waiters.forEach { $0.resume() }
+        waiters = []
+    }
+}

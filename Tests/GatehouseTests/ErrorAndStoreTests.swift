@@ -1,0 +1,55 @@
+import Foundation
+@testable import Gatehouse
+import Testing
+
+@Suite struct ErrorParsingTests {
+    @Test func theEnvelopeBecomesAnAppErrorWithEveryField() throws {
+        let body = Data(#"{"error":"name already in use","error_code":"AccountNameInUse","link":"http://x/openapi.yaml"}"#.utf8)
+        let error = try #require(AppCore.error(from: TransportResponse(statusCode: 409, headers: ["Content-Type": "application/json"], body: body)) as? AppError)
+        #expect(error.code == .accountNameInUse)
+        #expect(error.message == "name already in use")
+        #expect(error.link == "http://x/openapi.yaml")
+        #expect(error.httpStatus == 409)
+        #expect(error.localizedDescription == "name already in use")
+    }
+
+    @Test func unknownCodesAreKeptAsTheyCame() throws {
+        let body = Data(#"{"error":"new thing","error_code":"SomethingNew"}"#.utf8)
+        let error = try #require(AppCore.error(from: TransportResponse(statusCode: 400, headers: ["content-type": "application/json"], body: body)) as? AppError)
+        #expect(error.code.rawValue == "SomethingNew")
+    }
+
+    @Test func answersWithoutTheEnvelopeAreClientErrors() throws {
+        let error = try #require(AppCore.error(from: TransportResponse(statusCode: 502, headers: ["Content-Type": "text/html"], body: Data("<h1>Bad gateway</h1>".utf8))) as? ClientError)
+        #expect(error.httpStatus == 502)
+        #expect(!error.isTransport)
+    }
+}
+
+@Suite struct UserStoreTests {
+    @Test func fileStoreWritesOwnerOnlyFilesPerApp() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = FileUserStore(directory: folder)
+        #expect(try store.load(appId: "a") == nil)
+        try store.save(Data("one".utf8), appId: "a")
+        try store.save(Data("two".utf8), appId: "a")
+        try store.save(Data("other".utf8), appId: "b/../c")
+        #expect(try store.load(appId: "a") == Data("two".utf8))
+        #expect(try store.load(appId: "b/../c") == Data("other".utf8))
+        let attributes = try FileManager.default.attributesOfItem(atPath: store.file("a").path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let folderAttributes = try FileManager.default.attributesOfItem(atPath: folder.path)
+        #expect((folderAttributes[.posixPermissions] as? Int) == 0o700)
+        #expect(store.file("b/../c").deletingLastPathComponent().path == folder.path)
+    }
+
+    @Test func jwtClaimsAreReadWithoutVerification() throws {
+        let payload = Data(#"{"exp":1800000000,"iat":1,"user_data":{"plan":"pro"}}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let claims = try #require(JWTClaims("e30.\(payload).sig"))
+        #expect(claims.exp == 1_800_000_000)
+        #expect(claims.userData == ["plan": "pro"])
+        #expect(JWTClaims("not a token") == nil)
+    }
+}

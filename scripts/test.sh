@@ -11,5 +11,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GATEHOUSE_ARGON2_REFERENCE="$(bash scripts/argon2-reference.sh)"
 export GATEHOUSE_ARGON2_REFERENCE
 
+# The SDK must not pull a server dependency into its module graph.
+swift package describe --type json | python3 scripts/check-sdk-dependencies.py
+
 swift build --build-tests
 swift test --skip-build

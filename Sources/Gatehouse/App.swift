@@ -63,16 +63,17 @@ public final class App: Sendable {
         let profile: ProfileResponse = try core.decode(
             try await core.request("GET", "/api/client/v2.0/auth/profile", bearer: login.accessToken)
         )
-        let user = StoredUser(
+        var user = StoredUser(
             id: login.userId,
             deviceId: login.deviceId,
             accessToken: login.accessToken,
             refreshToken: login.refreshToken,
             loggedIn: true,
-            identities: profile.identities.map { .init(id: $0.id, providerType: $0.providerType) },
-            profileData: profile.data,
+            identities: [],
+            profileData: [:],
             lastLogin: Date()
         )
+        user.apply(profile)
         try core.mutate { users in
             users.users.removeAll { $0.id == user.id }
             users.users.append(user)

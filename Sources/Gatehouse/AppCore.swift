@@ -17,6 +17,12 @@ struct StoredUser: Codable, Sendable, Hashable {
     var lastLogin: Date
 
     var isAnonymous: Bool { identities.count == 1 && identities[0].providerType == "anon-user" }
+
+    /// Takes identities and profile data from a profile answer.
+    mutating func apply(_ profile: ProfileResponse) {
+        identities = profile.identities.map { Identity(id: $0.id, providerType: $0.providerType) }
+        profileData = profile.data
+    }
 }
 
 /// Everything an app persists: its users and which one is current.

@@ -123,10 +123,7 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
     public func refreshProfile() async throws -> UserProfile {
         let profile: ProfileResponse = try core.decode(try await core.authorized("GET", "/api/client/v2.0/auth/profile", userId: id))
         try core.mutate { users in
-            users.update(id) { user in
-                user.identities = profile.identities.map { .init(id: $0.id, providerType: $0.providerType) }
-                user.profileData = profile.data
-            }
+            users.update(id) { $0.apply(profile) }
         }
         return self.profile
     }
@@ -153,8 +150,7 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
         try core.mutate { users in
             users.update(id) { user in
                 user.accessToken = linked.accessToken
-                user.identities = profile.identities.map { .init(id: $0.id, providerType: $0.providerType) }
-                user.profileData = profile.data
+                user.apply(profile)
             }
         }
         return self

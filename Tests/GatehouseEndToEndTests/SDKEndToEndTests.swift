@@ -83,8 +83,7 @@ import Testing
         try await withLiveServer { server in
             let transport = ObservingTransport()
             let app = server.app(transport: transport)
-            try await server.signUp(app, "ten@example.com")
-            let user = try await app.login(credentials: .emailPassword(email: "ten@example.com", password: "correct horse"))
+            let user = try await server.signedInUser(app, "ten@example.com")
             server.clock.advance(by: 1801)  // the access token (1800 s) has expired, for the server and the SDK
 
             try await withThrowingTaskGroup(of: String?.self) { group in
@@ -100,8 +99,7 @@ import Testing
         try await withLiveServer { server in
             let transport = ObservingTransport()
             let app = server.app(transport: transport)
-            try await server.signUp(app, "four01@example.com")
-            let user = try await app.login(credentials: .emailPassword(email: "four01@example.com", password: "correct horse"))
+            let user = try await server.signedInUser(app, "four01@example.com")
             // Only the server's clock moves: the SDK thinks the token is fine, the server answers 401.
             var configuration = app.configuration
             configuration.now = { Date(timeIntervalSince1970: 0) }
@@ -121,8 +119,7 @@ import Testing
         try await withLiveServer { server in
             let transport = ObservingTransport()
             let app = server.app(transport: transport)
-            try await server.signUp(app, "late@example.com")
-            let user = try await app.login(credentials: .emailPassword(email: "late@example.com", password: "correct horse"))
+            let user = try await server.signedInUser(app, "late@example.com")
 
             let gate = transport.hold("POST /api/client/v2.0/auth/session")
             let refresh = Task { try await user.refreshCustomData() }
@@ -140,8 +137,7 @@ import Testing
         try await withLiveServer { server in
             let transport = ObservingTransport()
             let app = server.app(transport: transport)
-            try await server.signUp(app, "relogin@example.com")
-            let user = try await app.login(credentials: .emailPassword(email: "relogin@example.com", password: "correct horse"))
+            let user = try await server.signedInUser(app, "relogin@example.com")
 
             let gate = transport.hold("POST /api/client/v2.0/auth/session")
             let refresh = Task { try await user.refreshCustomData() }
@@ -160,8 +156,7 @@ import Testing
     @Test func aRefreshAnswered401LogsTheUserOut() async throws {
         try await withLiveServer { server in
             let app = server.app()
-            try await server.signUp(app, "revoked@example.com")
-            let user = try await app.login(credentials: .emailPassword(email: "revoked@example.com", password: "correct horse"))
+            let user = try await server.signedInUser(app, "revoked@example.com")
             // Revoke the session behind the SDK's back: a second app instance logs out with the same tokens.
             let other = server.app()
             _ = try await other.core.request("DELETE", "/api/client/v2.0/auth/session", bearer: try #require(user.refreshToken))
@@ -176,8 +171,7 @@ import Testing
         try await withLiveServer { server in
             let transport = ObservingTransport()
             let app = server.app(transport: transport)
-            try await server.signUp(app, "offline-logout@example.com")
-            let user = try await app.login(credentials: .emailPassword(email: "offline-logout@example.com", password: "correct horse"))
+            let user = try await server.signedInUser(app, "offline-logout@example.com")
             transport.unreachable = true
             let error = await #expect(throws: ClientError.self) { try await user.logOut() }
             #expect(error?.isTransport == true)
@@ -231,8 +225,7 @@ import Testing
     @Test func customDataSetOnTheServerReachesTheUser() async throws {
         try await withLiveServer { server in
             let app = server.app()
-            try await server.signUp(app, "data@example.com")
-            let user = try await app.login(credentials: .emailPassword(email: "data@example.com", password: "correct horse"))
+            let user = try await server.signedInUser(app, "data@example.com")
             #expect(user.customData.isEmpty)
             try await server.gatehouse.setCustomData(appId: "test-app", userId: user.id, json: #"{"plan":"pro","seats":5,"tags":["a"]}"#)
             let data = try await user.refreshCustomData()

@@ -41,6 +41,12 @@ struct LiveServer: Sendable {
         return (String(token), String(tokenId))
     }
 
+    /// Registers, confirms and logs in `email` through the SDK.
+    func signedInUser(_ app: App, _ email: String, _ password: String = "correct horse") async throws -> User {
+        try await signUp(app, email, password)
+        return try await app.login(credentials: .emailPassword(email: email, password: password))
+    }
+
     /// Registers and confirms `email` through the SDK.
     func signUp(_ app: App, _ email: String, _ password: String = "correct horse") async throws {
         try await app.emailPasswordAuth.registerUser(email: email, password: password)

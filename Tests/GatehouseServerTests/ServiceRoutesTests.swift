@@ -25,6 +25,12 @@ import Testing
             let ready = try await client.call("/readyz", .get)
             #expect(ready.status == .serviceUnavailable)
             #expect(try await client.call("/healthz", .get).status == .ok)
+            // API calls answer 503 in the envelope, not 500.
+            let register = try await client.register("down@example.com")
+            #expect(register.status == .serviceUnavailable)
+            #expect(register.error?.errorCode == .maintenanceInProgress)
+            let login = try await client.login("down@example.com")
+            #expect(login.status == .serviceUnavailable)
         }
     }
 

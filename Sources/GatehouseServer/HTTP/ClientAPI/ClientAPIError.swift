@@ -84,8 +84,6 @@ struct ClientAPIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             switch error.status {
             case .notFound:
                 return ClientAPIError(status: .notFound, code: .notFound, message: "no route for \(request.method) \(request.uri.path)")
-            case .methodNotAllowed:
-                return ClientAPIError(status: .methodNotAllowed, code: .notFound, message: "method \(request.method) not allowed")
             case .contentTooLarge:
                 return tooLarge
             default:

@@ -47,6 +47,10 @@ final class SQLiteDatabase: SQLDatabase {
             rows = try await connection.query(Self.translate(sql), binds.map(\.sqlite))
         } catch let error as SQLiteError where [.constraintUniqueFailed, .constraintPrimaryKeyFailed, .constraint].contains(error.reason) {
             throw StoreError.conflict
+        } catch {
+            // I/O errors, a full disk, a closed connection: the request cannot be served now (503), nothing was
+            // half-written (statements of a transaction roll back together).
+            throw StoreError.unavailable(String(describing: error))
         }
         return rows.map { row in
             var values: [String: SQLValue] = [:]

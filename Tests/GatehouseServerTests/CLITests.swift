@@ -1,4 +1,6 @@
 import Foundation
+@testable import GatehouseServer
+import GatehouseWire
 import Hummingbird
 import Testing
 
@@ -76,6 +78,37 @@ import FoundationNetworking
         #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".gatehouse/gatehouse.sqlite").path))
         let second = try run(["migrate"], in: folder)
         #expect(second.stdout.contains("up to date"))
+    }
+
+    /// `users set-data` writes custom data that the user's next access token carries.
+    @Test func usersSetDataReachesTheNextAccessToken() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let yaml = """
+            database: { url: "sqlite:\(folder.path)/db.sqlite" }
+            apps:
+              - id: cli-app
+                providers: { local-userpass: { confirmation: auto } }
+                passwordHash: { memoryKiB: 64, iterations: 1, parallelism: 1 }
+            """
+        try yaml.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
+        let config = try ConfigurationLoader(environment: [:]).load(file: folder.appendingPathComponent("gatehouse.yaml").path)
+
+        let login = try await withGatehouseResult(config) { _, client in
+            #expect(try await client.register("cli@example.com", app: "cli-app").status == .created)
+            return try await client.login("cli@example.com", app: "cli-app").decode(LoginResponse.self)
+        }
+        let set = try run(["users", "set-data", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId, #"{"plan":"pro"}"#], in: folder)
+        #expect(set.status == 0, "\(set.stderr)")
+        let refused = try run(["users", "set-data", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId, "[1]"], in: folder)
+        #expect(refused.status == 65)
+        #expect(refused.stderr.contains("JSON object"))
+
+        try await withGatehouse(config) { _, client in
+            let access = try await client.call(Path.session, bearer: login.refreshToken).decode(SessionResponse.self).accessToken
+            let userData = try #require(try jwtPayload(access)["user_data"] as? [String: Any])
+            #expect(userData["plan"] as? String == "pro")
+        }
     }
 
     /// With no configuration: SQLite under `.gatehouse/`, the dev app and mailbox, and a clean exit on SIGTERM

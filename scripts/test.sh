@@ -2,14 +2,18 @@
 # The whole Gatehouse test suite, from a fresh clone: it installs what the tests need, runs them, and leaves
 # nothing running. `.ci/run` calls exactly this.
 #
-# What it sets up:
-#   - a Python virtual environment at .build-venv with argon2-cffi (the reference Argon2 implementation) for the
-#     differential Argon2 tests; see scripts/argon2-reference.sh.
+# What it sets up (each step does nothing when it is already done):
+#   - a Python virtual environment at .build-venv with argon2-cffi (the reference Argon2, for the differential
+#     tests), aiosmtpd (a real SMTP server the SMTP tests start on loopback) and selenium (scripts/python-env.sh);
+#   - headless Chromium and chromedriver from Debian's packages, for the browser tests (scripts/browser-env.sh).
+# Every server a test needs (Gatehouse, SMTP) is started by that test on 127.0.0.1 and stopped by it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-GATEHOUSE_ARGON2_REFERENCE="$(bash scripts/argon2-reference.sh)"
-export GATEHOUSE_ARGON2_REFERENCE
+GATEHOUSE_PYTHON="$(bash scripts/python-env.sh)"
+export GATEHOUSE_PYTHON
+export GATEHOUSE_ARGON2_REFERENCE="$GATEHOUSE_PYTHON"
+bash scripts/browser-env.sh
 
 # The SDK must not pull a server dependency into its module graph.
 swift package describe --type json | python3 scripts/check-sdk-dependencies.py

@@ -69,6 +69,9 @@ struct Serve: AsyncParsableCommand {
         let gatehouse: AuthServer
         do {
             gatehouse = try await AuthServer.open(configuration: config, logger: logger)
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("gatehouse: configuration error: \(error)\n".utf8))
+            throw ExitCode(78)
         } catch {
             FileHandle.standardError.write(Data("gatehouse: cannot open the database \(config.database.url): \(error)\n".utf8))
             throw ExitCode(69)

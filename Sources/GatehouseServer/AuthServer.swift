@@ -19,11 +19,21 @@ public final class AuthServer: Sendable {
     private let database: any SQLDatabase
     private let publicURL: PublicURL
 
-    private init(configuration: GatehouseConfiguration, env: AuthEnvironment, database: any SQLDatabase, publicURL: PublicURL) {
+    /// Where the outbox goes: SMTP when `mail.smtp` is set, else the dev mailbox when on, else nowhere yet.
+    private let mailTransport: (any MailTransport)?
+
+    private init(
+        configuration: GatehouseConfiguration,
+        env: AuthEnvironment,
+        database: any SQLDatabase,
+        publicURL: PublicURL,
+        mailTransport: (any MailTransport)?
+    ) {
         self.configuration = configuration
         self.env = env
         self.database = database
         self.publicURL = publicURL
+        self.mailTransport = mailTransport
     }
 
     /// Opens the configured database, applies pending migrations, and loads (or creates) the signing keys.
@@ -32,6 +42,11 @@ public final class AuthServer: Sendable {
         clock: GatehouseClock = .system,
         logger: Logger = Logger(label: "gatehouse")
     ) async throws -> AuthServer {
+        // Configuration that needs files (templates) is checked before anything is opened.
+        var templates: [String: MailTemplates] = [:]
+        for (index, app) in configuration.apps.enumerated() {
+            templates[app.id] = try MailTemplates.load(folder: app.emailTemplates, key: "apps[\(index)].emailTemplates")
+        }
         let database = try await openDatabase(configuration.database.url, logger: logger)
         do {
             let applied = try await Migrator(db: database).migrate()
@@ -43,9 +58,15 @@ public final class AuthServer: Sendable {
             let publicURL = PublicURL(configuration.server.resolvedPublicURL())
             let env = AuthEnvironment(
                 store: store, clock: clock, hasher: hasher, keys: keys, configuration: configuration,
-                publicURLBox: publicURL, logger: logger
+                publicURLBox: publicURL, logger: logger, templates: templates
             )
-            return AuthServer(configuration: configuration, env: env, database: database, publicURL: publicURL)
+            var transport: (any MailTransport)?
+            if configuration.mail.smtpURL != nil {
+                transport = try SMTPMailer(settings: configuration.mail, logger: logger)
+            } else if configuration.dev.mailbox {
+                transport = DevMailboxTransport()
+            }
+            return AuthServer(configuration: configuration, env: env, database: database, publicURL: publicURL, mailTransport: transport)
         } catch {
             try? await database.close()
             throw error
@@ -80,15 +101,16 @@ public final class AuthServer: Sendable {
         router.add(middleware: ClientAPIErrorMiddleware(publicURL: publicURL))
         ClientAPIRoutes(env: env).register(on: router)
         ServiceRoutes(env: env).register(on: router)
+        HostedPages(env: env).register(on: router)
         if configuration.dev.mailbox {
             DevMailboxRoutes(store: env.store).register(on: router)
         }
 
         var services: [any Service] = []
-        if configuration.dev.mailbox {
-            services.append(OutboxDeliveryService(store: env.store, transport: DevMailboxTransport(), clock: env.clock, logger: env.logger))
+        if let transport = mailTransport {
+            services.append(OutboxDeliveryService(store: env.store, transport: transport, clock: env.clock, logger: env.logger))
         } else {
-            env.logger.notice("no mail transport is configured: emails wait in the outbox until one is (SMTP arrives in a later release)")
+            env.logger.notice("no mail transport is configured (mail.smtp or dev.mailbox): emails wait in the outbox")
         }
 
         let configured = configuration.server

@@ -159,7 +159,8 @@ import Testing
             let user = try await server.signedInUser(app, "revoked@example.com")
             // Revoke the session behind the SDK's back: a second app instance logs out with the same tokens.
             let other = server.app()
-            _ = try await other.core.request("DELETE", "/api/client/v2.0/auth/session", bearer: try #require(user.refreshToken))
+            let refreshToken: String = try #require(user.refreshToken)
+            _ = try await other.core.request("DELETE", "/api/client/v2.0/auth/session", bearer: refreshToken)
             let error = await #expect(throws: AppError.self) { try await user.refreshCustomData() }
             #expect(error?.code == .invalidSession)
             #expect(error?.httpStatus == 401)

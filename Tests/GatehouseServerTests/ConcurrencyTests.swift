@@ -57,8 +57,10 @@ import Testing
                 }
                 return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
             }
+            // One account; the others are refused as taken, or (racing past the first check) by the send limit
+            // of 5 confirmation emails per address. None of them leaves a second account or email.
             #expect(statuses.filter { $0 == .created }.count == 1)
-            #expect(statuses.filter { $0 == .conflict }.count == 9)
+            #expect(statuses.filter { $0 == .conflict || $0 == .tooManyRequests }.count == 9)
             #expect(try await gatehouse.env.store.mailbox(recipient: "twin@example.com", limit: 20).count == 1)
         }
     }

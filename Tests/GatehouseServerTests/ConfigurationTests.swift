@@ -11,9 +11,12 @@ import Testing
         server:   { host: 127.0.0.1, port: 9191, publicURL: "https://auth.example.com" }
         database: { url: "sqlite:data/gh.sqlite" }
         dev:      { mailbox: true }
+        mail:     { smtp: "smtp://user:pass@mail.example.com:587", starttls: optional, from: "My App <no-reply@example.com>", timeout: 10, caFile: "/etc/ca.pem" }
         apps:
           - id: my-app
             name: My App
+            emailTemplates: templates/my-app
+            emailLimit: { count: 3, window: 300 }
             accessTokenTTL: 900
             refreshTokenTTL: 86400
             revealUserExistence: true
@@ -46,7 +49,12 @@ import Testing
         #expect(config.server == ServerSettings(host: "127.0.0.1", port: 9191, publicURL: "https://auth.example.com"))
         #expect(config.database.url == .sqliteFile("data/gh.sqlite"))
         #expect(config.dev.mailbox)
+        #expect(config.mail == MailSettings(
+            smtpURL: "smtp://user:pass@mail.example.com:587", starttls: .optional, from: "My App <no-reply@example.com>", timeout: 10, caFile: "/etc/ca.pem"
+        ))
         let app = try #require(config.apps.first)
+        #expect(app.emailTemplates == "templates/my-app")
+        #expect(app.emailLimit == 3 && app.emailLimitWindow == 300)
         #expect(app.id == "my-app" && app.name == "My App")
         #expect(app.accessTokenTTL == 900 && app.refreshTokenTTL == 86400 && app.revealUserExistence)
         let local = try #require(app.localUserpass)
@@ -80,13 +88,14 @@ import Testing
         defer { try? FileManager.default.removeItem(at: file) }
         let env = [
             "GATEHOUSE_HOST": "0.0.0.0", "GATEHOUSE_PORT": "7000", "GATEHOUSE_PUBLIC_URL": "https://env.example.com",
-            "GATEHOUSE_DATABASE_URL": "sqlite:env.sqlite",
+            "GATEHOUSE_DATABASE_URL": "sqlite:env.sqlite", "GATEHOUSE_SMTP_URL": "smtps://relay.example.com",
         ]
         let fromEnv = try ConfigurationLoader(environment: env).load(file: file.path)
         #expect(fromEnv.server.host == "0.0.0.0")
         #expect(fromEnv.server.port == 7000)
         #expect(fromEnv.server.publicURL == "https://env.example.com")
         #expect(fromEnv.database.url == .sqliteFile("env.sqlite"))
+        #expect(fromEnv.mail.smtpURL == "smtps://relay.example.com")
 
         let fromFlags = try ConfigurationLoader(environment: env).load(
             file: file.path, overrides: .init(host: "127.0.0.2", port: "7001", database: "sqlite::memory:")
@@ -117,6 +126,10 @@ import Testing
         ("apps: [{id: a, providers: {local-userpass: {emailConfirmationURL: 'not a url'}}}]", "apps[0].providers.local-userpass.emailConfirmationURL"),
         ("apps: [{id: a, providers: {google: {}}}]", "apps[0].providers.google"),
         ("apps: [{id: a, passwordHash: {memoryKiB: 4}}]", "apps[0].passwordHash.memoryKiB"),
+        ("apps: [{id: a, emailLimit: {count: 0}}]", "apps[0].emailLimit.count"),
+        ("mail: {smtp: 'http://x'}\napps: [{id: a}]", "mail.smtp"),
+        ("mail: {starttls: always}\napps: [{id: a}]", "mail.starttls"),
+        ("mail: {from: nobody}\napps: [{id: a}]", "mail.from"),
         ("apps: {id: a}", "apps"),
         ("- just\n- a list", "(top level)"),
         ("apps: [{id: a}", ""),

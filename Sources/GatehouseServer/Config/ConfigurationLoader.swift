@@ -56,7 +56,7 @@ public struct ConfigurationLoader: Sendable {
             throw ConfigurationError(key: "", message: "the configuration file is not valid YAML or JSON: \(error)")
         }
         guard let root else { throw ConfigurationError(key: "", message: "the configuration file is empty") }
-        let top = try ConfigNode(node: root, path: "").mapping(allowed: ["server", "database", "dev", "apps"])
+        let top = try ConfigNode(node: root, path: "").mapping(allowed: ["server", "database", "dev", "mail", "apps"])
 
         var config = GatehouseConfiguration(apps: [])
         if let server = try top.optionalMapping("server", allowed: ["host", "port", "publicURL", "location"]) {
@@ -73,6 +73,13 @@ public struct ConfigurationLoader: Sendable {
         if let dev = try top.optionalMapping("dev", allowed: ["mailbox"]) {
             config.dev.mailbox = try dev.optionalBool("mailbox") ?? false
         }
+        if let mail = try top.optionalMapping("mail", allowed: ["smtp", "starttls", "from", "timeout", "caFile"]) {
+            config.mail.smtpURL = try mail.optionalString("smtp")
+            if let starttls = try mail.optionalEnum("starttls", MailSettings.StartTLS.self) { config.mail.starttls = starttls }
+            if let from = try mail.optionalString("from") { config.mail.from = from }
+            if let timeout = try mail.optionalInt("timeout") { config.mail.timeout = timeout }
+            config.mail.caFile = try mail.optionalString("caFile")
+        }
         guard let apps = try top.optionalSequence("apps") else {
             throw ConfigurationError(key: "apps", message: "at least one app is required")
         }
@@ -85,6 +92,7 @@ public struct ConfigurationLoader: Sendable {
     private func parseApp(_ node: ConfigNode) throws(ConfigurationError) -> AppSettings {
         let app = try node.mapping(allowed: [
             "id", "name", "accessTokenTTL", "refreshTokenTTL", "revealUserExistence", "providers", "passwordHash",
+            "emailTemplates", "emailLimit",
         ])
         guard let id = try app.optionalString("id") else {
             throw ConfigurationError(key: app.path + ".id", message: "every app needs an id")
@@ -93,6 +101,11 @@ public struct ConfigurationLoader: Sendable {
         if let ttl = try app.optionalInt("accessTokenTTL") { config.accessTokenTTL = ttl }
         if let ttl = try app.optionalInt("refreshTokenTTL") { config.refreshTokenTTL = ttl }
         if let reveal = try app.optionalBool("revealUserExistence") { config.revealUserExistence = reveal }
+        config.emailTemplates = try app.optionalString("emailTemplates")
+        if let limit = try app.optionalMapping("emailLimit", allowed: ["count", "window"]) {
+            if let count = try limit.optionalInt("count") { config.emailLimit = count }
+            if let window = try limit.optionalInt("window") { config.emailLimitWindow = window }
+        }
         if let hash = try app.optionalMapping("passwordHash", allowed: ["memoryKiB", "iterations", "parallelism"]) {
             func uint(_ key: String, _ fallback: UInt32) throws(ConfigurationError) -> UInt32 {
                 guard let value = try hash.optionalInt(key) else { return fallback }
@@ -143,6 +156,7 @@ public struct ConfigurationLoader: Sendable {
             config.server.port = try Self.port(port, key: "GATEHOUSE_PORT")
         }
         if let url = environment["GATEHOUSE_PUBLIC_URL"] { config.server.publicURL = url }
+        if let smtp = environment["GATEHOUSE_SMTP_URL"] { config.mail.smtpURL = smtp }
         if let database = flags.database {
             do { config.database.url = try DatabaseURL(parsing: database) } catch {
                 throw ConfigurationError(key: "--database", message: error.message)
@@ -175,6 +189,19 @@ public struct ConfigurationLoader: Sendable {
         guard !config.apps.isEmpty else {
             throw ConfigurationError(key: "apps", message: "at least one app is required")
         }
+        if let smtp = config.mail.smtpURL {
+            guard let components = URLComponents(string: smtp), ["smtp", "smtps"].contains(components.scheme?.lowercased() ?? ""),
+                let host = components.host, !host.isEmpty
+            else {
+                throw ConfigurationError(key: "mail.smtp", message: "expected smtp://[user:pass@]host[:port] or smtps://…")
+            }
+        }
+        guard (1...600).contains(config.mail.timeout) else {
+            throw ConfigurationError(key: "mail.timeout", message: "expected 1…600 seconds, found \(config.mail.timeout)")
+        }
+        guard config.mail.from.contains("@") else {
+            throw ConfigurationError(key: "mail.from", message: "expected an address like Name <no-reply@example.com>")
+        }
         var seen = Set<String>()
         for (index, app) in config.apps.enumerated() {
             let path = "apps[\(index)]"
@@ -192,6 +219,12 @@ public struct ConfigurationLoader: Sendable {
                     key: path + ".refreshTokenTTL",
                     message: "expected 1800…15552000 seconds (30 minutes to 180 days), found \(app.refreshTokenTTL)"
                 )
+            }
+            guard (1...1000).contains(app.emailLimit) else {
+                throw ConfigurationError(key: path + ".emailLimit.count", message: "expected 1…1000, found \(app.emailLimit)")
+            }
+            guard (1...86_400).contains(app.emailLimitWindow) else {
+                throw ConfigurationError(key: path + ".emailLimit.window", message: "expected 1…86400 seconds, found \(app.emailLimitWindow)")
             }
             let hash = app.passwordHash
             guard (1...64).contains(hash.parallelism) else {

@@ -7,13 +7,21 @@ public struct GatehouseConfiguration: Sendable {
     public var server: ServerSettings
     public var database: DatabaseSettings
     public var dev: DevSettings
+    public var mail: MailSettings
     /// The apps this server serves; ids are unique.
     public var apps: [AppSettings]
 
-    public init(server: ServerSettings = .init(), database: DatabaseSettings = .init(), dev: DevSettings = .init(), apps: [AppSettings]) {
+    public init(
+        server: ServerSettings = .init(),
+        database: DatabaseSettings = .init(),
+        dev: DevSettings = .init(),
+        mail: MailSettings = .init(),
+        apps: [AppSettings]
+    ) {
         self.server = server
         self.database = database
         self.dev = dev
+        self.mail = mail
         self.apps = apps
     }
 
@@ -108,6 +116,38 @@ public struct DevSettings: Sendable, Hashable {
     public init(mailbox: Bool = false) { self.mailbox = mailbox }
 }
 
+/// `mail.*`: how the outbox is delivered.
+public struct MailSettings: Sendable, Hashable {
+    /// When to use STARTTLS on an `smtp://` connection.
+    public enum StartTLS: String, Sendable, Hashable, CaseIterable {
+        /// Refuse to send unless the server offers STARTTLS (the default).
+        case required
+        /// Use it when offered.
+        case optional
+        /// Never (plain text; for a relay on the same host).
+        case never
+    }
+
+    /// `smtp://user:pass@host:port` (port 587 by default, STARTTLS per ``starttls``) or `smtps://…` (implicit TLS,
+    /// port 465 by default). Nil: no SMTP delivery.
+    public var smtpURL: String?
+    public var starttls: StartTLS
+    /// The `From` address, optionally with a name: `Gatehouse <no-reply@example.com>`.
+    public var from: String
+    /// Seconds for connecting and for each reply. Default 30.
+    public var timeout: Int
+    /// A PEM file of CA certificates to trust instead of the system's (for a private relay).
+    public var caFile: String?
+
+    public init(smtpURL: String? = nil, starttls: StartTLS = .required, from: String = "Gatehouse <no-reply@localhost>", timeout: Int = 30, caFile: String? = nil) {
+        self.smtpURL = smtpURL
+        self.starttls = starttls
+        self.from = from
+        self.timeout = timeout
+        self.caFile = caFile
+    }
+}
+
 /// One app: its own users, providers and token lifetimes.
 public struct AppSettings: Sendable, Hashable {
     /// The client app id used in URLs (`/api/client/v2.0/app/{id}/…`).
@@ -124,6 +164,12 @@ public struct AppSettings: Sendable, Hashable {
     public var localUserpass: LocalUserpassConfiguration?
     /// `providers.anon-user.enabled`: anonymous users (each login a new user). Default off.
     public var anonymousUsers: Bool
+    /// A folder of Mustache files replacing built-in email templates (`confirmation.html.mustache`, …).
+    public var emailTemplates: String?
+    /// At most this many emails per address and kind in ``emailLimitWindow`` seconds. Default 5.
+    public var emailLimit: Int
+    /// Default 600 (10 minutes).
+    public var emailLimitWindow: Int
     /// Argon2id parameters for new password hashes. Hashes with other parameters are upgraded at the next login.
     public var passwordHash: Argon2Parameters
 
@@ -135,6 +181,9 @@ public struct AppSettings: Sendable, Hashable {
         revealUserExistence: Bool = false,
         localUserpass: LocalUserpassConfiguration? = LocalUserpassConfiguration(),
         anonymousUsers: Bool = false,
+        emailTemplates: String? = nil,
+        emailLimit: Int = 5,
+        emailLimitWindow: Int = 600,
         passwordHash: Argon2Parameters = .owasp
     ) {
         self.id = id
@@ -144,6 +193,9 @@ public struct AppSettings: Sendable, Hashable {
         self.revealUserExistence = revealUserExistence
         self.localUserpass = localUserpass
         self.anonymousUsers = anonymousUsers
+        self.emailTemplates = emailTemplates
+        self.emailLimit = emailLimit
+        self.emailLimitWindow = emailLimitWindow
         self.passwordHash = passwordHash
     }
 }

@@ -21,6 +21,8 @@ enum AuthError: Error, Hashable, Sendable {
     case invalidEmail
     /// The password breaks the app's policy; the message says which rule.
     case passwordPolicy(String)
+    /// Too many emails of one kind to one address; try again after that many seconds.
+    case tooManyEmails(retryAfter: Int)
     /// The database cannot be reached.
     case storeUnavailable
 }

@@ -13,6 +13,10 @@ struct AuthEnvironment: Sendable {
     /// The externally reachable base URL, with the real port when the configured one was 0.
     var publicURLBox: PublicURL
     var logger: Logger
+    /// Email templates by app id.
+    var templates: [String: MailTemplates]
+
+    func templates(for app: AppSettings) -> MailTemplates { templates[app.id]! }
 
     var publicURL: String { publicURLBox.value }
 

@@ -48,6 +48,7 @@ struct EmailPasswordService: Sendable {
         var token: OneTimeTokenRecord?
         var mail: OutboxMessage?
         if !confirmed {
+            try await checkSendLimit(.confirmation, app: app, email: email)
             (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, recipient: email.display)
         }
         do {
@@ -72,37 +73,52 @@ struct EmailPasswordService: Sendable {
             id: Secrets.objectID(at: now), appId: app.id, kind: kind, userId: userId, secretHash: Secrets.sha256(secret),
             createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(local.tokenTTL)), usedAt: nil, supersededAt: nil
         )
-        let minutes = max(1, local.tokenTTL / 60)
-        let content: (subject: String, text: String, html: String)
+        let mailKind: MailKind
+        let base: String
         switch kind {
         case .confirmation:
-            let base = local.emailConfirmationURL ?? "\(env.publicURL)/app/\(app.id)/confirm"
-            content = MailMessages.confirmation(
-                appName: app.name, link: MailMessages.link(base: base, token: secret, tokenId: token.id), expiresInMinutes: minutes
-            )
+            mailKind = .confirmation
+            base = local.emailConfirmationURL ?? "\(env.publicURL)/app/\(app.id)/confirm"
         case .passwordReset:
-            let base = local.resetPasswordURL ?? "\(env.publicURL)/app/\(app.id)/reset"
-            content = MailMessages.passwordReset(
-                appName: app.name, link: MailMessages.link(base: base, token: secret, tokenId: token.id), expiresInMinutes: minutes
-            )
+            mailKind = .passwordReset
+            base = local.resetPasswordURL ?? "\(env.publicURL)/app/\(app.id)/reset"
         }
-        return (token, message(kind: kind.rawValue, app: app, recipient: recipient, content))
+        var variables = MailVariables(appName: app.name, email: recipient)
+        variables.link = MailLinks.link(base: base, token: secret, tokenId: token.id)
+        variables.token = secret
+        variables.tokenId = token.id
+        variables.expiresInMinutes = max(1, local.tokenTTL / 60)
+        return (token, message(mailKind, app: app, recipient: recipient, variables))
     }
 
-    private func message(kind: String, app: AppSettings, recipient: String, _ content: (subject: String, text: String, html: String))
-        -> OutboxMessage
-    {
+    private func message(_ kind: MailKind, app: AppSettings, recipient: String, _ variables: MailVariables) -> OutboxMessage {
         let now = env.clock.now
+        let mail = env.templates(for: app).render(kind, variables)
         return OutboxMessage(
-            id: Secrets.objectID(at: now), appId: app.id, kind: kind, recipient: recipient, subject: content.subject,
-            text: content.text, html: content.html, createdAt: now, nextAttemptAt: now
+            id: Secrets.objectID(at: now), appId: app.id, kind: kind.rawValue, recipient: recipient, subject: mail.subject,
+            text: mail.text, html: mail.html, createdAt: now, nextAttemptAt: now
         )
+    }
+
+    /// Counts one email request of `kind` to `email` against the app's send limit, whether or not the address has
+    /// an account (so the limit reveals nothing); throws ``AuthError/tooManyEmails(retryAfter:)`` beyond it.
+    private func checkSendLimit(_ kind: MailKind, app: AppSettings, email: EmailAddress) async throws {
+        let now = env.clock.now
+        let since = now.addingTimeInterval(-TimeInterval(app.emailLimitWindow))
+        guard try await env.store.recordSend(appId: app.id, address: email.normalized, kind: kind.rawValue, now: now, since: since, limit: app.emailLimit)
+        else {
+            let oldest = try await env.store.oldestSend(appId: app.id, address: email.normalized, kind: kind.rawValue, since: since) ?? now
+            let retryAfter = max(1, Int((oldest.timeIntervalSince(since)).rounded(.up)))
+            env.logger.notice("email send limit reached", metadata: ["app": "\(app.id)", "kind": "\(kind.rawValue)"])
+            throw AuthError.tooManyEmails(retryAfter: retryAfter)
+        }
     }
 
     /// Issues a token and its email for `account`, or, when `account` is nil, does the same work and rolls it back.
     private func issue(_ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress, account: EmailAccountRecord?)
         async throws
     {
+        try await checkSendLimit(kind == .confirmation ? .confirmation : .passwordReset, app: app, email: email)
         let (token, mail) = makeTokenMail(
             kind, app: app, local: local, userId: account?.userId ?? Secrets.objectID(), recipient: email.display
         )
@@ -120,7 +136,8 @@ struct EmailPasswordService: Sendable {
             try await issue(.confirmation, app: app, local: local, email: email, account: account)
         } else if let account, account.confirmedAt != nil {
             // Tell the owner, not the caller.
-            try await env.store.enqueue(message(kind: "already_confirmed", app: app, recipient: email.display, MailMessages.alreadyConfirmed(appName: app.name)))
+            try await checkSendLimit(.confirmation, app: app, email: email)
+            try await env.store.enqueue(message(.alreadyConfirmed, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display)))
         } else {
             try await issue(.confirmation, app: app, local: local, email: email, account: account)
         }
@@ -159,18 +176,41 @@ struct EmailPasswordService: Sendable {
         env.logger.info("password reset", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
     }
 
-    /// The token record if `token` matches it (compared in constant time) and it can still be redeemed.
-    private func validToken(token: String, tokenId: String, kind: OneTimeTokenKind, app: AppSettings) async throws
-        -> OneTimeTokenRecord?
-    {
+    /// Where a one-time token stands. Only a caller holding the token's secret learns more than `invalid`.
+    enum TokenState: Sendable, Equatable {
+        case valid(OneTimeTokenRecord)
+        case used
+        /// A newer email was sent; only its link works.
+        case superseded
+        case expired
+        /// Unknown id, wrong secret, other app or kind.
+        case invalid
+    }
+
+    /// The state of `token`/`tokenId` as a token of `kind` in `appId` (the secret compared in constant time).
+    func tokenState(appId: String, token: String, tokenId: String, kind: OneTimeTokenKind) async throws -> TokenState {
+        let (app, _) = try provider(appId)
         guard Secrets.isObjectID(tokenId), token.utf8.count <= 256,
             let record = try await env.store.oneTimeToken(id: tokenId.lowercased()),
             record.appId == app.id, record.kind == kind,
-            Secrets.constantTimeEquals(Secrets.sha256(token), record.secretHash),
-            record.usedAt == nil, record.supersededAt == nil, record.expiresAt > env.clock.now
-        else { return nil }
+            Secrets.constantTimeEquals(Secrets.sha256(token), record.secretHash)
+        else { return .invalid }
+        if record.usedAt != nil { return .used }
+        if record.supersededAt != nil { return .superseded }
+        if record.expiresAt <= env.clock.now { return .expired }
+        return .valid(record)
+    }
+
+    /// The token record if `token` matches it and it can still be redeemed.
+    private func validToken(token: String, tokenId: String, kind: OneTimeTokenKind, app: AppSettings) async throws
+        -> OneTimeTokenRecord?
+    {
+        guard case .valid(let record) = try await tokenState(appId: app.id, token: token, tokenId: tokenId, kind: kind) else { return nil }
         return record
     }
+
+    /// The app's password policy, for pages that spell it out.
+    func passwordPolicy(appId: String) throws -> PasswordPolicy { try provider(appId).1.password }
 
     /// `login`: the user for a correct email and password of a confirmed account.
     func login(appId: String, username: String, password: String) async throws -> (UserRecord, AppSettings) {

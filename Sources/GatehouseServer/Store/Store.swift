@@ -51,6 +51,13 @@ protocol GatehouseStore: Sendable {
     func session(id: String) async throws -> SessionRecord?
     func revokeSession(id: String, now: Date) async throws
 
+    // MARK: Send limits
+    /// Records one email request for (app, address, kind) if fewer than `limit` were recorded since `since`;
+    /// atomic, so concurrent requests cannot overshoot. Returns false when the limit is reached.
+    func recordSend(appId: String, address: String, kind: String, now: Date, since: Date, limit: Int) async throws -> Bool
+    /// When the oldest request still in the window was made (to compute Retry-After).
+    func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date?
+
     // MARK: Outbox
     func enqueue(_ mail: OutboxMessage) async throws
     /// Pending messages due at `now`, oldest first.

@@ -26,6 +26,8 @@ public struct ClientAPIErrorCode: RawRepresentable, Codable, Hashable, Sendable,
     public static let appNotFound = Self(rawValue: "AppNotFound")
     /// No such route (HTTP 404) or method (HTTP 405).
     public static let notFound = Self(rawValue: "NotFound")
+    /// Too many requests (HTTP 429, with `Retry-After`): for example, too many emails to one address.
+    public static let tooManyRequests = Self(rawValue: "TooManyRequests")
     public static let internalServerError = Self(rawValue: "InternalServerError")
     /// The server cannot serve the request right now, for example its database is unreachable (HTTP 503).
     public static let maintenanceInProgress = Self(rawValue: "MaintenanceInProgress")

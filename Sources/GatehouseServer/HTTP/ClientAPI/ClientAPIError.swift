@@ -10,10 +10,14 @@ struct ClientAPIError: Error, Hashable, Sendable {
     var status: HTTPResponse.Status
     var code: ClientAPIErrorCode
     var message: String
+    /// Seconds, sent as `Retry-After` (with 429).
+    var retryAfter: Int? = nil
 
     /// The envelope, with `link` pointing at the server's API description.
     func response(publicURL: String) throws -> Response {
-        try JSONResponse.make(status, ClientAPIErrorBody(error: message, errorCode: code, link: publicURL + "/openapi.yaml"))
+        var response = try JSONResponse.make(status, ClientAPIErrorBody(error: message, errorCode: code, link: publicURL + "/openapi.yaml"))
+        if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
+        return response
     }
 
     static func badRequest(_ message: String) -> Self { .init(status: .badRequest, code: .badRequest, message: message) }
@@ -52,6 +56,11 @@ extension AuthError {
             .badRequest("email invalid")
         case .passwordPolicy(let message):
             .badRequest(message)
+        case .tooManyEmails(let retryAfter):
+            ClientAPIError(
+                status: .tooManyRequests, code: .tooManyRequests,
+                message: "too many emails to this address; try again in \(retryAfter) seconds", retryAfter: retryAfter
+            )
         case .storeUnavailable:
             ClientAPIError(status: .serviceUnavailable, code: .maintenanceInProgress, message: "the database is unavailable; try again shortly")
         }

@@ -37,9 +37,9 @@ struct DevMailboxRoutes {
         let messages = try await store.mailbox(recipient: nil, limit: 200)
         let rows = messages.map { m in
             """
-            <article><h2>\(MailMessages.escape(m.subject))</h2>
-            <p class="meta">To <a href="?to=\(MailMessages.escape(m.recipient.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""))">\(MailMessages.escape(m.recipient))</a> · \(formatter.string(from: m.createdAt)) · \(m.status.rawValue)</p>
-            <pre>\(linkify(MailMessages.escape(m.text)))</pre></article>
+            <article><h2>\(htmlEscape(m.subject))</h2>
+            <p class="meta">To <a href="?to=\(htmlEscape(m.recipient.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""))">\(htmlEscape(m.recipient))</a> · \(formatter.string(from: m.createdAt)) · \(m.status.rawValue)</p>
+            <pre>\(linkify(htmlEscape(m.text)))</pre></article>
             """
         }.joined(separator: "\n")
         let html = """

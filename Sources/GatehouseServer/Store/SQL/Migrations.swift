@@ -115,7 +115,16 @@ enum Migrations {
                 "CREATE INDEX outbox_due ON outbox(status, next_attempt_at)",
                 "CREATE INDEX outbox_recipient ON outbox(recipient, seq)",
             ]
-        )
+        ),
+        Migration(
+            version: 2,
+            name: "send limits",
+            statements: [
+                // One row per email request (known address or not), for per-address send limits.
+                "CREATE TABLE send_log (app_id TEXT NOT NULL, address TEXT NOT NULL, kind TEXT NOT NULL, at INTEGER NOT NULL)",
+                "CREATE INDEX send_log_key ON send_log(app_id, address, kind, at)",
+            ]
+        ),
     ]
 }
 

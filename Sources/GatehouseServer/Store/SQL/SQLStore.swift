@@ -222,6 +222,33 @@ struct SQLStore: GatehouseStore {
         try await db.query("UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL", SQLValue(now), .text(id))
     }
 
+    // MARK: Send limits
+
+    func recordSend(appId: String, address: String, kind: String, now: Date, since: Date, limit: Int) async throws -> Bool {
+        try await db.transaction { tx in
+            try await tx.query(
+                "DELETE FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND at < $4",
+                .text(appId), .text(address), .text(kind), SQLValue(since)
+            )
+            return !(try await tx.query(
+                """
+                INSERT INTO send_log (app_id, address, kind, at)
+                SELECT $1, $2, $3, $4
+                WHERE (SELECT COUNT(*) FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND at >= $5) < $6
+                RETURNING at
+                """,
+                .text(appId), .text(address), .text(kind), SQLValue(now), SQLValue(since), .int(Int64(limit))
+            ).isEmpty)
+        }
+    }
+
+    func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date? {
+        try await db.query(
+            "SELECT MIN(at) AS oldest FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND at >= $4",
+            .text(appId), .text(address), .text(kind), SQLValue(since)
+        ).first.flatMap { try $0.optionalDate("oldest") }
+    }
+
     // MARK: Outbox
 
     func enqueue(_ mail: OutboxMessage) async throws {

@@ -1,0 +1,306 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The hosted pages that emailed links open: `GET /app/{appId}/confirm` and `GET /app/{appId}/reset`.
+///
+/// A GET never changes anything, because mail scanners open links: the confirmation page shows a button that
+/// POSTs, and the reset page a form. Forms carry a CSRF token that must match a `SameSite=Strict` cookie set by
+/// the page (double submit). Every outcome gets a page that says what happened and what to do next.
+struct HostedPages {
+    let env: AuthEnvironment
+
+    private var service: EmailPasswordService { EmailPasswordService(env: env) }
+
+    func register(on router: Router<GatehouseRequestContext>) {
+        let app = router.group("app/:appId")
+        app.get("confirm", use: confirmPage)
+        app.post("confirm", use: confirm)
+        app.post("confirm/send", use: resendConfirmation)
+        app.get("reset", use: resetPage)
+        app.post("reset", use: reset)
+        app.post("reset/send", use: sendReset)
+    }
+
+    // MARK: Confirmation
+
+    @Sendable func confirmPage(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await page(context) { app, csrf in
+            let query = request.uri.queryParameters
+            guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
+                return Page(status: .badRequest, title: "This link is incomplete", body: incompleteLink(app, csrf, resend: "confirm/send"))
+            }
+            switch try await service.tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .confirmation) {
+            case .valid:
+                return Page(
+                    title: "Confirm your email",
+                    body: """
+                        <p>Press the button to confirm your email address for \(htmlEscape(app.name)).</p>
+                        <form method="post" action="confirm">
+                        \(hidden(["token": token, "tokenId": tokenId, "csrf": csrf]))
+                        <button type="submit">Confirm my email</button>
+                        </form>
+                        """
+                )
+            case let state:
+                return confirmationOutcome(state, app: app, csrf: csrf)
+            }
+        }
+    }
+
+    @Sendable func confirm(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await formPage(request, context) { app, form, csrf in
+            let token = form["token"] ?? "", tokenId = form["tokenId"] ?? ""
+            do {
+                try await service.confirm(appId: app.id, token: token, tokenId: tokenId)
+                return Page(
+                    title: "Your email is confirmed",
+                    body: "<p class=\"ok\" role=\"status\">Thank you. Your email address is confirmed; you can sign in to \(htmlEscape(app.name)) now.</p>"
+                )
+            } catch AuthError.invalidTokenData {
+                let state = try await service.tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .confirmation)
+                return confirmationOutcome(state, app: app, csrf: csrf)
+            }
+        }
+    }
+
+    private func confirmationOutcome(_ state: EmailPasswordService.TokenState, app: AppSettings, csrf: String) -> Page {
+        switch state {
+        case .used, .valid:
+            Page(title: "Already confirmed", body: "<p>This email address is already confirmed. You can sign in to \(htmlEscape(app.name)).</p>")
+        case .superseded:
+            Page(
+                status: .gone, title: "A newer email was sent",
+                body: "<p>You asked for more than one email: only the link in the newest one works. Open that one, or get a new email.</p>"
+                    + resendForm(action: "confirm/send", csrf: csrf, button: "Send a new confirmation email")
+            )
+        case .expired:
+            Page(
+                status: .gone, title: "This link has expired",
+                body: "<p>Confirmation links work for a limited time. Get a new email and open its link.</p>"
+                    + resendForm(action: "confirm/send", csrf: csrf, button: "Send a new confirmation email")
+            )
+        case .invalid:
+            Page(
+                status: .badRequest, title: "This link does not work",
+                body: "<p>The link is not valid. Make sure you opened the whole link from the newest email, or get a new one.</p>"
+                    + resendForm(action: "confirm/send", csrf: csrf, button: "Send a new confirmation email")
+            )
+        }
+    }
+
+    @Sendable func resendConfirmation(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await sendPage(request, context, kind: "confirmation") { app, email in
+            try await service.resendConfirmation(appId: app.id, email: email)
+        }
+    }
+
+    // MARK: Password reset
+
+    @Sendable func resetPage(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await page(context) { app, csrf in
+            let query = request.uri.queryParameters
+            guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
+                return Page(status: .badRequest, title: "This link is incomplete", body: incompleteLink(app, csrf, resend: "reset/send"))
+            }
+            switch try await service.tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .passwordReset) {
+            case .valid:
+                return resetForm(app: app, token: token, tokenId: tokenId, csrf: csrf, error: nil)
+            case let state:
+                return resetOutcome(state, csrf: csrf)
+            }
+        }
+    }
+
+    @Sendable func reset(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await formPage(request, context) { app, form, csrf in
+            let token = form["token"] ?? "", tokenId = form["tokenId"] ?? ""
+            let password = form["password"] ?? "", repeated = form["passwordConfirmation"] ?? ""
+            guard password == repeated else {
+                return resetForm(app: app, token: token, tokenId: tokenId, csrf: csrf, error: "The two passwords are not the same.")
+            }
+            do {
+                try await service.resetPassword(appId: app.id, token: token, tokenId: tokenId, password: password)
+                return Page(
+                    title: "Your password is changed",
+                    body: "<p class=\"ok\" role=\"status\">Your new password is set, and every device that was signed in has been signed out. Sign in to \(htmlEscape(app.name)) with your new password.</p>"
+                )
+            } catch AuthError.passwordPolicy(let message) {
+                return resetForm(app: app, token: token, tokenId: tokenId, csrf: csrf, error: message.prefix(1).uppercased() + message.dropFirst() + ".")
+            } catch AuthError.invalidTokenData {
+                return resetOutcome(try await service.tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .passwordReset), csrf: csrf)
+            }
+        }
+    }
+
+    private func resetForm(app: AppSettings, token: String, tokenId: String, csrf: String, error: String?) -> Page {
+        let policy = (try? service.passwordPolicy(appId: app.id)) ?? PasswordPolicy()
+        let rule = "Use between \(policy.minLength) and \(policy.maxLength) characters."
+        let errorHTML = error.map { "<p class=\"error\" id=\"password-error\" role=\"alert\">\(htmlEscape($0))</p>" } ?? ""
+        let describedBy = error == nil ? "password-rule" : "password-rule password-error"
+        return Page(
+            status: error == nil ? .ok : .badRequest,
+            title: "Choose a new password",
+            body: """
+                <p>Choose a new password for your \(htmlEscape(app.name)) account.</p>
+                <form method="post" action="reset">
+                \(hidden(["token": token, "tokenId": tokenId, "csrf": csrf]))
+                <div class="field">
+                <label for="password">New password</label>
+                <p class="hint" id="password-rule">\(rule)</p>
+                \(errorHTML)
+                <input type="password" id="password" name="password" autocomplete="new-password" required minlength="\(policy.minLength)" maxlength="\(policy.maxLength)" aria-describedby="\(describedBy)"\(error == nil ? "" : " aria-invalid=\"true\"")>
+                </div>
+                <div class="field">
+                <label for="passwordConfirmation">Repeat the new password</label>
+                <input type="password" id="passwordConfirmation" name="passwordConfirmation" autocomplete="new-password" required minlength="\(policy.minLength)" maxlength="\(policy.maxLength)">
+                </div>
+                <button type="submit">Set the new password</button>
+                </form>
+                """
+        )
+    }
+
+    private func resetOutcome(_ state: EmailPasswordService.TokenState, csrf: String) -> Page {
+        let again = resendForm(action: "reset/send", csrf: csrf, button: "Send a new reset email")
+        return switch state {
+        case .used, .valid:
+            Page(status: .gone, title: "This link was already used", body: "<p>Each reset link works once. If you still need to reset your password, get a new email.</p>" + again)
+        case .superseded:
+            Page(status: .gone, title: "A newer email was sent", body: "<p>You asked for more than one email: only the link in the newest one works.</p>" + again)
+        case .expired:
+            Page(status: .gone, title: "This link has expired", body: "<p>Reset links work for a limited time. Get a new email and open its link.</p>" + again)
+        case .invalid:
+            Page(status: .badRequest, title: "This link does not work", body: "<p>The link is not valid. Open the whole link from the newest email, or get a new one.</p>" + again)
+        }
+    }
+
+    @Sendable func sendReset(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await sendPage(request, context, kind: "password reset") { app, email in
+            try await service.sendPasswordReset(appId: app.id, email: email)
+        }
+    }
+
+    // MARK: Plumbing
+
+    /// A page that asks for an email address and posts it to `action` (to get a new link).
+    private func resendForm(action: String, csrf: String, button: String) -> String {
+        """
+        <form method="post" action="\(action)">
+        \(hidden(["csrf": csrf]))
+        <div class="field">
+        <label for="email">Your email address</label>
+        <input type="email" id="email" name="email" autocomplete="email" required>
+        </div>
+        <button type="submit">\(htmlEscape(button))</button>
+        </form>
+        """
+    }
+
+    private func incompleteLink(_ app: AppSettings, _ csrf: String, resend: String) -> String {
+        "<p>The link is missing its token. Open the whole link from the newest email, or get a new one.</p>"
+            + resendForm(action: resend, csrf: csrf, button: "Send a new email")
+    }
+
+    private func hidden(_ fields: [String: String]) -> String {
+        fields.sorted { $0.key < $1.key }.map { "<input type=\"hidden\" name=\"\(htmlEscape($0.key))\" value=\"\(htmlEscape($0.value))\">" }
+            .joined(separator: "\n")
+    }
+
+    /// "Sent if there is an account": the same words whether or not the address is known.
+    private func sendPage(
+        _ request: Request,
+        _ context: GatehouseRequestContext,
+        kind: String,
+        _ send: @escaping @Sendable (AppSettings, String) async throws -> Void
+    ) async throws -> Response {
+        try await formPage(request, context) { app, form, csrf in
+            let email = form["email"] ?? ""
+            do {
+                try await send(app, email)
+            } catch AuthError.invalidEmail {
+                return Page(status: .badRequest, title: "Check the address", body: "<p class=\"error\" role=\"alert\">That is not a valid email address.</p>" + resendForm(action: "send", csrf: csrf, button: "Try again"))
+            } catch AuthError.tooManyEmails(let retryAfter) {
+                return Page(status: .tooManyRequests, title: "Too many emails", body: "<p>Several emails went to this address recently. Try again in \(max(1, retryAfter / 60)) minutes.</p>")
+            } catch AuthError.userNotFound, AuthError.userAlreadyConfirmed {
+                // Apps that reveal user existence still get the neutral page here: a browser form is not an API.
+            }
+            return Page(title: "Check your email", body: "<p role=\"status\">If an account uses \(htmlEscape(email)), a new \(kind) email is on its way. Open the link in the newest email.</p>")
+        }
+    }
+
+    /// Runs a GET page: resolves the app, sets a fresh CSRF cookie, renders HTML for every outcome.
+    private func page(
+        _ context: GatehouseRequestContext,
+        _ render: (AppSettings, String) async throws -> Page
+    ) async throws -> Response {
+        guard let appId = context.parameters.get("appId"), let app = env.configuration.app(id: appId) else {
+            return Page(status: .notFound, title: "Page not found", body: "<p>There is no such app here.</p>").response()
+        }
+        let csrf = Secrets.token()
+        do {
+            return try await render(app, csrf).response(headers: [.setCookie: csrfCookie(csrf, app: app)])
+        } catch {
+            return failure(error, context: context)
+        }
+    }
+
+    /// Runs a form POST: checks the CSRF token against the cookie, then renders HTML for every outcome.
+    private func formPage(
+        _ request: Request,
+        _ context: GatehouseRequestContext,
+        _ handle: @escaping @Sendable (AppSettings, [String: String], String) async throws -> Page
+    ) async throws -> Response {
+        guard let appId = context.parameters.get("appId"), let app = env.configuration.app(id: appId) else {
+            return Page(status: .notFound, title: "Page not found", body: "<p>There is no such app here.</p>").response()
+        }
+        do {
+            let body = try await request.body.collect(upTo: context.maxUploadSize)
+            let form = Self.parseForm(String(buffer: body))
+            let cookie = request.cookies["gh_csrf"]?.value ?? ""
+            let field = form["csrf"] ?? ""
+            guard !cookie.isEmpty, Secrets.constantTimeEquals(Array(cookie.utf8), Array(field.utf8)) else {
+                return Page(
+                    status: .forbidden, title: "Please open the link again",
+                    body: "<p>This form expired or was not sent from this site. Open the link from your email again.</p>"
+                ).response()
+            }
+            return try await handle(app, form, cookie).response()
+        } catch {
+            return failure(error, context: context)
+        }
+    }
+
+    private func failure(_ error: any Error, context: GatehouseRequestContext) -> Response {
+        if error is NIOTooManyBytesError {
+            return Page(status: .contentTooLarge, title: "Too much data", body: "<p>The form was too large.</p>").response()
+        }
+        switch error {
+        case AuthError.providerNotEnabled:
+            return Page(status: .notFound, title: "Page not found", body: "<p>Email and password accounts are not enabled for this app.</p>").response()
+        case AuthError.storeUnavailable, StoreError.unavailable:
+            return Page(status: .serviceUnavailable, title: "Please try again shortly", body: "<p>The service is busy or briefly unavailable. Nothing was changed.</p>").response()
+        default:
+            context.logger.error("hosted page failed", metadata: ["error": "\(String(reflecting: error))"])
+            return Page(status: .internalServerError, title: "Something went wrong", body: "<p>Nothing was changed. Please try again.</p>").response()
+        }
+    }
+
+    private func csrfCookie(_ value: String, app: AppSettings) -> String {
+        let secure = env.publicURL.hasPrefix("https://") ? "; Secure" : ""
+        return "gh_csrf=\(value); Path=/app/\(app.id); HttpOnly; SameSite=Strict; Max-Age=3600\(secure)"
+    }
+
+    /// `application/x-www-form-urlencoded` into a dictionary (last value wins).
+    static func parseForm(_ text: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ s: Substring) -> String { String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            guard let name = parts.first else { continue }
+            fields[decode(name)] = parts.count > 1 ? decode(parts[1]) : ""
+        }
+        return fields
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+@testable import GatehouseServer
+import GatehouseWire
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// The hosted confirmation and reset pages, in process (the browser tests drive the same pages in Chromium).
+@Suite struct HostedPagesTests {
+    /// GET a page; returns the reply and the CSRF value from its cookie and form.
+    func open(_ client: some TestClientProtocol, _ path: String) async throws -> (Reply, csrf: String?) {
+        let reply = try await client.call(path, .get)
+        let cookie = reply.headers[.setCookie].flatMap { $0.firstMatch(of: /gh_csrf=([0-9a-f]+)/) }.map { String($0.output.1) }
+        let field = reply.text.firstMatch(of: /name="csrf" value="([0-9a-f]+)"/).map { String($0.output.1) }
+        if let cookie, let field { #expect(cookie == field) }
+        return (reply, cookie)
+    }
+
+    /// POST a form with (or without) the CSRF cookie.
+    func post(_ client: some TestClientProtocol, _ path: String, _ fields: [String: String], cookie: String?) async throws -> Reply {
+        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+        if let cookie { headers[.cookie] = "gh_csrf=\(cookie)" }
+        let body = fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }.joined(separator: "&")
+        return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body)) { response in
+            Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
+        }
+    }
+
+    func confirmPath(_ link: (token: String, tokenId: String)) -> String {
+        "/app/test-app/confirm?token=\(link.token)&tokenId=\(link.tokenId)"
+    }
+
+    @Test func openingTheLinkConfirmsNothingUntilTheButtonIsPressed() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.register("page@example.com")
+            let link = try await client.latestLink("page@example.com")
+            let (page, csrf) = try await open(client, confirmPath(link))
+            #expect(page.status == .ok)
+            #expect(page.text.contains("<button type=\"submit\">Confirm my email</button>"))
+            // A mail scanner's GET changed nothing.
+            #expect(try await client.login("page@example.com").status == .unauthorized)
+
+            let done = try await post(client, "/app/test-app/confirm", ["token": link.token, "tokenId": link.tokenId, "csrf": csrf!], cookie: csrf)
+            #expect(done.status == .ok)
+            #expect(done.text.contains("Your email is confirmed"))
+            #expect(try await client.login("page@example.com").status == .ok)
+
+            // The same link again says so.
+            let again = try await open(client, confirmPath(link)).0
+            #expect(again.text.contains("Already confirmed"))
+        }
+    }
+
+    @Test func everyPageCarriesTheSecurityHeaders() async throws {
+        try await withGatehouse { _, client in
+            for path in ["/app/test-app/confirm?token=x&tokenId=y", "/app/test-app/reset", "/app/nope/confirm"] {
+                let reply = try await client.call(path, .get)
+                #expect(reply.contentType == "text/html; charset=utf-8")
+                let csp = try #require(reply.headers[.contentSecurityPolicy])
+                #expect(csp.contains("default-src 'none'"))
+                #expect(csp.contains("frame-ancestors 'none'"))
+                #expect(!csp.contains("unsafe-inline"))
+                #expect(reply.headers[HTTPField.Name("X-Frame-Options")!] == "DENY")
+                #expect(reply.headers[HTTPField.Name("Referrer-Policy")!] == "no-referrer")
+                #expect(!reply.text.contains("<script"))
+                #expect(!reply.text.contains("http://") && !reply.text.contains("https://"), "no external assets")
+                #expect(reply.text.contains("name=\"viewport\""))
+            }
+            #expect(try await client.call("/app/nope/confirm", .get).status == .notFound)
+        }
+    }
+
+    @Test func aPostWithoutTheMatchingCookieIsRefusedAndChangesNothing() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.register("csrf@example.com")
+            let link = try await client.latestLink("csrf@example.com")
+            let (_, csrf) = try await open(client, confirmPath(link))
+            let fields = ["token": link.token, "tokenId": link.tokenId, "csrf": csrf!]
+            for cookie in [nil, "0000", String(repeating: "a", count: 64)] {
+                let reply = try await post(client, "/app/test-app/confirm", fields, cookie: cookie)
+                #expect(reply.status == .forbidden)
+            }
+            var forged = fields
+            forged["csrf"] = "different"
+            #expect(try await post(client, "/app/test-app/confirm", forged, cookie: csrf).status == .forbidden)
+            #expect(try await client.login("csrf@example.com").status == .unauthorized)
+        }
+    }
+
+    @Test func expiredSupersededAndBrokenLinksSayWhatHappenedAndOfferANewEmail() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { _, client in
+            _ = try await client.register("old@example.com")
+            let first = try await client.latestLink("old@example.com")
+            _ = try await client.call(Path.local("confirm/send"), json: EmailRequest(email: "old@example.com"))
+            let second = try await client.latestLink("old@example.com")
+
+            let superseded = try await open(client, confirmPath(first)).0
+            #expect(superseded.status == .gone)
+            #expect(superseded.text.contains("A newer email was sent"))
+            #expect(superseded.text.contains("action=\"confirm/send\""))
+
+            let broken = try await open(client, "/app/test-app/confirm?token=00&tokenId=\(second.tokenId)").0
+            #expect(broken.text.contains("This link does not work"))
+            let incomplete = try await open(client, "/app/test-app/confirm").0
+            #expect(incomplete.text.contains("This link is incomplete"))
+
+            clock.advance(by: 1801)
+            let (expired, csrf) = try await open(client, confirmPath(second))
+            #expect(expired.text.contains("This link has expired"))
+            // The form on it sends a new email.
+            let resent = try await post(client, "/app/test-app/confirm/send", ["email": "old@example.com", "csrf": csrf!], cookie: csrf)
+            #expect(resent.text.contains("Check your email"))
+            let third = try await client.latestLink("old@example.com")
+            #expect(third.tokenId != second.tokenId)
+            // The same neutral answer for an unknown address, and no email.
+            let unknown = try await post(client, "/app/test-app/confirm/send", ["email": "nobody@example.com", "csrf": csrf!], cookie: csrf)
+            #expect(unknown.text.contains("Check your email"))
+            #expect(try await client.mailbox("nobody@example.com").isEmpty)
+        }
+    }
+
+    @Test func theResetFormSpellsOutThePolicyShowsErrorsAndSetsThePassword() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.signUp("reset-page@example.com")
+            _ = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "reset-page@example.com"))
+            let link = try await client.latestLink("reset-page@example.com")
+            let (form, csrf) = try await open(client, "/app/test-app/reset?token=\(link.token)&tokenId=\(link.tokenId)")
+            #expect(form.text.contains("Use between 8 and 256 characters."))
+            #expect(form.text.contains("<label for=\"password\">"))
+            #expect(form.text.contains("autocomplete=\"new-password\""))
+
+            var fields = ["token": link.token, "tokenId": link.tokenId, "csrf": csrf!, "password": "short", "passwordConfirmation": "short"]
+            let short = try await post(client, "/app/test-app/reset", fields, cookie: csrf)
+            #expect(short.status == .badRequest)
+            #expect(short.text.contains("id=\"password-error\" role=\"alert\""))
+            #expect(short.text.contains("Password must be between 8 and 256 characters."))
+            #expect(short.text.contains("aria-invalid=\"true\""))
+
+            fields["password"] = "a brand new secret"
+            fields["passwordConfirmation"] = "a different secret"
+            let mismatch = try await post(client, "/app/test-app/reset", fields, cookie: csrf)
+            #expect(mismatch.text.contains("The two passwords are not the same."))
+
+            fields["passwordConfirmation"] = "a brand new secret"
+            let done = try await post(client, "/app/test-app/reset", fields, cookie: csrf)
+            #expect(done.status == .ok)
+            #expect(done.text.contains("Your password is changed"))
+            #expect(try await client.login("reset-page@example.com", "a brand new secret").status == .ok)
+
+            let used = try await post(client, "/app/test-app/reset", fields, cookie: csrf)
+            #expect(used.text.contains("This link was already used"))
+        }
+    }
+
+    @Test func valuesAreEscapedInPages() async throws {
+        try await withGatehouse { _, client in
+            let reply = try await open(client, "/app/test-app/confirm?token=%22%3E%3Cscript%3E&tokenId=x").0
+            #expect(!reply.text.contains("<script>"))
+        }
+    }
+}

@@ -22,6 +22,7 @@ Options:
   --fail-at mail|rcpt|data     the command that fails (default data: after the message was sent)
   --no-ehlo                    refuse EHLO with 502 (clients must fall back to HELO)
   --silent                     accept connections and never say anything (for timeouts)
+  --stay                       keep running when standard input closes (to run it by hand in the background)
 """
 
 import argparse
@@ -158,6 +159,7 @@ def parse_arguments():
     parser.add_argument("--fail-at", choices=["mail", "rcpt", "data"], default="data")
     parser.add_argument("--no-ehlo", action="store_true")
     parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--stay", action="store_true")
     options = parser.parse_args()
     if (options.starttls or options.implicit_tls) and not (options.cert and options.key):
         parser.error("--starttls and --implicit-tls need --cert and --key")
@@ -215,7 +217,8 @@ async def main():
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     # End with the parent: its end of our stdin closes when it exits, however it exits.
-    loop.add_reader(sys.stdin.fileno(), lambda: stop.set() if not os.read(sys.stdin.fileno(), 4096) else None)
+    if not options.stay:
+        loop.add_reader(sys.stdin.fileno(), lambda: stop.set() if not os.read(sys.stdin.fileno(), 4096) else None)
     await stop.wait()
     server.close()
 

@@ -6,7 +6,9 @@
 #   - a Python virtual environment at .build-venv with argon2-cffi (the reference Argon2, for the differential
 #     tests), aiosmtpd (a real SMTP server the SMTP tests start on loopback) and selenium (scripts/python-env.sh);
 #   - headless Chromium and chromedriver from Debian's packages, for the browser tests (scripts/browser-env.sh).
-# Every server a test needs (Gatehouse, SMTP) is started by that test on 127.0.0.1 and stopped by it.
+#   - a throwaway PostgreSQL cluster on a free loopback port (scripts/postgres-env.sh), stopped and removed at the end.
+# Every server a test needs (Gatehouse, SMTP) is started by that test on 127.0.0.1 and stopped by it. The suite runs
+# twice: on SQLite, then on PostgreSQL (each test in a database of its own).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -19,4 +21,14 @@ bash scripts/browser-env.sh
 swift package describe --type json | python3 scripts/check-sdk-dependencies.py
 
 swift build --build-tests
+
+echo "== tests on SQLite"
+swift test --skip-build
+
+pgdir="$(mktemp -d)"
+cleanup() { bash scripts/postgres-env.sh stop "$pgdir"; rm -rf "$pgdir"; }
+trap cleanup EXIT
+GATEHOUSE_TEST_POSTGRES_URL="$(bash scripts/postgres-env.sh start "$pgdir")"
+export GATEHOUSE_TEST_POSTGRES_URL
+echo "== tests on PostgreSQL"
 swift test --skip-build

@@ -90,6 +90,8 @@ public final class AuthServer: Sendable {
         switch url {
         case .sqliteFile, .sqliteMemory:
             try await SQLiteDatabase.open(url, logger: logger)
+        case .postgres(let settings):
+            try await PostgresDatabase.open(settings, logger: logger)
         }
     }
 

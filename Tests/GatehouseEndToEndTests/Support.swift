@@ -57,7 +57,7 @@ struct LiveServer: Sendable {
 
 func withLiveServer(reveal: Bool = false, clock: ManualClock = ManualClock(), _ body: @Sendable (LiveServer) async throws -> Void) async throws {
     let hash = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
-    let configuration = GatehouseConfiguration(
+    let base = GatehouseConfiguration(
         server: ServerSettings(host: "127.0.0.1", port: 0),
         database: DatabaseSettings(url: .sqliteMemory),
         dev: DevSettings(mailbox: true),
@@ -67,6 +67,9 @@ func withLiveServer(reveal: Bool = false, clock: ManualClock = ManualClock(), _ 
     )
     var logger = Logger(label: "e2e")
     logger.logLevel = .critical
+    var configuration = base
+    let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
+    configuration.database.url = url
     let gatehouse = try await AuthServer.open(configuration: configuration, clock: clock.clock, logger: logger)
     do {
         try await gatehouse.makeApplication().test(.live) { client in
@@ -74,8 +77,10 @@ func withLiveServer(reveal: Bool = false, clock: ManualClock = ManualClock(), _ 
             try await body(LiveServer(base: "http://127.0.0.1:\(port)", gatehouse: gatehouse, clock: clock))
         }
         try await gatehouse.close()
+        await drop()
     } catch {
         try? await gatehouse.close()
+        await drop()
         throw error
     }
 }

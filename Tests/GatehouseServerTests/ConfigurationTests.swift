@@ -77,6 +77,23 @@ import Testing
         #expect(!config.dev.mailbox)
     }
 
+    @Test func postgresURLsAreParsedWithoutKeepingThePasswordInDescriptions() throws {
+        let url = try DatabaseURL(parsing: "postgres://gh:s%40cret@db.example.com:6432/gatehouse?sslmode=require&pool=20&connect_timeout=5")
+        guard case .postgres(let settings) = url else { Issue.record("not postgres: \(url)"); return }
+        #expect(settings.host == "db.example.com" && settings.port == 6432 && settings.database == "gatehouse")
+        #expect(settings.username == "gh" && settings.password == "s@cret")
+        #expect(settings.sslMode == .require && settings.poolSize == 20 && settings.connectTimeout == 5)
+        #expect(!url.description.contains("cret"))
+        // Remote hosts verify TLS by default; loopback does not use it.
+        guard case .postgres(let remote) = try DatabaseURL(parsing: "postgresql://gh@db.example.com/gh") else { return }
+        #expect(remote.sslMode == .verifyFull)
+        guard case .postgres(let local) = try DatabaseURL(parsing: "postgres://gh@127.0.0.1/gh") else { return }
+        #expect(local.sslMode == .disable)
+        for bad in ["postgres://db.example.com/gh", "postgres://gh@db.example.com", "postgres://gh@h/db?sslmode=maybe", "postgres://gh@h/db?color=red"] {
+            #expect(throws: ConfigurationError.self) { try DatabaseURL(parsing: bad) }
+        }
+    }
+
     @Test func disabledProviderIsNil() throws {
         let config = try loader.parse(yaml: "apps: [{id: a, providers: {local-userpass: {enabled: false}}}]")
         #expect(config.apps[0].localUserpass == nil)

@@ -10,7 +10,7 @@ import Testing
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-restart-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         // The folder does not exist yet: the server creates it.
-        let url = DatabaseURL.sqliteFile(folder.appendingPathComponent("nested/gatehouse.sqlite").path)
+        let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("nested/gatehouse.sqlite").path))
         let clock = ManualClock()
 
         let (login, jwks) = try await withGatehouseResult(testConfiguration(database: url), clock: clock) { _, client in
@@ -27,12 +27,14 @@ import Testing
             let again = try await client.login("restart@example.com").decode(LoginResponse.self)
             #expect(again.userId == login.userId)
         }
+        await drop()
     }
 
     @Test func migrationsAreIdempotent() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-migrate-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let config = testConfiguration(database: .sqliteFile(folder.appendingPathComponent("db.sqlite").path))
+        let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("db.sqlite").path))
+        let config = testConfiguration(database: url)
         let first = try await AuthServer.migrate(configuration: config, logger: quietLogger)
         #expect(first == Migrations.sqlite.map(\.version))
         let second = try await AuthServer.migrate(configuration: config, logger: quietLogger)
@@ -41,5 +43,23 @@ import Testing
         try await withGatehouse(config) { _, client throws in
             #expect(try await client.call("/readyz", .get).status == .ok)
         }
+        await drop()
+    }
+
+    /// Instances starting together on one database apply each migration once (PostgreSQL takes an advisory lock).
+    /// PostgreSQL only: SQLite serves one process.
+    @Test(.enabled(if: TestDatabase.postgresAdmin != nil))
+    func concurrentMigrationsApplyEachVersionOnce() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-migrate-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("db.sqlite").path))
+        let config = testConfiguration(database: url)
+        let applied = try await withThrowingTaskGroup(of: [Int].self) { group in
+            for _ in 0..<4 { group.addTask { try await AuthServer.migrate(configuration: config, logger: quietLogger) } }
+            return try await group.reduce(into: [Int]()) { $0 += $1 }
+        }
+        #expect(applied.sorted() == Migrations.sqlite.map(\.version))
+        await drop()
     }
 }

@@ -65,7 +65,8 @@ import Testing
     @Test func aChangedHashCostIsAppliedAtTheNextLogin() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-rehash-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let url = DatabaseURL.sqliteFile(folder.appendingPathComponent("db.sqlite").path)
+        let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("db.sqlite").path))
+        defer { Task { await drop() } }
         try await withGatehouse(testConfiguration(database: url)) { _, client in
             _ = try await client.signUp("uma@example.com")
         }

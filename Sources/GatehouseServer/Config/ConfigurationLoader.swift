@@ -158,13 +158,9 @@ public struct ConfigurationLoader: Sendable {
         if let url = environment["GATEHOUSE_PUBLIC_URL"] { config.server.publicURL = url }
         if let smtp = environment["GATEHOUSE_SMTP_URL"] { config.mail.smtpURL = smtp }
         if let database = flags.database {
-            do { config.database.url = try DatabaseURL(parsing: database) } catch {
-                throw ConfigurationError(key: "--database", message: error.message)
-            }
+            config.database.url = try DatabaseURL(parsing: database, key: "--database")
         } else if let database = environment["GATEHOUSE_DATABASE_URL"] {
-            do { config.database.url = try DatabaseURL(parsing: database) } catch {
-                throw ConfigurationError(key: "GATEHOUSE_DATABASE_URL", message: error.message)
-            }
+            config.database.url = try DatabaseURL(parsing: database, key: "GATEHOUSE_DATABASE_URL")
         }
     }
 

@@ -79,31 +79,37 @@ public enum DatabaseURL: Sendable, Hashable, CustomStringConvertible {
     case sqliteFile(String)
     /// `sqlite::memory:`: nothing survives a restart. For tests and experiments.
     case sqliteMemory
+    /// `postgres://user:pass@host:port/db?sslmode=…&pool=…&connect_timeout=…`: for production and for several
+    /// instances sharing one database.
+    case postgres(PostgresSettings)
 
-    /// Parses `sqlite:PATH`, `sqlite://PATH` or `sqlite::memory:`.
-    public init(parsing text: String) throws(ConfigurationError) {
+    /// Parses `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:` or `postgres://…`. `key` names the setting in errors.
+    public init(parsing text: String, key: String = "database.url") throws(ConfigurationError) {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if trimmed.hasPrefix("postgres:") || trimmed.hasPrefix("postgresql:") {
+            self = .postgres(try PostgresSettings(parsing: trimmed, key: key))
+            return
+        }
         guard trimmed.hasPrefix("sqlite:") else {
-            if trimmed.hasPrefix("postgres:") || trimmed.hasPrefix("postgresql:") {
-                throw ConfigurationError(key: "database.url", message: "PostgreSQL is not supported yet; use sqlite:PATH")
-            }
-            throw ConfigurationError(key: "database.url", message: "expected sqlite:PATH or sqlite::memory:, found \"\(text)\"")
+            throw ConfigurationError(key: key, message: "expected sqlite:PATH, sqlite::memory: or postgres://…")
         }
         var rest = String(trimmed.dropFirst("sqlite:".count))
         if rest.hasPrefix("//") { rest.removeFirst(2) }
         if rest == ":memory:" {
             self = .sqliteMemory
         } else if rest.isEmpty {
-            throw ConfigurationError(key: "database.url", message: "sqlite: needs a file path, for example sqlite:.gatehouse/gatehouse.sqlite")
+            throw ConfigurationError(key: key, message: "sqlite: needs a file path, for example sqlite:.gatehouse/gatehouse.sqlite")
         } else {
             self = .sqliteFile(rest)
         }
     }
 
+    /// The URL without any password.
     public var description: String {
         switch self {
         case .sqliteFile(let path): "sqlite:\(path)"
         case .sqliteMemory: "sqlite::memory:"
+        case .postgres(let settings): settings.description
         }
     }
 }

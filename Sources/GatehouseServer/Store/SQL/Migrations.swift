@@ -12,8 +12,21 @@ enum Migrations {
     static func all(for dialect: SQLDialect) -> [Migration] {
         switch dialect {
         case .sqlite: sqlite
+        case .postgres: sqlite.map { migration in
+            var migration = migration
+            migration.statements = migration.statements.map(postgres)
+            return migration
+        }
         }
     }
+
+    /// The schema is written once, in SQLite's types; PostgreSQL differs only in their names.
+    static func postgres(_ statement: String) -> String {
+        statement.replacing(/\bINTEGER\b/, with: "BIGINT").replacing(/\bBLOB\b/, with: "BYTEA")
+    }
+
+    /// Serializes migrations across instances that start together (PostgreSQL; SQLite has one writer anyway).
+    static let advisoryLockKey: Int64 = 0x6761_7465  // "gate"
 
     /// Timestamps are INTEGER milliseconds since 1970; ids are 24-hex TEXT; secrets are stored only as SHA-256 BLOBs.
     static let sqlite: [Migration] = [
@@ -136,13 +149,26 @@ struct Migrator {
     /// - Returns: the versions applied now (empty when the schema was current).
     @discardableResult
     func migrate() async throws -> [Int] {
-        try await db.query(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
-            []
-        )
+        let dialect = db.dialect
+        @Sendable func lock(_ tx: any SQLExecutor) async throws {
+            if dialect == .postgres {
+                try await tx.query("SELECT pg_advisory_xact_lock($1)", .int(Migrations.advisoryLockKey))
+            }
+        }
+        try await db.transaction { tx in
+            try await lock(tx)
+            try await tx.query(
+                Self.statement(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+                    dialect
+                ),
+                []
+            )
+        }
         var applied: [Int] = []
-        for migration in Migrations.all(for: db.dialect) {
+        for migration in Migrations.all(for: dialect) {
             let done = try await db.transaction { tx in
+                try await lock(tx)
                 let rows = try await tx.query("SELECT version FROM schema_migrations WHERE version = $1", .int(Int64(migration.version)))
                 if !rows.isEmpty { return false }
                 for statement in migration.statements { try await tx.query(statement, []) }
@@ -156,5 +182,8 @@ struct Migrator {
         }
         return applied
     }
-}
 
+    private static func statement(_ sql: String, _ dialect: SQLDialect) -> String {
+        dialect == .postgres ? Migrations.postgres(sql) : sql
+    }
+}

@@ -46,6 +46,7 @@ struct SQLRowError: Error, CustomStringConvertible {
 /// which both SQLite (3.35+) and PostgreSQL understand; the dialect picks the schema.
 enum SQLDialect: Sendable {
     case sqlite
+    case postgres
 }
 
 /// Runs statements. Inside ``SQLDatabase/transaction(_:)`` every call runs in that transaction.

@@ -27,17 +27,25 @@ final class SQLiteDatabase: SQLDatabase {
             let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             storage = .file(path: path)
+        case .postgres:
+            preconditionFailure("SQLiteDatabase opens SQLite URLs only")
         }
         var sqliteLogger = logger
         sqliteLogger.logLevel = max(logger.logLevel, .notice)
         let connection = try await SQLiteConnection.open(storage: storage, logger: sqliteLogger)
         let db = SQLiteDatabase(connection: connection)
-        if case .sqliteFile = url {
-            try await db.raw("PRAGMA journal_mode = WAL")
-            try await db.raw("PRAGMA synchronous = NORMAL")
+        do {
+            // The busy timeout first: another process opening the same file may hold it for a moment.
+            try await db.raw("PRAGMA busy_timeout = 5000")
+            if case .sqliteFile = url {
+                try await db.raw("PRAGMA journal_mode = WAL")
+                try await db.raw("PRAGMA synchronous = NORMAL")
+            }
+            try await db.raw("PRAGMA foreign_keys = ON")
+        } catch {
+            try? await connection.close()
+            throw error
         }
-        try await db.raw("PRAGMA foreign_keys = ON")
-        try await db.raw("PRAGMA busy_timeout = 5000")
         return db
     }
 

@@ -1,0 +1,247 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import PostgresNIO
+
+/// PostgreSQL: a connection pool (postgres-nio's `PostgresClient`) shared by every request. Several Gatehouse
+/// instances may use one database; everything that must hold across them (single-use tokens, revoked sessions,
+/// send limits) is a conditional statement or a transaction in the database, not state in a process.
+final class PostgresDatabase: SQLDatabase {
+    let dialect = SQLDialect.postgres
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+    private let logger: Logger
+
+    private init(client: PostgresClient, runner: Task<Void, Never>, logger: Logger) {
+        self.client = client
+        self.runner = runner
+        self.logger = logger
+    }
+
+    static func open(_ settings: PostgresSettings, logger: Logger) async throws -> PostgresDatabase {
+        let tls: PostgresClient.Configuration.TLS
+        switch settings.sslMode {
+        case .disable:
+            tls = .disable
+        case .require:
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.certificateVerification = .none
+            tls = .require(configuration)
+        case .verifyFull:
+            tls = .require(.makeClientConfiguration())
+        }
+        var configuration = PostgresClient.Configuration(
+            host: settings.host, port: settings.port, username: settings.username, password: settings.password,
+            database: settings.database, tls: tls
+        )
+        configuration.options.maximumConnections = settings.poolSize
+        configuration.options.connectTimeout = .seconds(Int64(settings.connectTimeout))
+        var clientLogger = logger
+        clientLogger.logLevel = max(logger.logLevel, .notice)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: clientLogger)
+        let runner = Task { await client.run() }
+        let db = PostgresDatabase(client: client, runner: runner, logger: clientLogger)
+        do {
+            try await db.ping()
+        } catch {
+            runner.cancel()
+            throw error
+        }
+        return db
+    }
+
+    @discardableResult
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        try await Self.mapErrors {
+            try await self.client.withConnection { connection in try await Self.run(sql, binds, on: connection, logger: self.logger) }
+        }
+    }
+
+    func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
+        try await Self.mapErrors {
+            try await self.client.withConnection { connection in
+                try await connection.query("BEGIN", logger: self.logger)
+                do {
+                    let result = try await body(Connection(connection: connection, logger: self.logger))
+                    try await connection.query("COMMIT", logger: self.logger)
+                    return result
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                    throw error
+                }
+            }
+        }
+    }
+
+    func ping() async throws {
+        try await query("SELECT 1", [])
+    }
+
+    func close() async throws {
+        shutdown()
+    }
+
+    /// Stops the pool: its connections close.
+    func shutdown() {
+        runner.cancel()
+    }
+
+    private struct Connection: SQLExecutor {
+        let connection: PostgresConnection
+        let logger: Logger
+        func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+            try await mapErrorsInTransaction { try await PostgresDatabase.run(sql, binds, on: connection, logger: logger) }
+        }
+
+        private func mapErrorsInTransaction<T>(_ body: () async throws -> T) async throws -> T {
+            do { return try await body() } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" { throw StoreError.conflict }
+        }
+    }
+
+    private static func run(_ sql: String, _ binds: [SQLValue], on connection: PostgresConnection, logger: Logger) async throws -> [SQLRow] {
+        var bindings = PostgresBindings(capacity: binds.count)
+        for value in binds {
+            switch value {
+            case .int(let i): bindings.append(i)
+            case .text(let s): bindings.append(s)
+            case .blob(let b): bindings.append(ByteBuffer(bytes: b))
+            case .null: bindings.appendNull()
+            }
+        }
+        let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        var result: [SQLRow] = []
+        for try await row in rows {
+            var values: [String: SQLValue] = [:]
+            for cell in row {
+                values[cell.columnName] = try SQLValue(cell)
+            }
+            result.append(SQLRow(values: values))
+        }
+        return result
+    }
+
+    /// Unique violations become ``StoreError/conflict``; connection failures ``StoreError/unavailable(_:)``.
+    private static func mapErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as StoreError {
+            throw error
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+            throw StoreError.conflict
+        } catch let error as PSQLError where error.serverInfo == nil {
+            // No answer from the server: connection refused, lost or timed out.
+            throw StoreError.unavailable(String(reflecting: error))
+        }
+    }
+}
+
+extension SQLValue {
+    fileprivate init(_ cell: PostgresCell) throws {
+        guard cell.bytes != nil else {
+            self = .null
+            return
+        }
+        switch cell.dataType {
+        case .int2, .int4, .int8, .numeric: self = .int(try cell.decode(Int64.self))
+        case .bytea: self = .blob(Array(try cell.decode(ByteBuffer.self).readableBytesView))
+        default: self = .text(try cell.decode(String.self))
+        }
+    }
+}
+
+/// A parsed `postgres://user:pass@host:port/db?sslmode=…` URL, with the pool settings.
+public struct PostgresSettings: Sendable, Hashable, CustomStringConvertible {
+    public enum SSLMode: String, Sendable, Hashable, CaseIterable {
+        /// Plain TCP (loopback or a private network only).
+        case disable
+        /// TLS without checking the certificate.
+        case require
+        /// TLS with the certificate checked against the system roots and the host name.
+        case verifyFull = "verify-full"
+    }
+
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var sslMode: SSLMode
+    /// Connections in the pool. Default 10.
+    public var poolSize: Int
+    /// Seconds to wait for a connection. Default 10.
+    public var connectTimeout: Int
+
+    /// Parses the URL; `sslmode` defaults to `verify-full`, except on loopback hosts where it defaults to `disable`.
+    public init(parsing text: String, key: String) throws(ConfigurationError) {
+        guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme?.lowercased() ?? ""),
+            let host = components.host, !host.isEmpty, let user = components.user, !user.isEmpty
+        else {
+            throw ConfigurationError(key: key, message: "expected postgres://user[:password]@host[:port]/database[?sslmode=disable|require|verify-full]")
+        }
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty else { throw ConfigurationError(key: key, message: "the URL names no database (…/DATABASE)") }
+        self.host = host
+        port = components.port ?? 5432
+        username = user.removingPercentEncoding ?? user
+        password = components.password.map { $0.removingPercentEncoding ?? $0 }
+        self.database = database
+        let loopback = ["127.0.0.1", "localhost", "::1"].contains(host)
+        var mode: SSLMode = loopback ? .disable : .verifyFull
+        var poolSize = 10, connectTimeout = 10
+        for item in components.queryItems ?? [] {
+            switch item.name {
+            case "sslmode":
+                guard let value = item.value, let parsed = SSLMode(rawValue: value) else {
+                    throw ConfigurationError(key: key, message: "sslmode must be disable, require or verify-full")
+                }
+                mode = parsed
+            case "pool":
+                guard let value = item.value.flatMap(Int.init), (1...200).contains(value) else {
+                    throw ConfigurationError(key: key, message: "pool must be 1…200")
+                }
+                poolSize = value
+            case "connect_timeout":
+                guard let value = item.value.flatMap(Int.init), (1...300).contains(value) else {
+                    throw ConfigurationError(key: key, message: "connect_timeout must be 1…300 seconds")
+                }
+                connectTimeout = value
+            default:
+                throw ConfigurationError(key: key, message: "unknown URL parameter \(item.name); expected sslmode, pool or connect_timeout")
+            }
+        }
+        sslMode = mode
+        self.poolSize = poolSize
+        self.connectTimeout = connectTimeout
+    }
+
+    /// The URL without the password, for logs and banners.
+    public var description: String {
+        "postgres://\(username)@\(host):\(port)/\(database)?sslmode=\(sslMode.rawValue)"
+    }
+}
+
+/// Creates and drops databases on a PostgreSQL server (for throwaway test databases and for setting up a deployment).
+public enum PostgresAdmin {
+    /// Creates `name` on the server `admin` points at and returns settings for it. `name` must be a plain
+    /// identifier (letters, digits, `_`).
+    public static func createDatabase(named name: String, admin: PostgresSettings, logger: Logger = Logger(label: "gatehouse")) async throws
+        -> PostgresSettings
+    {
+        precondition(name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }, "database names are plain identifiers")
+        let db = try await PostgresDatabase.open(admin, logger: logger)
+        defer { db.shutdown() }
+        try await db.query("CREATE DATABASE \(name)", [])
+        var settings = admin
+        settings.database = name
+        return settings
+    }
+
+    /// Drops `name`, closing its connections first.
+    public static func dropDatabase(named name: String, admin: PostgresSettings, logger: Logger = Logger(label: "gatehouse")) async throws {
+        precondition(name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }, "database names are plain identifiers")
+        let db = try await PostgresDatabase.open(admin, logger: logger)
+        defer { db.shutdown() }
+        try await db.query("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", [])
+    }
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster on 127.0.0.1 for the tests.
+#
+#   bash scripts/postgres-env.sh start DIR   installs PostgreSQL from Debian's packages if missing, creates a cluster in
+#                                            DIR, starts it on a free loopback port, and prints the admin URL
+#                                            (postgres://gatehouse:gatehouse@127.0.0.1:PORT/postgres)
+#   bash scripts/postgres-env.sh stop DIR    stops it (the caller removes DIR)
+#
+# The server listens on loopback only, trusts no one without the password, and runs as the `postgres` user when
+# started as root (initdb refuses root).
+set -euo pipefail
+
+command=${1:?usage: postgres-env.sh start|stop DIR}
+dir=${2:?usage: postgres-env.sh start|stop DIR}
+
+bindir() {
+    local found
+    # The server's binaries (initdb), not just the client that may be installed alone.
+    found=$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 || true)
+    [ -n "$found" ] && dirname "$found"
+}
+
+as_owner() {
+    if [ "$(id -u)" = "0" ]; then su postgres -s /bin/bash -c "$*"; else bash -c "$*"; fi
+}
+
+case "$command" in
+start)
+    if [ -z "$(bindir)" ]; then
+        if [ "$(id -u)" != "0" ]; then
+            echo "postgres-env: PostgreSQL is missing; install it with: sudo apt-get install -y postgresql" >&2
+            exit 1
+        fi
+        echo "postgres-env: installing postgresql" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q >&2
+        apt-get install -y -q postgresql >&2
+    fi
+    bin=$(bindir)
+    mkdir -p "$dir"
+    [ "$(id -u)" = "0" ] && chown postgres "$dir"
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    echo gatehouse > "$dir/password"
+    [ "$(id -u)" = "0" ] && chown postgres "$dir/password"
+    as_owner "'$bin/initdb' -D '$dir/data' -U gatehouse --pwfile='$dir/password' --auth=scram-sha-256 -E UTF8 --no-locale" >/dev/null
+    as_owner "'$bin/pg_ctl' -D '$dir/data' -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300\" -l '$dir/log' -w start" >/dev/null
+    echo "$port" > "$dir/port"
+    echo "postgres://gatehouse:gatehouse@127.0.0.1:$port/postgres"
+    ;;
+stop)
+    bin=$(bindir)
+    [ -d "$dir/data" ] && as_owner "'$bin/pg_ctl' -D '$dir/data' -m fast -w stop" >/dev/null 2>&1 || true
+    ;;
+*)
+    echo "usage: postgres-env.sh start|stop DIR" >&2
+    exit 2
+    ;;
+esac

@@ -43,7 +43,7 @@ final class SQLiteDatabase: SQLDatabase {
             }
             try await db.raw("PRAGMA foreign_keys = ON")
         } catch {
-            try? await connection.close()
+            try? await Task { try await connection.close() }.value
             throw error
         }
         return db
@@ -52,7 +52,10 @@ final class SQLiteDatabase: SQLDatabase {
     private func raw(_ sql: String, _ binds: [SQLValue] = []) async throws -> [SQLRow] {
         let rows: [SQLiteRow]
         do {
-            rows = try await connection.query(Self.translate(sql), binds.map(\.sqlite))
+            // Shielded from cancellation: SQLiteNIO's thread-pool call answers a cancelled task at once while the
+            // statement goes on running, which would let the lock (and the connection) go before SQLite is done.
+            let (connection, sql, binds) = (connection, Self.translate(sql), binds.map(\.sqlite))
+            rows = try await Task { try await connection.query(sql, binds) }.value
         } catch let error as SQLiteError where [.constraintUniqueFailed, .constraintPrimaryKeyFailed, .constraint].contains(error.reason) {
             throw StoreError.conflict
         } catch {
@@ -91,7 +94,9 @@ final class SQLiteDatabase: SQLDatabase {
     }
 
     func close() async throws {
-        try await lock.withLock { try await self.connection.close() }
+        // Shielded from cancellation, like every statement: a close that never runs trips SQLiteNIO's deinit check.
+        let connection = connection
+        try await lock.withLock { try await Task { try await connection.close() }.value }
     }
 
     /// Runs statements of a transaction that already holds the lock.

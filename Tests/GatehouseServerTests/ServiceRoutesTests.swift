@@ -131,4 +131,51 @@ import Testing
             #expect(failed.lastError == "550 no such mailbox")
         }
     }
+
+    /// Two senders (as two instances would) drain one outbox together: every message goes out exactly once. On
+    /// PostgreSQL they claim rows with FOR UPDATE SKIP LOCKED on separate connections.
+    @Test func twoSendersDeliverEachMessageExactlyOnce() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(testConfiguration(mailbox: false), clock: clock) { gatehouse, _ in
+            for i in 0..<40 {
+                try await gatehouse.env.store.enqueue(OutboxMessage(
+                    id: Secrets.objectID(), appId: "test-app", kind: "confirmation", recipient: "user\(i)@example.com",
+                    subject: "s", text: "t", html: "h", createdAt: clock.now, nextAttemptAt: clock.now
+                ))
+            }
+            let transport = Transport()
+            let senders = (0..<2).map { _ in
+                OutboxDeliveryService(store: gatehouse.env.store, transport: transport, clock: clock.clock, logger: quietLogger)
+            }
+            let delivered = try await withThrowingTaskGroup(of: Int.self) { group in
+                for sender in senders {
+                    group.addTask {
+                        var total = 0
+                        for _ in 0..<5 { total += try await sender.deliverDue() }
+                        return total
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(delivered == 40)
+            #expect(transport.delivered.count == 40)
+            #expect(Set(transport.delivered).count == 40)
+        }
+    }
+
+    /// A claim left by a sender that died is taken over once its lease runs out.
+    @Test func anAbandonedClaimIsTakenOverAfterItsLease() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(testConfiguration(mailbox: false), clock: clock) { gatehouse, client in
+            _ = try await client.register("lease@example.com")
+            let claimed = try await gatehouse.env.store.claimDueMail(now: clock.now, leaseUntil: clock.now.addingTimeInterval(300), limit: 10)
+            #expect(claimed.count == 1)
+            let transport = Transport()
+            let sender = OutboxDeliveryService(store: gatehouse.env.store, transport: transport, clock: clock.clock, logger: quietLogger)
+            #expect(try await sender.deliverDue() == 0)  // still claimed by the "dead" sender
+            clock.advance(by: 301)
+            #expect(try await sender.deliverDue() == 1)
+            #expect(transport.delivered == ["lease@example.com"])
+        }
+    }
 }

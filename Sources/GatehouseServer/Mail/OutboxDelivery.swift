@@ -29,6 +29,8 @@ struct OutboxDeliveryService: Service {
     let logger: Logger
     var pollInterval: Duration = .milliseconds(500)
     var maxAttempts = 8
+    /// How long a claimed message stays invisible to other instances: longer than one delivery can take.
+    var lease: TimeInterval = 300
 
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
@@ -44,7 +46,8 @@ struct OutboxDeliveryService: Service {
     /// Delivers every due message once. Returns how many were handed over.
     func deliverDue() async throws -> Int {
         var delivered = 0
-        for message in try await store.dueMail(now: clock.now, limit: 50) {
+        let now = clock.now
+        for message in try await store.claimDueMail(now: now, leaseUntil: now.addingTimeInterval(lease), limit: 50) {
             let meta: Logger.Metadata = ["mail": "\(message.id)", "kind": "\(message.kind)", "app": "\(message.appId)"]
             do {
                 try await transport.deliver(message)

@@ -60,8 +60,10 @@ protocol GatehouseStore: Sendable {
 
     // MARK: Outbox
     func enqueue(_ mail: OutboxMessage) async throws
-    /// Pending messages due at `now`, oldest first.
-    func dueMail(now: Date, limit: Int) async throws -> [OutboxMessage]
+    /// Claims up to `limit` pending messages due at `now` for one sender until `leaseUntil`, oldest first. Claimed
+    /// messages are invisible to other senders (other instances) until delivered, failed, or the lease runs out
+    /// (a sender that died mid-delivery).
+    func claimDueMail(now: Date, leaseUntil: Date, limit: Int) async throws -> [OutboxMessage]
     func markDelivered(id: String, at: Date) async throws
     func markAttemptFailed(id: String, error: String, retryAt: Date?) async throws
     /// Messages to `recipient` (any status), newest first; all messages when nil.

@@ -138,6 +138,14 @@ enum Migrations {
                 "CREATE INDEX send_log_key ON send_log(app_id, address, kind, at)",
             ]
         ),
+        Migration(
+            version: 3,
+            name: "outbox claims",
+            statements: [
+                // Set while one sender (instance) delivers a message, so that no other sends it too.
+                "ALTER TABLE outbox ADD COLUMN claimed_until INTEGER"
+            ]
+        ),
     ]
 }
 

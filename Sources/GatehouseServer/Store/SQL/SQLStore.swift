@@ -258,16 +258,27 @@ struct SQLStore: GatehouseStore {
     private static let mailColumns =
         "id, app_id, kind, recipient, subject, text_body, html_body, created_at, status, attempts, next_attempt_at, delivered_at, last_error"
 
-    func dueMail(now: Date, limit: Int) async throws -> [OutboxMessage] {
-        try await db.query(
-            "SELECT \(Self.mailColumns) FROM outbox WHERE status = 'pending' AND next_attempt_at <= $1 ORDER BY seq LIMIT $2",
-            SQLValue(now), .int(Int64(limit))
-        ).map(Self.mail)
+    func claimDueMail(now: Date, leaseUntil: Date, limit: Int) async throws -> [OutboxMessage] {
+        // PostgreSQL: rows another instance is claiming right now are skipped, not waited for. SQLite has one
+        // writer, so the plain subquery is already exclusive.
+        let skipLocked = db.dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
+        return try await db.query(
+            """
+            UPDATE outbox SET claimed_until = $2
+            WHERE id IN (
+                SELECT id FROM outbox
+                WHERE status = 'pending' AND next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
+                ORDER BY seq LIMIT $3\(skipLocked)
+            )
+            RETURNING seq, \(Self.mailColumns)
+            """,
+            SQLValue(now), SQLValue(leaseUntil), .int(Int64(limit))
+        ).sorted { (try? $0.int("seq")) ?? 0 < (try? $1.int("seq")) ?? 0 }.map(Self.mail)
     }
 
     func markDelivered(id: String, at: Date) async throws {
         try await db.query(
-            "UPDATE outbox SET status = 'delivered', delivered_at = $1, attempts = attempts + 1 WHERE id = $2",
+            "UPDATE outbox SET status = 'delivered', delivered_at = $1, attempts = attempts + 1, claimed_until = NULL WHERE id = $2",
             SQLValue(at), .text(id)
         )
     }
@@ -275,12 +286,12 @@ struct SQLStore: GatehouseStore {
     func markAttemptFailed(id: String, error: String, retryAt: Date?) async throws {
         if let retryAt {
             try await db.query(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3",
+                "UPDATE outbox SET attempts = attempts + 1, last_error = $1, next_attempt_at = $2, claimed_until = NULL WHERE id = $3",
                 .text(error), SQLValue(retryAt), .text(id)
             )
         } else {
             try await db.query(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = $1, status = 'failed' WHERE id = $2",
+                "UPDATE outbox SET attempts = attempts + 1, last_error = $1, status = 'failed', claimed_until = NULL WHERE id = $2",
                 .text(error), .text(id)
             )
         }

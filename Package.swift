@@ -98,6 +98,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Helpers both server test targets share (the throwaway database per test).
+        .target(
+            name: "GatehouseTestSupport",
+            dependencies: ["GatehouseServer", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/GatehouseTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GatehouseTests",
             dependencies: ["Gatehouse"],
@@ -109,6 +116,7 @@ let package = Package(
             dependencies: [
                 "Gatehouse",
                 "GatehouseServer",
+                "GatehouseTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
@@ -122,6 +130,7 @@ let package = Package(
             name: "GatehouseServerTests",
             dependencies: [
                 "GatehouseServer",
+                "GatehouseTestSupport",
                 "GatehouseWire",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

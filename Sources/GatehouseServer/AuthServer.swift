@@ -194,18 +194,11 @@ final class PublicURL: Sendable {
 /// One log line per request: method, path (never the query, which may carry tokens), status, duration.
 struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        // Runs outside ClientAPIErrorMiddleware, which turns every error into a response, so it sees only responses.
         let start = ContinuousClock.now
-        do {
-            let response = try await next(request, context)
-            log(request, status: response.status.code, start: start, context: context)
-            return response
-        } catch let error as any HTTPResponseError {
-            log(request, status: error.status.code, start: start, context: context)
-            throw error
-        } catch {
-            log(request, status: 500, start: start, context: context)
-            throw error
-        }
+        let response = try await next(request, context)
+        log(request, status: response.status.code, start: start, context: context)
+        return response
     }
 
     private func log(_ request: Request, status: Int, start: ContinuousClock.Instant, context: Context) {

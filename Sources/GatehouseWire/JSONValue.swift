@@ -24,17 +24,6 @@ public enum JSONValue: Sendable, Hashable {
         return nil
     }
 
-    /// A short name of the kind of value, for error messages ("expected string, found number").
-    public var kindName: String {
-        switch self {
-        case .null: "null"
-        case .bool: "boolean"
-        case .int, .double: "number"
-        case .string: "string"
-        case .array: "array"
-        case .object: "object"
-        }
-    }
 }
 
 extension JSONValue: Codable {

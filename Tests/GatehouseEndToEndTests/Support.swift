@@ -5,6 +5,7 @@ import GatehouseServer
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import GatehouseTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)

@@ -2,6 +2,7 @@ import Foundation
 @testable import GatehouseServer
 import GatehouseWire
 import Hummingbird
+import GatehouseTestSupport
 import Testing
 
 /// Everything lives in the database: a restart loses no user, session or signing key.

@@ -4,6 +4,7 @@ import Foundation
 @testable import GatehouseServer
 import GatehouseWire
 import Hummingbird
+import GatehouseTestSupport
 import Testing
 
 @Suite struct LoginTests {
@@ -66,7 +67,6 @@ import Testing
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-rehash-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("db.sqlite").path))
-        defer { Task { await drop() } }
         try await withGatehouse(testConfiguration(database: url)) { _, client in
             _ = try await client.signUp("uma@example.com")
         }
@@ -81,6 +81,7 @@ import Testing
             #expect(after.passwordHash.contains("m=128,t=2,p=1"))
             #expect(try await client.login("uma@example.com").status == .ok)
         }
+        await drop()
     }
 }
 

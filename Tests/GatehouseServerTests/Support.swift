@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import GatehouseTestSupport
 import Testing
 
 /// Cheap Argon2id parameters: tests exercise the real hash, not its cost.

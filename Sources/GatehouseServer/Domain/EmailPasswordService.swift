@@ -209,9 +209,6 @@ struct EmailPasswordService: Sendable {
         return record
     }
 
-    /// The app's password policy, for pages that spell it out.
-    func passwordPolicy(appId: String) throws -> PasswordPolicy { try provider(appId).1.password }
-
     /// `login`: the user for a correct email and password of a confirmed account.
     func login(appId: String, username: String, password: String) async throws -> (UserRecord, AppSettings) {
         let (app, local) = try provider(appId)

@@ -42,7 +42,6 @@ struct TokenError: Error, Hashable, Sendable, CustomStringConvertible {
     static let malformed = TokenError(description: "invalid session: malformed token")
     static let badSignature = TokenError(description: "invalid session: signature is invalid")
     static let unknownKey = TokenError(description: "invalid session: signing key is unknown")
-    static let expired = TokenError(description: "invalid session: token expired")
     static func wrongKind(expected: TokenClaims.Kind) -> TokenError {
         TokenError(description: "invalid session: expected a\(expected == .access ? "n access" : " refresh") token")
     }

@@ -135,7 +135,8 @@ struct HostedPages {
     }
 
     private func resetForm(app: AppSettings, token: String, tokenId: String, csrf: String, error: String?) -> Page {
-        let policy = (try? service.passwordPolicy(appId: app.id)) ?? PasswordPolicy()
+        // Pages are only reached through the provider's token checks, so the provider is on.
+        let policy = app.localUserpass?.password ?? PasswordPolicy()
         let rule = "Use between \(policy.minLength) and \(policy.maxLength) characters."
         let errorHTML = error.map { "<p class=\"error\" id=\"password-error\" role=\"alert\">\(htmlEscape($0))</p>" } ?? ""
         let describedBy = error == nil ? "password-rule" : "password-rule password-error"

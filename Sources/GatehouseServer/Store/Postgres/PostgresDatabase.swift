@@ -90,12 +90,9 @@ final class PostgresDatabase: SQLDatabase {
     private struct Connection: SQLExecutor {
         let connection: PostgresConnection
         let logger: Logger
+        /// Errors are mapped once, where the transaction ends (``PostgresDatabase/transaction(_:)``).
         func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-            try await mapErrorsInTransaction { try await PostgresDatabase.run(sql, binds, on: connection, logger: logger) }
-        }
-
-        private func mapErrorsInTransaction<T>(_ body: () async throws -> T) async throws -> T {
-            do { return try await body() } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" { throw StoreError.conflict }
+            try await PostgresDatabase.run(sql, binds, on: connection, logger: logger)
         }
     }
 

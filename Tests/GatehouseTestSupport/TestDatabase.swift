@@ -1,18 +1,18 @@
 import Foundation
-import GatehouseServer
+public import GatehouseServer
 import Logging
 
 /// Where a test's data lives. The suite runs twice in `scripts/test.sh`: on SQLite, then on PostgreSQL when
 /// `GATEHOUSE_TEST_POSTGRES_URL` (an admin URL of a throwaway server) is set; each test then gets a database of
 /// its own, dropped afterwards.
-enum TestDatabase {
-    static var postgresAdmin: PostgresSettings? {
+public enum TestDatabase {
+    public static var postgresAdmin: PostgresSettings? {
         guard let url = ProcessInfo.processInfo.environment["GATEHOUSE_TEST_POSTGRES_URL"] else { return nil }
         return try? PostgresSettings(parsing: url, key: "GATEHOUSE_TEST_POSTGRES_URL")
     }
 
     /// A new empty database on PostgreSQL when the suite runs there, else `sqlite`; and how to remove it.
-    static func fresh(_ sqlite: DatabaseURL) async throws -> (url: DatabaseURL, drop: @Sendable () async -> Void) {
+    public static func fresh(_ sqlite: DatabaseURL) async throws -> (url: DatabaseURL, drop: @Sendable () async -> Void) {
         guard let admin = postgresAdmin else { return (sqlite, {}) }
         let name = "gh_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         var quiet = Logger(label: "test-db")

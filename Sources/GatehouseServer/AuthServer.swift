@@ -102,6 +102,7 @@ public final class AuthServer: Sendable {
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ClientAPIErrorMiddleware(publicURL: publicURL))
         ClientAPIRoutes(env: env).register(on: router)
+        NativeAuthRoutes(env: env).register(on: router)
         ServiceRoutes(env: env).register(on: router)
         HostedPages(env: env).register(on: router)
         if configuration.dev.mailbox {

@@ -94,6 +94,38 @@ import Testing
         }
     }
 
+    @Test func nativeAuthKeysAreRead() throws {
+        let config = try loader.parse(
+            yaml: """
+                apps:
+                  - id: a
+                    nativeAuth:
+                      enabled: true
+                      clientIds: ["ios-app", "mac-app"]
+                      signUp: { methods: [emailPassword] }
+                      attributes:
+                        - { name: displayName, type: string, required: true }
+                        - { name: country, type: string, required: false, regex: "^[A-Z]{2}$" }
+                      code: { length: 6, ttl: 300, maxAttempts: 3, resendInterval: 30 }
+                      continuationTokenTTL: 300
+                      refreshTokenReuseWindow: 10
+                  - id: b
+                """
+        )
+        try ConfigurationLoader.validate(config)
+        let native = try #require(config.apps[0].nativeAuth)
+        #expect(
+            native
+                == NativeAuthSettings(
+                    clientIds: ["ios-app", "mac-app"], signUpMethods: [.emailPassword],
+                    attributes: [.init(name: "displayName", required: true), .init(name: "country", regex: "^[A-Z]{2}$")],
+                    code: .init(length: 6, ttl: 300, maxAttempts: 3, resendInterval: 30), continuationTokenTTL: 300, refreshTokenReuseWindow: 10
+                )
+        )
+        #expect(native.requiresPassword)
+        #expect(config.apps[1].nativeAuth == nil)
+    }
+
     @Test func disabledProviderIsNil() throws {
         let config = try loader.parse(yaml: "apps: [{id: a, providers: {local-userpass: {enabled: false}}}]")
         #expect(config.apps[0].localUserpass == nil)
@@ -147,6 +179,17 @@ import Testing
         ("mail: {smtp: 'http://x'}\napps: [{id: a}]", "mail.smtp"),
         ("mail: {starttls: always}\napps: [{id: a}]", "mail.starttls"),
         ("mail: {from: nobody}\napps: [{id: a}]", "mail.from"),
+        ("apps: [{id: a, nativeAuth: {clientIds: []}}]", "apps[0].nativeAuth.clientIds"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], signUp: {methods: [sms]}}}]", "apps[0].nativeAuth.signUp.methods[0]"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], signUp: {methods: []}}}]", "apps[0].nativeAuth.signUp.methods"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], attributes: [{name: a, regex: '('}]}}]", "apps[0].nativeAuth.attributes[0].regex"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], attributes: [{name: a}, {name: a}]}}]", "apps[0].nativeAuth.attributes[1].name"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], attributes: [{name: email}]}}]", "apps[0].nativeAuth.attributes[0].name"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], attributes: [{name: n, type: int}]}}]", "apps[0].nativeAuth.attributes[0].type"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], code: {length: 3}}}]", "apps[0].nativeAuth.code.length"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], code: {maxAttempts: 0}}}]", "apps[0].nativeAuth.code.maxAttempts"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], continuationTokenTTL: 3600}}]", "apps[0].nativeAuth.continuationTokenTTL"),
+        ("apps: [{id: a, nativeAuth: {clientIds: [x], colour: blue}}]", "apps[0].nativeAuth.colour"),
         ("apps: {id: a}", "apps"),
         ("- just\n- a list", "(top level)"),
         ("apps: [{id: a}", ""),

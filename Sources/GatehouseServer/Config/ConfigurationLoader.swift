@@ -92,7 +92,7 @@ public struct ConfigurationLoader: Sendable {
     private func parseApp(_ node: ConfigNode) throws(ConfigurationError) -> AppSettings {
         let app = try node.mapping(allowed: [
             "id", "name", "accessTokenTTL", "refreshTokenTTL", "revealUserExistence", "providers", "passwordHash",
-            "emailTemplates", "emailLimit",
+            "emailTemplates", "emailLimit", "nativeAuth",
         ])
         guard let id = try app.optionalString("id") else {
             throw ConfigurationError(key: app.path + ".id", message: "every app needs an id")
@@ -145,7 +145,51 @@ public struct ConfigurationLoader: Sendable {
                 config.localUserpass = (try local.optionalBool("enabled") ?? true) ? lp : nil
             }
         }
+        if let native = try app.optionalMapping(
+            "nativeAuth",
+            allowed: ["enabled", "clientIds", "signUp", "attributes", "code", "continuationTokenTTL", "refreshTokenReuseWindow"]
+        ) {
+            config.nativeAuth = try nativeAuth(native)
+        }
         return config
+    }
+
+    private func nativeAuth(_ native: ConfigMapping) throws(ConfigurationError) -> NativeAuthSettings {
+        var settings = NativeAuthSettings(clientIds: [])
+        if let enabled = try native.optionalBool("enabled") { settings.enabled = enabled }
+        if let ids = try native.optionalSequence("clientIds") {
+            settings.clientIds = []
+            for id in ids { settings.clientIds.append(try id.string()) }
+        }
+        if let signUp = try native.optionalMapping("signUp", allowed: ["methods"]), let methods = try signUp.optionalSequence("methods") {
+            settings.signUpMethods = []
+            for method in methods { settings.signUpMethods.insert(try method.enumValue(NativeAuthSettings.SignUpMethod.self)) }
+        }
+        if let attributes = try native.optionalSequence("attributes") {
+            for node in attributes {
+                let attribute = try node.mapping(allowed: ["name", "type", "required", "regex"])
+                guard let name = try attribute.optionalString("name") else {
+                    throw ConfigurationError(key: node.path + ".name", message: "every attribute needs a name")
+                }
+                settings.attributes.append(
+                    NativeAuthSettings.Attribute(
+                        name: name,
+                        type: try attribute.optionalString("type") ?? "string",
+                        required: try attribute.optionalBool("required") ?? false,
+                        regex: try attribute.optionalString("regex")
+                    )
+                )
+            }
+        }
+        if let code = try native.optionalMapping("code", allowed: ["length", "ttl", "maxAttempts", "resendInterval"]) {
+            if let length = try code.optionalInt("length") { settings.code.length = length }
+            if let ttl = try code.optionalInt("ttl") { settings.code.ttl = ttl }
+            if let attempts = try code.optionalInt("maxAttempts") { settings.code.maxAttempts = attempts }
+            if let interval = try code.optionalInt("resendInterval") { settings.code.resendInterval = interval }
+        }
+        if let ttl = try native.optionalInt("continuationTokenTTL") { settings.continuationTokenTTL = ttl }
+        if let window = try native.optionalInt("refreshTokenReuseWindow") { settings.refreshTokenReuseWindow = window }
+        return settings
     }
 
     private func applyOverrides(to config: inout GatehouseConfiguration, _ flags: Overrides) throws(ConfigurationError) {
@@ -249,7 +293,50 @@ public struct ConfigurationLoader: Sendable {
                 if let url = local.emailConfirmationURL { try checkBaseURL(url, key: lp + ".emailConfirmationURL", allowPath: true) }
                 if let url = local.resetPasswordURL { try checkBaseURL(url, key: lp + ".resetPasswordURL", allowPath: true) }
             }
+            if let native = app.nativeAuth { try validate(native, path: path + ".nativeAuth") }
         }
+    }
+
+    private static func validate(_ native: NativeAuthSettings, path: String) throws(ConfigurationError) {
+        func range(_ key: String, _ value: Int, _ allowed: ClosedRange<Int>, unit: String = "") throws(ConfigurationError) {
+            guard allowed.contains(value) else {
+                throw ConfigurationError(key: path + "." + key, message: "expected \(allowed.lowerBound)…\(allowed.upperBound)\(unit), found \(value)")
+            }
+        }
+        if native.enabled, native.clientIds.isEmpty {
+            throw ConfigurationError(key: path + ".clientIds", message: "list at least one client id, like [\"ios-app\"]")
+        }
+        for (index, id) in native.clientIds.enumerated() where id.isEmpty || id.utf8.count > 256 {
+            throw ConfigurationError(key: path + ".clientIds[\(index)]", message: "expected 1–256 characters")
+        }
+        if native.signUpMethods.isEmpty {
+            throw ConfigurationError(key: path + ".signUp.methods", message: "list emailOTP, emailPassword or both")
+        }
+        var names = Set<String>()
+        for (index, attribute) in native.attributes.enumerated() {
+            let key = path + ".attributes[\(index)]"
+            guard attribute.name.range(of: "^[A-Za-z][A-Za-z0-9_]{0,63}$", options: .regularExpression) != nil else {
+                throw ConfigurationError(key: key + ".name", message: "use a letter then up to 63 letters, digits or '_', found \"\(attribute.name)\"")
+            }
+            guard !["email", "username", "password"].contains(attribute.name.lowercased()) else {
+                throw ConfigurationError(key: key + ".name", message: "\"\(attribute.name)\" is not an attribute: it is part of every sign-up")
+            }
+            guard names.insert(attribute.name).inserted else {
+                throw ConfigurationError(key: key + ".name", message: "attribute \"\(attribute.name)\" is listed twice")
+            }
+            guard attribute.type == "string" else {
+                throw ConfigurationError(key: key + ".type", message: "expected string, found \"\(attribute.type)\"")
+            }
+            if let regex = attribute.regex, (try? Regex(regex)) == nil {
+                throw ConfigurationError(key: key + ".regex", message: "not a valid regular expression: \(regex)")
+            }
+        }
+        try range("code.length", native.code.length, 4...10, unit: " digits")
+        try range("code.ttl", native.code.ttl, 60...3600, unit: " seconds")
+        try range("code.maxAttempts", native.code.maxAttempts, 1...20)
+        try range("code.resendInterval", native.code.resendInterval, 0...3600, unit: " seconds")
+        try range("continuationTokenTTL", native.continuationTokenTTL, 60...600, unit: " seconds")
+        try range("refreshTokenReuseWindow", native.refreshTokenReuseWindow, 0...300, unit: " seconds")
     }
 
     private static func checkBaseURL(_ text: String, key: String, allowPath: Bool) throws(ConfigurationError) {
@@ -280,6 +367,23 @@ struct ConfigNode {
         case .sequence: "a list"
         case .alias: "an alias"
         }
+    }
+
+    /// This node as a string scalar.
+    func string() throws(ConfigurationError) -> String {
+        guard case .scalar(let scalar) = node else {
+            throw ConfigurationError(key: path, message: "expected a string, found \(describe(node))")
+        }
+        return scalar.string
+    }
+
+    /// This node as one of `E`'s raw values.
+    func enumValue<E: RawRepresentable & CaseIterable>(_ type: E.Type) throws(ConfigurationError) -> E where E.RawValue == String {
+        let text = try string()
+        guard let value = E(rawValue: text) else {
+            throw ConfigurationError(key: path, message: "expected \(E.allCases.map(\.rawValue).joined(separator: " | ")), found \"\(text)\"")
+        }
+        return value
     }
 
     /// This node as a mapping whose keys must all be in `allowed`.

@@ -178,6 +178,8 @@ public struct AppSettings: Sendable, Hashable {
     public var emailLimitWindow: Int
     /// Argon2id parameters for new password hashes. Hashes with other parameters are upgraded at the next login.
     public var passwordHash: Argon2Parameters
+    /// `nativeAuth`: the native auth API; nil when the key is absent (the API answers `nativeauthapi_disabled`).
+    public var nativeAuth: NativeAuthSettings?
 
     public init(
         id: String,
@@ -190,7 +192,8 @@ public struct AppSettings: Sendable, Hashable {
         emailTemplates: String? = nil,
         emailLimit: Int = 5,
         emailLimitWindow: Int = 600,
-        passwordHash: Argon2Parameters = .owasp
+        passwordHash: Argon2Parameters = .owasp,
+        nativeAuth: NativeAuthSettings? = nil
     ) {
         self.id = id
         self.name = name ?? id
@@ -203,7 +206,12 @@ public struct AppSettings: Sendable, Hashable {
         self.emailLimit = emailLimit
         self.emailLimitWindow = emailLimitWindow
         self.passwordHash = passwordHash
+        self.nativeAuth = nativeAuth
     }
+
+    /// The password rules of every password this app accepts: `local-userpass.password`, or the defaults when
+    /// the provider is off.
+    public var passwordPolicy: PasswordPolicy { localUserpass?.password ?? PasswordPolicy() }
 }
 
 extension Argon2Parameters {
@@ -262,6 +270,24 @@ public struct PasswordPolicy: Sendable, Hashable {
     public init(minLength: Int = 8, maxLength: Int = 256) {
         self.minLength = minLength
         self.maxLength = maxLength
+    }
+
+    /// A rule a password breaks.
+    enum Violation: Sendable, Hashable {
+        case tooShort, tooLong
+    }
+
+    /// The first rule `password` breaks, or nil. Lengths count characters (grapheme clusters).
+    func violation(_ password: String) -> Violation? {
+        let length = password.count
+        if length < minLength { return .tooShort }
+        if length > maxLength { return .tooLong }
+        return nil
+    }
+
+    /// What to tell the user about `violation`.
+    func message(_ violation: Violation) -> String {
+        "password must be between \(minLength) and \(maxLength) characters"
     }
 }
 

@@ -69,7 +69,8 @@ struct SessionService: Sendable {
         )
     }
 
-    private func accessToken(for user: UserRecord, session: SessionRecord, app: AppSettings) throws -> String {
+    /// An access token for `user` in `session`, with the user's current custom data.
+    func accessToken(for user: UserRecord, session: SessionRecord, app: AppSettings) throws -> String {
         let now = env.clock.now
         let key = env.keys.current
         let claims = TokenClaims(

@@ -19,10 +19,7 @@ struct EmailPasswordService: Sendable {
     }
 
     private func checkPassword(_ password: String, _ policy: PasswordPolicy) throws(AuthError) {
-        let length = password.count
-        if length < policy.minLength || length > policy.maxLength {
-            throw .passwordPolicy("password must be between \(policy.minLength) and \(policy.maxLength) characters")
-        }
+        if let violation = policy.violation(password) { throw .passwordPolicy(policy.message(violation)) }
     }
 
     /// `register`: a pending account and a confirmation email, or (with `confirmation: auto`) a confirmed account.
@@ -48,7 +45,7 @@ struct EmailPasswordService: Sendable {
         var token: OneTimeTokenRecord?
         var mail: OutboxMessage?
         if !confirmed {
-            try await checkSendLimit(.confirmation, app: app, email: email)
+            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
             (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, recipient: email.display)
         }
         do {
@@ -88,37 +85,14 @@ struct EmailPasswordService: Sendable {
         variables.token = secret
         variables.tokenId = token.id
         variables.expiresInMinutes = max(1, local.tokenTTL / 60)
-        return (token, message(mailKind, app: app, recipient: recipient, variables))
-    }
-
-    private func message(_ kind: MailKind, app: AppSettings, recipient: String, _ variables: MailVariables) -> OutboxMessage {
-        let now = env.clock.now
-        let mail = env.templates(for: app).render(kind, variables)
-        return OutboxMessage(
-            id: Secrets.objectID(at: now), appId: app.id, kind: kind.rawValue, recipient: recipient, subject: mail.subject,
-            text: mail.text, html: mail.html, createdAt: now, nextAttemptAt: now
-        )
-    }
-
-    /// Counts one email request of `kind` to `email` against the app's send limit, whether or not the address has
-    /// an account (so the limit reveals nothing); throws ``AuthError/tooManyEmails(retryAfter:)`` beyond it.
-    private func checkSendLimit(_ kind: MailKind, app: AppSettings, email: EmailAddress) async throws {
-        let now = env.clock.now
-        let since = now.addingTimeInterval(-TimeInterval(app.emailLimitWindow))
-        guard try await env.store.recordSend(appId: app.id, address: email.normalized, kind: kind.rawValue, now: now, since: since, limit: app.emailLimit)
-        else {
-            let oldest = try await env.store.oldestSend(appId: app.id, address: email.normalized, kind: kind.rawValue, since: since) ?? now
-            let retryAfter = max(1, Int((oldest.timeIntervalSince(since)).rounded(.up)))
-            env.logger.notice("email send limit reached", metadata: ["app": "\(app.id)", "kind": "\(kind.rawValue)"])
-            throw AuthError.tooManyEmails(retryAfter: retryAfter)
-        }
+        return (token, env.mail(mailKind, app: app, recipient: recipient, variables))
     }
 
     /// Issues a token and its email for `account`, or, when `account` is nil, does the same work and rolls it back.
     private func issue(_ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress, account: EmailAccountRecord?)
         async throws
     {
-        try await checkSendLimit(kind == .confirmation ? .confirmation : .passwordReset, app: app, email: email)
+        try await env.checkSendLimit(kind == .confirmation ? .confirmation : .passwordReset, app: app, address: email.normalized)
         let (token, mail) = makeTokenMail(
             kind, app: app, local: local, userId: account?.userId ?? Secrets.objectID(), recipient: email.display
         )
@@ -136,8 +110,8 @@ struct EmailPasswordService: Sendable {
             try await issue(.confirmation, app: app, local: local, email: email, account: account)
         } else if let account, account.confirmedAt != nil {
             // Tell the owner, not the caller.
-            try await checkSendLimit(.confirmation, app: app, email: email)
-            try await env.store.enqueue(message(.alreadyConfirmed, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display)))
+            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
+            try await env.store.enqueue(env.mail(.alreadyConfirmed, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display)))
         } else {
             try await issue(.confirmation, app: app, local: local, email: email, account: account)
         }
@@ -211,10 +185,22 @@ struct EmailPasswordService: Sendable {
 
     /// `login`: the user for a correct email and password of a confirmed account.
     func login(appId: String, username: String, password: String) async throws -> (UserRecord, AppSettings) {
-        let (app, local) = try provider(appId)
-        guard password.count <= local.password.maxLength, let email = EmailAddress(username),
+        let (app, _) = try provider(appId)
+        return (try await authenticate(app: app, username: username, password: password), app)
+    }
+
+    /// The user for a correct email and password of a confirmed, enabled account, for any sign-in path (the Client
+    /// API, native auth). Unknown addresses cost a dummy hash, so that they answer at the same speed; a hash made
+    /// with older parameters is upgraded.
+    func authenticate(app: AppSettings, username: String, password: String) async throws -> UserRecord {
+        guard password.count <= app.passwordPolicy.maxLength, let email = EmailAddress(username),
             let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
         else {
+            try await env.hasher.burnVerify(password, parameters: app.passwordHash)
+            throw AuthError.invalidCredentials
+        }
+        guard !account.passwordHash.isEmpty else {
+            // An account made by native sign-up with codes only: it has no password to check.
             try await env.hasher.burnVerify(password, parameters: app.passwordHash)
             throw AuthError.invalidCredentials
         }
@@ -227,6 +213,6 @@ struct EmailPasswordService: Sendable {
             try await env.store.upgradePasswordHash(appId: app.id, email: account.email, from: account.passwordHash, to: upgraded)
             env.logger.info("password hash upgraded", metadata: ["app": "\(app.id)", "user": "\(user.id)"])
         }
-        return (user, app)
+        return user
     }
 }

@@ -30,7 +30,8 @@ struct EmailAccountRecord: Sendable, Hashable {
     /// Normalized (trimmed, lowercased).
     var email: String
     var userId: String
-    /// Argon2id PHC string (or an imported format, later).
+    /// Argon2id PHC string (or an imported format, later); empty for an account without a password (made by native
+    /// sign-up with email codes only).
     var passwordHash: String
     var confirmedAt: Date?
 }
@@ -67,6 +68,13 @@ struct SessionRecord: Sendable, Hashable {
     var createdAt: Date
     var expiresAt: Date
     var revokedAt: Date?
+    /// Native auth sessions: the `client_id` the tokens were issued to (the `aud` of their id tokens).
+    var clientId: String? = nil
+    /// Native auth refresh tokens rotate: the secret before the current one, while it may still be retried.
+    var previousSecretHash: [UInt8]? = nil
+    /// The salt the current secret was derived from the previous one with.
+    var rotationSalt: [UInt8]? = nil
+    var rotatedAt: Date? = nil
 }
 
 /// An email waiting in (or delivered from) the transactional outbox.

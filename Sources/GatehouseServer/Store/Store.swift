@@ -50,6 +50,20 @@ protocol GatehouseStore: Sendable {
     func createSession(_ session: SessionRecord) async throws
     func session(id: String) async throws -> SessionRecord?
     func revokeSession(id: String, now: Date) async throws
+    /// Replaces the session's secret hash `old` with `new` (keeping `old` as the previous one, with the salt `new`
+    /// was derived with) if `old` is still current and the session alive at `now`. Of racing calls one wins.
+    func rotateSessionSecret(id: String, from old: [UInt8], to new: [UInt8], salt: [UInt8], now: Date) async throws -> Bool
+
+    // MARK: Native auth flows
+    func insertFlow(_ flow: NativeFlowRecord) async throws
+    func flow(id: String) async throws -> NativeFlowRecord?
+    /// Replaces the stored flow with `flow` if its token hash is still `expectedTokenHash` and unexpired at `now`,
+    /// and applies `effects`, in one transaction. Returns false, changing nothing, when the token was used or
+    /// expired meanwhile. Throws ``StoreError/conflict`` when a new account's email is taken.
+    func advanceFlow(_ flow: NativeFlowRecord, from expectedTokenHash: [UInt8], now: Date, effects: [NativeFlowEffect]) async throws -> Bool
+    /// Counts one wrong-answer attempt against the flow if its token is still `tokenHash` and fewer than `limit`
+    /// were counted; atomic, so racing guesses cannot exceed the limit. False when the limit is reached.
+    func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> Bool
 
     // MARK: Send limits
     /// Records one email request for (app, address, kind) if fewer than `limit` were recorded since `since`;

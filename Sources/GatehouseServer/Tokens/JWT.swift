@@ -55,7 +55,7 @@ enum JWT {
         var kid: String?
     }
 
-    static func sign(_ claims: TokenClaims, key: P256.Signing.PrivateKey, kid: String) throws -> String {
+    static func sign(_ claims: some Encodable, key: P256.Signing.PrivateKey, kid: String) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let header = Base64URL.encode(try encoder.encode(Header(alg: "ES256", typ: "JWT", kid: kid)))

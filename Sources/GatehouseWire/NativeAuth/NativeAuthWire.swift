@@ -90,7 +90,10 @@ public enum NativeAuthErrorCode {
     public static let userHasNoPassword = 500_222
     public static let invalidRequestParameter = 90100
 
+    public static let appNotFound = 90002
+    public static let userDisabled = 50057
     public static let unsupportedGrantType = 70003
+    public static let expiredRefreshToken = 700_082
     public static let invalidRefreshToken = 70008
     public static let unknownClient = 700_016
 

@@ -68,7 +68,8 @@ extension AuthError {
 }
 
 /// Turns every error into the Client API envelope: domain refusals, unknown routes, oversized bodies, and
-/// (logged, never expected) anything else as a 500 without internal detail.
+/// (logged, never expected) anything else as a 500 without internal detail. Under `/native/` it uses the native
+/// auth envelope instead (``NativeAuthErrorResponse``).
 struct ClientAPIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let publicURL: PublicURL
 
@@ -76,6 +77,10 @@ struct ClientAPIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch {
+            // The native auth API has an envelope of its own.
+            if request.uri.path.hasPrefix(NativeAuthRoutes.pathPrefix) {
+                return try NativeAuthErrorResponse.make(for: error, request: request, logger: context.logger)
+            }
             return try Self.clientAPIError(for: error, request: request, logger: context.logger).response(publicURL: publicURL.value)
         }
     }

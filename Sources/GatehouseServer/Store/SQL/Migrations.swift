@@ -146,6 +146,42 @@ enum Migrations {
                 "ALTER TABLE outbox ADD COLUMN claimed_until INTEGER"
             ]
         ),
+        Migration(
+            version: 4,
+            name: "native auth flows, rotating refresh tokens",
+            statements: [
+                """
+                CREATE TABLE native_flows (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    client_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    step TEXT NOT NULL,
+                    username TEXT NOT NULL,
+                    email TEXT NOT NULL,
+                    user_id TEXT,
+                    challenge_types TEXT NOT NULL,
+                    token_hash BLOB NOT NULL,
+                    token_expires_at INTEGER NOT NULL,
+                    code_hash BLOB,
+                    code_expires_at INTEGER,
+                    code_sent_at INTEGER,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    verified INTEGER NOT NULL DEFAULT 0,
+                    password_hash TEXT,
+                    attributes TEXT NOT NULL DEFAULT '{}',
+                    created_at INTEGER NOT NULL
+                )
+                """,
+                "CREATE INDEX native_flows_expiry ON native_flows(token_expires_at)",
+                // Native auth sessions: the client they were issued to, and the rotation state of their refresh
+                // token (the previous secret's hash and the salt its successor was derived with).
+                "ALTER TABLE sessions ADD COLUMN client_id TEXT",
+                "ALTER TABLE sessions ADD COLUMN previous_secret_hash BLOB",
+                "ALTER TABLE sessions ADD COLUMN rotation_salt BLOB",
+                "ALTER TABLE sessions ADD COLUMN rotated_at INTEGER",
+            ]
+        ),
     ]
 }
 

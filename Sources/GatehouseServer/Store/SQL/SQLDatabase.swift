@@ -32,6 +32,10 @@ struct SQLRow: Sendable {
         guard case .blob(let b)? = values[column] else { throw SQLRowError(column: column, expected: "blob") }
         return b
     }
+    func optionalBlob(_ column: String) throws -> [UInt8]? {
+        if case .null? = values[column] { return nil }
+        return try blob(column)
+    }
     func date(_ column: String) throws -> Date { Date(milliseconds: try int(column)) }
     func optionalDate(_ column: String) throws -> Date? { try optionalInt(column).map(Date.init(milliseconds:)) }
 }
@@ -78,4 +82,5 @@ extension SQLValue {
     init(_ date: Date?) { self = date.map { .int($0.millisecondsSince1970) } ?? .null }
     init(_ text: String?) { self = text.map { .text($0) } ?? .null }
     init(_ flag: Bool) { self = .int(flag ? 1 : 0) }
+    init(_ bytes: [UInt8]?) { self = bytes.map { .blob($0) } ?? .null }
 }

@@ -33,11 +33,7 @@ struct SQLStore: GatehouseStore {
         try await db.transaction { tx in
             try await Self.insertUser(user, tx)
             try await Self.insertIdentity(identity, tx)
-            try await tx.query(
-                "INSERT INTO email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-                .text(account.appId), .text(account.email), .text(account.userId), .text(account.passwordHash),
-                SQLValue(account.confirmedAt), SQLValue(user.createdAt)
-            )
+            try await Self.insertAccount(account, createdAt: user.createdAt, tx)
             if let token { try await Self.insertToken(token, tx) }
             if let mail { try await Self.insertMail(mail, tx) }
         }
@@ -89,7 +85,7 @@ struct SQLStore: GatehouseStore {
 
     func deleteUser(id: String) async throws {
         try await db.transaction { tx in
-            for table in ["sessions", "one_time_tokens", "email_accounts", "identities"] {
+            for table in ["sessions", "one_time_tokens", "email_accounts", "identities", "native_flows"] {
                 try await tx.query("DELETE FROM \(table) WHERE user_id = $1", .text(id))
             }
             try await tx.query("DELETE FROM users WHERE id = $1", .text(id))
@@ -188,20 +184,28 @@ struct SQLStore: GatehouseStore {
     // MARK: Sessions
 
     func createSession(_ session: SessionRecord) async throws {
-        try await db.query(
+        try await Self.insertSession(session, db)
+    }
+
+    private static func insertSession(_ session: SessionRecord, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
             """
-            INSERT INTO sessions (id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            INSERT INTO sessions (id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, client_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
             """,
             .text(session.id), .text(session.appId), .text(session.userId), .text(session.deviceId),
             .text(try JSONColumn.encode(session.device)), .blob(session.secretHash), SQLValue(session.createdAt),
-            SQLValue(session.expiresAt)
+            SQLValue(session.expiresAt), SQLValue(session.clientId)
         )
     }
 
     func session(id: String) async throws -> SessionRecord? {
         try await db.query(
-            "SELECT id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, revoked_at FROM sessions WHERE id = $1",
+            """
+            SELECT id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, revoked_at,
+                client_id, previous_secret_hash, rotation_salt, rotated_at
+            FROM sessions WHERE id = $1
+            """,
             .text(id)
         ).first.map { row in
             SessionRecord(
@@ -213,13 +217,137 @@ struct SQLStore: GatehouseStore {
                 secretHash: try row.blob("secret_hash"),
                 createdAt: try row.date("created_at"),
                 expiresAt: try row.date("expires_at"),
-                revokedAt: try row.optionalDate("revoked_at")
+                revokedAt: try row.optionalDate("revoked_at"),
+                clientId: try row.optionalText("client_id"),
+                previousSecretHash: try row.optionalBlob("previous_secret_hash"),
+                rotationSalt: try row.optionalBlob("rotation_salt"),
+                rotatedAt: try row.optionalDate("rotated_at")
             )
         }
     }
 
     func revokeSession(id: String, now: Date) async throws {
         try await db.query("UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL", SQLValue(now), .text(id))
+    }
+
+    func rotateSessionSecret(id: String, from old: [UInt8], to new: [UInt8], salt: [UInt8], now: Date) async throws -> Bool {
+        !(try await db.query(
+            """
+            UPDATE sessions SET secret_hash = $3, previous_secret_hash = $2, rotation_salt = $4, rotated_at = $5
+            WHERE id = $1 AND secret_hash = $2 AND revoked_at IS NULL AND expires_at > $5
+            RETURNING id
+            """,
+            .text(id), .blob(old), .blob(new), .blob(salt), SQLValue(now)
+        ).isEmpty)
+    }
+
+    // MARK: Native auth flows
+
+    private static let flowColumns = """
+        id, app_id, client_id, kind, step, username, email, user_id, challenge_types, token_hash, token_expires_at, \
+        code_hash, code_expires_at, code_sent_at, attempts, verified, password_hash, attributes, created_at
+        """
+
+    func insertFlow(_ flow: NativeFlowRecord) async throws {
+        try await db.query(
+            "INSERT INTO native_flows (\(Self.flowColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+            try Self.binds(flow)
+        )
+    }
+
+    func flow(id: String) async throws -> NativeFlowRecord? {
+        try await db.query("SELECT \(Self.flowColumns) FROM native_flows WHERE id = $1", .text(id)).first.map(Self.flow)
+    }
+
+    func advanceFlow(_ flow: NativeFlowRecord, from expectedTokenHash: [UInt8], now: Date, effects: [NativeFlowEffect]) async throws -> Bool {
+        try await db.transaction { tx in
+            // The flow's identity (app, client, kind) never changes, and neither does `attempts` here: only
+            // recordFlowAttempt counts, so a racing step cannot write an older count back.
+            let updated = try await tx.query(
+                """
+                UPDATE native_flows SET step = $2, user_id = $3, token_hash = $4, token_expires_at = $5, code_hash = $6,
+                    code_expires_at = $7, code_sent_at = $8, verified = $9, password_hash = $10, attributes = $11
+                WHERE id = $1 AND token_hash = $12 AND token_expires_at > $13
+                RETURNING id
+                """,
+                .text(flow.id), .text(flow.step.rawValue), SQLValue(flow.userId), .blob(flow.tokenHash), SQLValue(flow.tokenExpiresAt),
+                SQLValue(flow.codeHash), SQLValue(flow.codeExpiresAt), SQLValue(flow.codeSentAt), SQLValue(flow.verified),
+                SQLValue(flow.passwordHash), .text(try Self.attributesColumn(flow.attributes)), .blob(expectedTokenHash), SQLValue(now)
+            )
+            guard !updated.isEmpty else { return false }
+            for effect in effects { try await Self.apply(effect, now: now, tx) }
+            return true
+        }
+    }
+
+    private static func apply(_ effect: NativeFlowEffect, now: Date, _ tx: any SQLExecutor) async throws {
+        switch effect {
+        case .mail(let mail, let dryRun):
+            try await insertMail(mail, tx)
+            if dryRun { try await tx.query("DELETE FROM outbox WHERE id = $1", .text(mail.id)) }
+        case .createAccount(let user, let identity, let account):
+            try await insertUser(user, tx)
+            try await insertIdentity(identity, tx)
+            try await insertAccount(account, createdAt: user.createdAt, tx)
+        case .resetPassword(let userId, let passwordHash):
+            try await tx.query(
+                "UPDATE email_accounts SET password_hash = $1, confirmed_at = COALESCE(confirmed_at, $2) WHERE user_id = $3",
+                .text(passwordHash), SQLValue(now), .text(userId)
+            )
+            try await tx.query("UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL", SQLValue(now), .text(userId))
+        case .confirmEmail(let userId):
+            try await tx.query("UPDATE email_accounts SET confirmed_at = $1 WHERE user_id = $2 AND confirmed_at IS NULL", SQLValue(now), .text(userId))
+        case .createSession(let session):
+            try await insertSession(session, tx)
+        }
+    }
+
+    func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> Bool {
+        !(try await db.query(
+            "UPDATE native_flows SET attempts = attempts + 1 WHERE id = $1 AND token_hash = $2 AND attempts < $3 RETURNING attempts",
+            .text(id), .blob(tokenHash), .int(Int64(limit))
+        ).isEmpty)
+    }
+
+    private static func binds(_ flow: NativeFlowRecord) throws -> [SQLValue] {
+        [
+            .text(flow.id), .text(flow.appId), .text(flow.clientId), .text(flow.kind.rawValue), .text(flow.step.rawValue),
+            .text(flow.username), .text(flow.email), SQLValue(flow.userId),
+            .text(flow.challengeTypes.map(\.rawValue).sorted().joined(separator: " ")), .blob(flow.tokenHash),
+            SQLValue(flow.tokenExpiresAt), SQLValue(flow.codeHash), SQLValue(flow.codeExpiresAt), SQLValue(flow.codeSentAt),
+            .int(Int64(flow.attempts)), SQLValue(flow.verified), SQLValue(flow.passwordHash),
+            .text(try attributesColumn(flow.attributes)), SQLValue(flow.createdAt),
+        ]
+    }
+
+    private static func attributesColumn(_ attributes: [String: String]) throws -> String {
+        try JSONColumn.encode(attributes.mapValues(JSONValue.string))
+    }
+
+    private static func flow(_ row: SQLRow) throws -> NativeFlowRecord {
+        guard let kind = NativeFlowRecord.Kind(rawValue: try row.text("kind")), let step = NativeFlowRecord.Step(rawValue: try row.text("step"))
+        else { throw SQLRowError(column: "kind/step", expected: "a known flow kind and step") }
+        return NativeFlowRecord(
+            id: try row.text("id"),
+            appId: try row.text("app_id"),
+            clientId: try row.text("client_id"),
+            kind: kind,
+            step: step,
+            username: try row.text("username"),
+            email: try row.text("email"),
+            userId: try row.optionalText("user_id"),
+            challengeTypes: Set(try row.text("challenge_types").split(separator: " ").compactMap { NativeAuthChallengeType(rawValue: String($0)) }),
+            tokenHash: try row.blob("token_hash"),
+            tokenExpiresAt: try row.date("token_expires_at"),
+            codeHash: try row.optionalBlob("code_hash"),
+            codeExpiresAt: try row.optionalDate("code_expires_at"),
+            codeSentAt: try row.optionalDate("code_sent_at"),
+            attempts: Int(try row.int("attempts")),
+            verified: try row.int("verified") != 0,
+            passwordHash: try row.optionalText("password_hash"),
+            attributes: try JSONColumn.decode(row.text("attributes")).compactMapValues { if case .string(let s) = $0 { s } else { nil } },
+            createdAt: try row.date("created_at")
+        )
     }
 
     // MARK: Send limits
@@ -326,6 +454,14 @@ struct SQLStore: GatehouseStore {
             """,
             .text(identity.id), .text(identity.userId), .text(identity.appId), .text(identity.providerType),
             .text(identity.externalId), .text(try JSONColumn.encode(identity.data)), SQLValue(identity.createdAt)
+        )
+    }
+
+    private static func insertAccount(_ account: EmailAccountRecord, createdAt: Date, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
+            "INSERT INTO email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            .text(account.appId), .text(account.email), .text(account.userId), .text(account.passwordHash),
+            SQLValue(account.confirmedAt), SQLValue(createdAt)
         )
     }
 

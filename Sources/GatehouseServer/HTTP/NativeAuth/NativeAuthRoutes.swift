@@ -1,0 +1,131 @@
+import Foundation
+import GatehouseWire
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The native auth API (spec `native-auth-api.md`) under `/native/{appId}/`: form-encoded POSTs, JSON answers,
+/// HTTP 200 for success and for the `redirect` fallback, HTTP 400 ``NativeAuthErrorBody`` for protocol errors
+/// (rendered by ``NativeAuthErrorResponse``).
+struct NativeAuthRoutes {
+    let env: AuthEnvironment
+
+    static let pathPrefix = "/native/"
+
+    func register(on router: Router<GatehouseRequestContext>) {
+        let native = router.group("native/:appId")
+        native.post(Self.path(.signUpStart), use: route { try await $0.signUpStart(client: $1, form: $2) })
+        native.post(Self.path(.signUpChallenge), use: route { try await $0.signUpChallenge(client: $1, form: $2) })
+        native.post(Self.path(.signUpContinue), use: route { try await $0.signUpContinue(client: $1, form: $2) })
+        native.post(Self.path(.signInInitiate), use: route { try await $0.signInInitiate(client: $1, form: $2) })
+        native.post(Self.path(.signInChallenge), use: route { try await $0.signInChallenge(client: $1, form: $2) })
+        native.post(Self.path(.token), use: route { service, client, form in
+            switch try await service.token(client: client, form: form) {
+            case .tokens(let tokens): AnyEncodable(tokens)
+            case .redirect(let redirect): AnyEncodable(redirect)
+            }
+        })
+        native.post(Self.path(.resetPasswordStart), use: route { try await $0.resetPasswordStart(client: $1, form: $2) })
+        native.post(Self.path(.resetPasswordChallenge), use: route { try await $0.resetPasswordChallenge(client: $1, form: $2) })
+        native.post(Self.path(.resetPasswordContinue), use: route { try await $0.resetPasswordContinue(client: $1, form: $2) })
+        native.post(Self.path(.resetPasswordSubmit), use: route { try await $0.resetPasswordSubmit(client: $1, form: $2) })
+        native.post(
+            Self.path(.resetPasswordPollCompletion),
+            use: route { try await $0.resetPasswordPollCompletion(client: $1, form: $2) }
+        )
+    }
+
+    private static func path(_ endpoint: NativeAuthEndpoint) -> RouterPath { RouterPath(endpoint.rawValue) }
+
+    /// One endpoint: reads the form, resolves app and client, runs `action`, answers its value as JSON (200).
+    private func route<Answer: Encodable & Sendable>(
+        _ action: @escaping @Sendable (NativeAuthService, NativeAuthService.Client, NativeAuthForm) async throws -> Answer
+    ) -> @Sendable (Request, GatehouseRequestContext) async throws -> Response {
+        { [env] request, context in
+            let appId = try context.parameters.require("appId")
+            let form = try await request.decodeNativeAuthForm(context: context)
+            let service = NativeAuthService(env: env)
+            let client = try service.client(appId: appId, form: form)
+            var response = try JSONResponse.make(try await action(service, client, form))
+            if let correlation = request.headers[NativeAuthErrorResponse.correlationHeader] {
+                response.headers[NativeAuthErrorResponse.correlationHeader] = correlation
+            }
+            return response
+        }
+    }
+}
+
+/// Type erasure for the two shapes `/token` answers.
+struct AnyEncodable: Encodable, Sendable {
+    private let encodeValue: @Sendable (any Encoder) throws -> Void
+    init(_ value: some Encodable & Sendable) { encodeValue = { try value.encode(to: $0) } }
+    func encode(to encoder: any Encoder) throws { try encodeValue(encoder) }
+}
+
+extension Request {
+    /// The form fields of a native auth request. Any other content type, or a body that is not valid
+    /// percent-encoded UTF-8, is `invalid_request`; a body over the size limit is 413.
+    func decodeNativeAuthForm(context: some RequestContext) async throws -> NativeAuthForm {
+        if let type = headers[.contentType], !type.lowercased().hasPrefix("application/x-www-form-urlencoded") {
+            throw NativeAuthFailure.invalidRequest("the body must be application/x-www-form-urlencoded")
+        }
+        let buffer = try await body.collect(upTo: context.maxUploadSize)
+        guard let fields = FormURLEncoding.decode(Data(buffer.readableBytesView)) else {
+            throw NativeAuthFailure.invalidRequest("the body is not valid form encoding")
+        }
+        return NativeAuthForm(fields)
+    }
+}
+
+/// Renders errors under `/native/` in the native auth envelope: ``NativeAuthFailure`` as HTTP 400; an unreachable
+/// database as 503 (MSAL retries 5xx); unknown endpoints as 404 and oversized bodies as 413, both with the same
+/// JSON body; anything unexpected as a logged 500 without detail.
+enum NativeAuthErrorResponse {
+    static let correlationHeader = HTTPField.Name("client-request-id")!
+
+    static func make(for error: any Error, request: Request, logger: Logger) throws -> Response {
+        let status: HTTPResponse.Status
+        let failure: NativeAuthFailure
+        switch error {
+        case let error as NativeAuthFailure:
+            (status, failure) = (.badRequest, error)
+        case StoreError.unavailable(let reason):
+            logger.error("database unavailable", metadata: ["reason": "\(reason)"])
+            (status, failure) = (.serviceUnavailable, NativeAuthFailure(error: .invalidRequest, description: "the database is unavailable; try again shortly", codes: []))
+        case let error as HTTPError where error.status == .notFound:
+            (status, failure) = (.notFound, .invalidRequest("no endpoint \(request.method) \(request.uri.path)", code: 0))
+        case let error as HTTPError where error.status == .contentTooLarge:
+            (status, failure) = (.contentTooLarge, tooLarge)
+        case is NIOTooManyBytesError:
+            (status, failure) = (.contentTooLarge, tooLarge)
+        case let error as HTTPError:
+            (status, failure) = (error.status, .invalidRequest(error.body ?? error.status.reasonPhrase, code: 0))
+        default:
+            logger.error("unexpected error", metadata: ["error": "\(String(reflecting: error))"])
+            (status, failure) = (.internalServerError, NativeAuthFailure(error: .invalidRequest, description: "internal server error", codes: []))
+        }
+        let correlation = request.headers[correlationHeader] ?? UUID().uuidString.lowercased()
+        let body = NativeAuthErrorBody(
+            error: status == .internalServerError ? "server_error" : status == .serviceUnavailable ? "temporarily_unavailable" : failure.error.rawValue,
+            errorDescription: failure.description,
+            errorCodes: failure.codes,
+            timestamp: ISO8601DateFormatter().string(from: Date()),
+            traceId: UUID().uuidString.lowercased(),
+            correlationId: correlation,
+            suberror: failure.suberror?.rawValue,
+            continuationToken: failure.continuationToken,
+            requiredAttributes: failure.requiredAttributes,
+            invalidAttributes: failure.invalidAttributes?.map(NativeAuthAttributeName.init(name:)),
+            retryAfter: failure.retryAfter
+        )
+        var response = try JSONResponse.make(status, body)
+        response.headers[correlationHeader] = correlation
+        if let retryAfter = failure.retryAfter { response.headers[.retryAfter] = String(retryAfter) }
+        return response
+    }
+
+    private static var tooLarge: NativeAuthFailure {
+        .invalidRequest("request body exceeds \(GatehouseRequestContext.maxBodySize) bytes", code: 0)
+    }
+}

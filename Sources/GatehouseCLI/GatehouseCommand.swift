@@ -79,7 +79,12 @@ struct Serve: AsyncParsableCommand {
         try await gatehouse.run { _ in
             let base = gatehouse.resolvedPublicURL
             var lines = ["Gatehouse is listening on \(base)"]
-            for app in config.apps { lines.append("  app id:       \(app.id)") }
+            for app in config.apps {
+                lines.append("  app id:       \(app.id)")
+                if let native = app.nativeAuth, native.enabled {
+                    lines.append("  native auth:  \(base)/native/\(app.id)/ (client ids: \(native.clientIds.joined(separator: ", ")))")
+                }
+            }
             lines.append("  database:     \(config.database.url)")
             if config.dev.mailbox { lines.append("  dev mailbox:  \(base)/_dev/mailbox") }
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))

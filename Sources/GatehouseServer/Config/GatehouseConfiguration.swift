@@ -27,11 +27,16 @@ public struct GatehouseConfiguration: Sendable {
 
     /// What `gatehouse serve` runs with no configuration at all: 127.0.0.1:9090, SQLite at
     /// `.gatehouse/gatehouse.sqlite`, the dev mailbox on, and one app `gatehouse-dev` with email/password sign-up
-    /// confirmed by email.
+    /// confirmed by email, and native auth for the client id `dev-client` (an optional `displayName` attribute).
     public static var development: GatehouseConfiguration {
         GatehouseConfiguration(
             dev: DevSettings(mailbox: true),
-            apps: [AppSettings(id: "gatehouse-dev", localUserpass: LocalUserpassConfiguration(confirmation: .email))]
+            apps: [
+                AppSettings(
+                    id: "gatehouse-dev", localUserpass: LocalUserpassConfiguration(confirmation: .email),
+                    nativeAuth: NativeAuthSettings(clientIds: ["dev-client"], attributes: [.init(name: "displayName")])
+                )
+            ]
         )
     }
 

@@ -31,12 +31,36 @@ struct LiveServer: Sendable {
         return App(id: id, configuration: configuration)
     }
 
-    /// token and tokenId of the newest email to `address`, read from the dev mailbox over HTTP.
-    func latestLink(_ address: String) async throws -> (token: String, tokenId: String) {
+    /// A native auth client of `test-app` against this server, with its own account store and the server's clock.
+    func nativeClient(
+        challengeTypes: NativeAuthChallengeTypes = [.oob, .password],
+        store: any UserStore = InMemoryUserStore()
+    ) -> NativeAuthClient {
+        var configuration = NativeAuthConfiguration(
+            baseURL: base, appId: "test-app", clientId: "ios-app", challengeTypes: challengeTypes, accountStore: store
+        )
+        let clock = self.clock
+        configuration.now = { clock.now }
+        return NativeAuthClient(configuration: configuration)
+    }
+
+    /// The text of the newest email to `address`, read from the dev mailbox over HTTP.
+    func latestMail(_ address: String) async throws -> String {
         let url = URL(string: "\(base)/_dev/mailbox?to=\(address.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")!
         let (data, _) = try await URLSession.shared.data(from: url)
         let messages = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
-        let text = try #require(messages.first?["text"] as? String, "no mail to \(address)")
+        return try #require(messages.first?["text"] as? String, "no mail to \(address)")
+    }
+
+    /// The one-time code in the newest email to `address`.
+    func latestCode(_ address: String) async throws -> String {
+        let text = try await latestMail(address)
+        return String(try #require(text.firstMatch(of: /(?m)^\s+(\d{4,10})\s*$/)?.output.1, "no code in: \(text)"))
+    }
+
+    /// token and tokenId of the newest email to `address`, read from the dev mailbox over HTTP.
+    func latestLink(_ address: String) async throws -> (token: String, tokenId: String) {
+        let text = try await latestMail(address)
         let token = try #require(text.firstMatch(of: /[?&]token=([0-9a-f]+)/)?.output.1)
         let tokenId = try #require(text.firstMatch(of: /[?&]tokenId=([0-9a-f]+)/)?.output.1)
         return (String(token), String(tokenId))
@@ -56,14 +80,26 @@ struct LiveServer: Sendable {
     }
 }
 
-func withLiveServer(reveal: Bool = false, clock: ManualClock = ManualClock(), _ body: @Sendable (LiveServer) async throws -> Void) async throws {
+/// The native auth settings of the live server's `test-app`: client `ios-app`, both sign-up methods, an optional
+/// `country` attribute.
+let liveNativeAuth = NativeAuthSettings(clientIds: ["ios-app"], attributes: [.init(name: "country", regex: "^[A-Z]{2}$")])
+
+func withLiveServer(
+    reveal: Bool = false,
+    nativeAuth: NativeAuthSettings = liveNativeAuth,
+    clock: ManualClock = ManualClock(),
+    _ body: @Sendable (LiveServer) async throws -> Void
+) async throws {
     let hash = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
     let base = GatehouseConfiguration(
         server: ServerSettings(host: "127.0.0.1", port: 0),
         database: DatabaseSettings(url: .sqliteMemory),
         dev: DevSettings(mailbox: true),
         apps: [
-            AppSettings(id: "test-app", revealUserExistence: reveal, localUserpass: LocalUserpassConfiguration(confirmation: .email), anonymousUsers: true, passwordHash: hash)
+            AppSettings(
+                id: "test-app", revealUserExistence: reveal, localUserpass: LocalUserpassConfiguration(confirmation: .email), anonymousUsers: true,
+                passwordHash: hash, nativeAuth: nativeAuth
+            )
         ]
     )
     var logger = Logger(label: "e2e")

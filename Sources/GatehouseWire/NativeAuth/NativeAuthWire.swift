@@ -160,6 +160,24 @@ public struct NativeAuthErrorBody: Codable, Hashable, Sendable {
         self.retryAfter = retryAfter
     }
 
+    /// Lenient: only `error` is required, so a terse server's answer still maps to the right error.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        error = try c.decode(String.self, forKey: .error)
+        errorDescription = try c.decodeIfPresent(String.self, forKey: .errorDescription) ?? ""
+        errorCodes = try c.decodeIfPresent([Int].self, forKey: .errorCodes) ?? []
+        timestamp = try c.decodeIfPresent(String.self, forKey: .timestamp)
+        traceId = try c.decodeIfPresent(String.self, forKey: .traceId)
+        correlationId = try c.decodeIfPresent(String.self, forKey: .correlationId)
+        errorURI = try c.decodeIfPresent(String.self, forKey: .errorURI)
+        suberror = try c.decodeIfPresent(String.self, forKey: .suberror)
+        continuationToken = try c.decodeIfPresent(String.self, forKey: .continuationToken)
+        requiredAttributes = try c.decodeIfPresent([NativeAuthRequiredAttribute].self, forKey: .requiredAttributes)
+        unverifiedAttributes = try c.decodeIfPresent([NativeAuthAttributeName].self, forKey: .unverifiedAttributes)
+        invalidAttributes = try c.decodeIfPresent([NativeAuthAttributeName].self, forKey: .invalidAttributes)
+        retryAfter = try c.decodeIfPresent(Int.self, forKey: .retryAfter)
+    }
+
     enum CodingKeys: String, CodingKey {
         case error
         case errorDescription = "error_description"

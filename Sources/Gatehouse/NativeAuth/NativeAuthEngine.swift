@@ -1,0 +1,195 @@
+import Foundation
+
+/// The machinery every native auth flow shares: the configuration, the HTTP calls with their retry and error
+/// classification, the form fields every request carries, and the account cache.
+final class NativeAuthEngine: Sendable {
+    let configuration: NativeAuthConfiguration
+    let accounts: NativeAuthAccountCache
+
+    /// `openid profile offline_access`, added to every token request's `scope`.
+    static let oidcScopes = ["openid", "profile", "offline_access"]
+
+    init(configuration: NativeAuthConfiguration) {
+        self.configuration = configuration
+        accounts = NativeAuthAccountCache(configuration: configuration)
+    }
+
+    // MARK: Form fields
+
+    /// `client_id`, then `fields`.
+    func form(_ fields: [(String, String?)]) -> [(String, String)] {
+        [("client_id", configuration.clientId)] + fields.compactMap { name, value in value.map { (name, $0) } }
+    }
+
+    /// The configured challenge types plus `redirect`.
+    var challengeType: String { configuration.challengeTypes.formValue }
+
+    /// `capabilities`, when the app declared any.
+    var capabilities: String? { configuration.capabilities.formValue }
+
+    /// `scopes` plus `openid profile offline_access`, without duplicates, space-separated.
+    static func scope(_ scopes: [String]?) -> String {
+        var all: [String] = []
+        for scope in (scopes ?? []) + oidcScopes where !scope.isEmpty && !all.contains(scope) { all.append(scope) }
+        return all.joined(separator: " ")
+    }
+
+    /// The fields of an `oauth2/v2.0/token` request. `challenge_type` is left out of the `oob` grant, as MSAL does.
+    func tokenForm(
+        grant: NativeAuthGrantType,
+        continuationToken: String? = nil,
+        username: String? = nil,
+        secret: (name: String, value: String)? = nil,
+        scopes: [String]?,
+        claims: String?
+    ) -> [(String, String)] {
+        var fields: [(String, String?)] = [("grant_type", grant.rawValue), ("continuation_token", continuationToken), ("username", username)]
+        if let secret { fields.append((secret.name, secret.value)) }
+        fields.append(("scope", Self.scope(scopes)))
+        fields.append(("client_info", "true"))
+        if grant != .oob && grant != .refreshToken { fields.append(("challenge_type", challengeType)) }
+        fields.append(("claims", claims))
+        return form(fields)
+    }
+
+    // MARK: HTTP
+
+    /// POSTs `fields` to `endpoint` and returns the body of a 200 answer that is not the redirect fallback.
+    ///
+    /// A 5xx answer or a failed connection is retried once. A 400 or 401 with the native auth error body becomes
+    /// ``NativeAuthFailure/Reason/server(_:)``; any other status, or a body that cannot be read, a general failure.
+    func post(_ endpoint: NativeAuthEndpoint, _ fields: [(String, String)], correlationId: UUID) async throws(NativeAuthFailure) -> Data {
+        let address = configuration.baseURL + endpoint.path(appId: configuration.appId)
+        guard let url = URL(string: address) else { throw .general("Invalid URL \(address)", correlationId) }
+        let request = TransportRequest(
+            method: "POST",
+            url: url,
+            headers: [
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept": "application/json",
+                "client-request-id": correlationId.uuidString,
+            ],
+            body: FormURLEncoding.encode(fields),
+            timeout: configuration.requestTimeout
+        )
+        var attempt = 0
+        while true {
+            attempt += 1
+            let response: TransportResponse
+            do {
+                response = try await configuration.transport.send(request)
+            } catch {
+                if attempt == 1 && !Task.isCancelled { continue }
+                throw .general("The server could not be reached: \(error.localizedDescription)", correlationId)
+            }
+            let answerId = response.headers["client-request-id"].flatMap(UUID.init(uuidString:)) ?? correlationId
+            switch response.statusCode {
+            case 200..<300:
+                if let fallback = try? JSONDecoder().decode(RedirectProbe.self, from: response.body),
+                    fallback.challengeType == NativeAuthChallengeType.redirect.rawValue
+                {
+                    throw NativeAuthFailure(reason: .redirect(reason: fallback.redirectReason), correlationId: answerId)
+                }
+                return response.body
+            case 400, 401:
+                guard let body = try? JSONDecoder().decode(NativeAuthErrorBody.self, from: response.body) else {
+                    throw .general("Unexpected HTTP \(response.statusCode) answer: \(Self.excerpt(response.body))", answerId)
+                }
+                throw NativeAuthFailure(reason: .server(body), correlationId: answerId)
+            case 500..<600 where attempt == 1:
+                continue
+            default:
+                throw .general("Unexpected HTTP \(response.statusCode) answer: \(Self.excerpt(response.body))", answerId)
+            }
+        }
+    }
+
+    /// POSTs and decodes a 200 answer as `T`; an answer without a field `T` requires is a general failure.
+    func post<T: Decodable>(
+        _ endpoint: NativeAuthEndpoint,
+        _ fields: [(String, String)],
+        correlationId: UUID,
+        as type: T.Type
+    ) async throws(NativeAuthFailure) -> T {
+        let data = try await post(endpoint, fields, correlationId: correlationId)
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch {
+            throw .general("Unexpected answer from \(endpoint.rawValue): \(error)", correlationId)
+        }
+    }
+
+    /// A `/challenge` answer that must be an emailed code: the next token, where it went, and how long it is.
+    func codeChallenge(_ endpoint: NativeAuthEndpoint, continuationToken: String, correlationId: UUID) async throws(NativeAuthFailure) -> SentCode {
+        let answer = try await post(
+            endpoint,
+            form([("continuation_token", continuationToken), ("challenge_type", challengeType)]),
+            correlationId: correlationId,
+            as: NativeAuthStepResponse.self
+        )
+        return try SentCode(answer, correlationId: correlationId)
+    }
+
+    private static func excerpt(_ body: Data) -> String {
+        String(decoding: body.prefix(200), as: UTF8.self)
+    }
+
+    /// Enough of any 200 answer to recognise the redirect fallback.
+    private struct RedirectProbe: Decodable {
+        var challengeType: String?
+        var redirectReason: String?
+        enum CodingKeys: String, CodingKey {
+            case challengeType = "challenge_type"
+            case redirectReason = "redirect_reason"
+        }
+    }
+
+    // MARK: Tokens
+
+    /// Redeems a token grant and, on success, caches the account (replacing any other) and returns it.
+    func signIn(
+        _ fields: [(String, String)],
+        username: String,
+        scopes: [String]?,
+        correlationId: UUID
+    ) async throws(NativeAuthFailure) -> NativeAuthUserAccountResult {
+        let answer = try await post(.token, fields, correlationId: correlationId, as: NativeAuthTokenResponse.self)
+        let account = try CachedNativeAccount(
+            answer,
+            username: username,
+            requestedScopes: scopes,
+            now: configuration.now(),
+            correlationId: correlationId
+        )
+        do {
+            try accounts.replace(with: account)
+        } catch {
+            throw .general("Cannot save the account: \(error)", correlationId)
+        }
+        return NativeAuthUserAccountResult(account, engine: self)
+    }
+}
+
+/// A `/challenge` answer that sent a code.
+struct SentCode: Sendable {
+    var continuationToken: String
+    var sentTo: String
+    var channel: NativeAuthChannelType
+    var codeLength: Int
+
+    /// Reads an `oob` challenge; the redirect was handled already, so anything else is unexpected.
+    init(_ answer: NativeAuthStepResponse, correlationId: UUID) throws(NativeAuthFailure) {
+        guard answer.challengeType == .oob else {
+            throw .general("Unexpected challenge type \(answer.challengeType?.rawValue ?? "none"): expected oob", correlationId)
+        }
+        guard let token = answer.continuationToken, let label = answer.challengeTargetLabel, let channel = answer.challengeChannel,
+            let length = answer.codeLength
+        else {
+            throw .general("The code challenge lacks continuation_token, challenge_target_label, challenge_channel or code_length", correlationId)
+        }
+        continuationToken = token
+        sentTo = label
+        self.channel = NativeAuthChannelType(value: channel)
+        codeLength = length
+    }
+}

@@ -1,0 +1,319 @@
+import Foundation
+import Testing
+
+@testable import Gatehouse
+
+/// The cached account: access tokens from the cache or a refresh, refresh-token rotation, single-flight refresh,
+/// persistence and sign-out.
+@Suite struct NativeAuthAccountTests {
+    static let email = "ada@example.com"
+
+    /// Signs in with a password; the server answers `tokens`.
+    static func signIn(_ harness: Harness, tokens: Exchange.Reply = Reply.tokens()) async throws -> NativeAuthUserAccountResult {
+        harness.transport.then(
+            Exchange(endpoint: .signInInitiate, fields: Form.start(email), reply: Reply.continuation("ct1")),
+            Exchange(endpoint: .signInChallenge, fields: Form.challenge("ct1"), reply: Reply.passwordChallenge("ct2")),
+            Exchange(
+                endpoint: .token,
+                fields: Form.token(grant: "password", ["continuation_token": "ct2", "username": email, "password": "pw"]),
+                reply: tokens
+            )
+        )
+        guard case .completed(let result) = try await harness.client.signIn(username: email, password: "pw") else {
+            throw ClientError.malformedResponse("expected completion")
+        }
+        return result
+    }
+
+    static func refresh(_ refreshToken: String, scope: String = Form.scope, _ reply: Exchange.Reply) -> Exchange {
+        Exchange(endpoint: .token, fields: Form.token(grant: "refresh_token", ["refresh_token": refreshToken], scope: scope), reply: reply)
+    }
+
+    @Test func theCachedTokenIsUsedUntilItIsAboutToExpireThenRefreshedWithRotation() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let requests = harness.transport.seen.count
+
+        let cached = try await account.getAccessToken()
+        #expect(cached.accessToken == "at-1")
+        #expect(cached.refreshToken == nil)
+        #expect(cached.expiresOn == harness.clock.now.addingTimeInterval(3600))
+        let parameters = GetAccessTokenParameters()
+        parameters.returnRefreshToken = true
+        #expect(try await account.getAccessToken(parameters: parameters).refreshToken == "rt-1")
+        harness.clock.advance(3560)
+        #expect(try await account.getAccessToken().accessToken == "at-1")
+        #expect(harness.transport.seen.count == requests)
+
+        // Within the 30-second leeway: refresh, and keep the rotated refresh token.
+        harness.clock.advance(20)
+        harness.transport.then(Self.refresh("rt-1", Reply.tokens(access: "at-2", refresh: "rt-2")))
+        let refreshed = try await account.getAccessToken(parameters: parameters)
+        #expect(refreshed.accessToken == "at-2" && refreshed.refreshToken == "rt-2")
+        #expect(refreshed.expiresOn == harness.clock.now.addingTimeInterval(3600))
+
+        // Forced: the rotated token is spent; an answer without a refresh token keeps the one we have.
+        harness.transport.then(Self.refresh("rt-2", Reply.tokens(access: "at-3", refresh: nil)))
+        #expect(try await account.getAccessToken(forceRefresh: true).accessToken == "at-3")
+        harness.transport.then(Self.refresh("rt-2", Reply.tokens(access: "at-4", refresh: "rt-3")))
+        #expect(try await account.getAccessToken(forceRefresh: true).accessToken == "at-4")
+        #expect(harness.client.engine.accounts.current?.refreshToken == "rt-3")
+        harness.verify()
+    }
+
+    @Test func scopesTheCachedTokenLacksAreRefreshedFor() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        harness.transport.then(
+            Self.refresh(
+                "rt-1",
+                scope: "notes.write openid profile offline_access",
+                Reply.tokens(access: "at-2", refresh: "rt-2", scope: "notes.write openid profile offline_access")
+            )
+        )
+        let token = try await account.getAccessToken(scopes: ["notes.write"])
+        #expect(token.accessToken == "at-2")
+        #expect(token.scopes.contains("notes.write"))
+        // Now cached for those scopes.
+        #expect(try await account.getAccessToken(scopes: ["notes.write"]).accessToken == "at-2")
+        harness.verify()
+    }
+
+    @Test func concurrentCallsShareOneRefresh() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let before = harness.transport.seen.count
+        harness.clock.advance(4000)
+        let gate = Gate()
+        harness.transport.then(
+            Exchange(
+                endpoint: .token,
+                fields: Form.token(grant: "refresh_token", ["refresh_token": "rt-1"]),
+                reply: .gated(gate, status: 200, body: Reply.tokensBody(access: "at-2", refresh: "rt-2"))
+            )
+        )
+        async let first = account.getAccessToken()
+        async let second = account.getAccessToken()
+        await harness.transport.waitForRequests(before + 1)
+        // Hold the refresh until the other caller is waiting for it too (or, were there no single flight, has sent
+        // its own request).
+        let refresher = harness.client.engine.accounts.refresher
+        var spins = 0
+        while await refresher.callers < 2 && harness.transport.seen.count == before + 1 && spins < 1_000_000 {
+            spins += 1
+            await Task.yield()
+        }
+        gate.open()
+        let tokens = try await [first.accessToken, second.accessToken]
+        #expect(tokens == ["at-2", "at-2"])
+        #expect(harness.transport.seen.count == before + 1)
+        #expect(harness.client.engine.accounts.current?.refreshToken == "rt-2")
+        harness.verify()
+    }
+
+    @Test func refreshesForOtherScopesWaitAndSpendTheRotatedToken() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let before = harness.transport.seen.count
+        let gate = Gate()
+        harness.transport.then(
+            Exchange(
+                endpoint: .token,
+                fields: Form.token(grant: "refresh_token", ["refresh_token": "rt-1"]),
+                reply: .gated(gate, status: 200, body: Reply.tokensBody(access: "at-2", refresh: "rt-2"))
+            ),
+            Self.refresh(
+                "rt-2",
+                scope: "notes.write openid profile offline_access",
+                Reply.tokens(access: "at-3", refresh: "rt-3", scope: "notes.write")
+            )
+        )
+        async let first = account.getAccessToken(forceRefresh: true)
+        await harness.transport.waitForRequests(before + 1)
+        async let second = account.getAccessToken(scopes: ["notes.write"])
+        let refresher = harness.client.engine.accounts.refresher
+        var spins = 0
+        while await refresher.callers < 2 && harness.transport.seen.count == before + 1 && spins < 1_000_000 {
+            spins += 1
+            await Task.yield()
+        }
+        #expect(harness.transport.seen.count == before + 1, "the second refresh did not wait")
+        gate.open()
+        let tokens = try await [first.accessToken, second.accessToken]
+        #expect(tokens == ["at-2", "at-3"])
+        #expect(harness.client.engine.accounts.current?.refreshToken == "rt-3")
+        harness.verify()
+    }
+
+    static let refreshErrors: [(Exchange.Reply, String)] = [
+        (Reply.error("expired_refresh_token", "expired", codes: [700_082]), "refreshTokenExpired"),
+        (Reply.error("invalid_scope", "no such scope", codes: [9_900_008]), "invalidScope"),
+        (Reply.redirect, "browserRequired"),
+        (Reply.error("invalid_grant", "revoked", codes: [70008]), "generalError"),
+        (Reply.error("slow_down", "wait", status: 429), "generalError"),
+    ]
+
+    @Test(arguments: refreshErrors) func refreshErrorsMapAsTheSpecSays(_ reply: Exchange.Reply, _ kind: String) async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        harness.transport.then(Self.refresh("rt-1", reply))
+        let error = try #require(await thrown { () async throws(RetrieveAccessTokenError) in try await account.getAccessToken(forceRefresh: true) })
+        #expect("\(error.kind)" == kind)
+        #expect(error.isRefreshTokenExpired == (kind == "refreshTokenExpired"))
+        #expect(error.isInvalidScope == (kind == "invalidScope"))
+        #expect(error.isBrowserRequired == (kind == "browserRequired"))
+        // The account stays; the app decides whether to sign out.
+        #expect(harness.client.getNativeAuthUserAccount() != nil)
+        harness.verify()
+    }
+
+    @Test func theAccountSurvivesARestartAndSignOutClearsIt() async throws {
+        let store = InMemoryUserStore()
+        let harness = Harness(store: store)
+        let account = try await Self.signIn(harness)
+        #expect(try store.load(appId: "native-auth.my-app.ios-app") != nil)
+
+        let restarted = harness.restart()
+        let found = try #require(restarted.getNativeAuthUserAccount(correlationId: UUID()))
+        #expect(found.account == account.account)
+        #expect(found.idToken == account.idToken)
+        #expect(found.account.claims?.preferredUsername == "ada@example.com")
+        let requests = harness.transport.seen.count
+        #expect(try await found.getAccessToken().accessToken == "at-1")
+        #expect(harness.transport.seen.count == requests)
+
+        found.signOut()
+        #expect(restarted.getNativeAuthUserAccount() == nil)
+        #expect(harness.restart().getNativeAuthUserAccount() == nil)
+        let error = try #require(await thrown { () async throws(RetrieveAccessTokenError) in try await found.getAccessToken() })
+        #expect(error.kind == .generalError)
+        #expect(harness.transport.seen.count == requests)
+        harness.verify()
+    }
+
+    @Test func theStoredBlobIsVersionedJSON() async throws {
+        let store = InMemoryUserStore()
+        let harness = Harness(store: store)
+        _ = try await Self.signIn(harness)
+        let blob = try #require(try store.load(appId: "native-auth.my-app.ios-app"))
+        let object = try #require(try JSONSerialization.jsonObject(with: blob) as? [String: Any])
+        #expect(object["version"] as? Int == 1)
+        let account = try #require(object["account"] as? [String: Any])
+        #expect(account["refreshToken"] as? String == "rt-1")
+        #expect(account["userId"] as? String == "u1")
+    }
+
+    @Test func aSignOutDuringARefreshIsNotUndone() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let gate = Gate()
+        harness.transport.then(
+            Exchange(
+                endpoint: .token,
+                fields: Form.token(grant: "refresh_token", ["refresh_token": "rt-1"]),
+                reply: .gated(gate, status: 200, body: Reply.tokensBody(access: "at-2", refresh: "rt-2"))
+            )
+        )
+        let before = harness.transport.seen.count
+        async let refreshed = thrown { () async throws(RetrieveAccessTokenError) in try await account.getAccessToken(forceRefresh: true) }
+        await harness.transport.waitForRequests(before + 1)
+        account.signOut()
+        gate.open()
+        #expect(await refreshed?.kind == .generalError)
+        #expect(harness.client.getNativeAuthUserAccount() == nil)
+        harness.verify()
+    }
+
+    @Test @MainActor func credentialsDelegate() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let recorder = Recorder()
+        let parameters = GetAccessTokenParameters()
+        parameters.returnRefreshToken = true
+        let completed = await recorder.next { account.getAccessToken(parameters: parameters, delegate: recorder) }
+        #expect(completed.method == "onAccessTokenRetrieveCompleted(result:)")
+        #expect(completed.token?.accessToken == "at-1" && completed.token?.refreshToken == "rt-1")
+
+        harness.transport.then(Self.refresh("rt-1", Reply.error("expired_refresh_token", "expired")))
+        let failed = await recorder.next { account.getAccessToken(forceRefresh: true, delegate: recorder) }
+        #expect(failed.method == "onAccessTokenRetrieveError(error:)")
+        #expect((failed.error as? RetrieveAccessTokenError)?.isRefreshTokenExpired == true)
+        harness.verify()
+    }
+
+    @MainActor final class ErrorOnlyCredentials: CredentialsDelegate {
+        let received = OneShot<RetrieveAccessTokenError>()
+        func onAccessTokenRetrieveError(error: RetrieveAccessTokenError) { received.deliver(error) }
+    }
+
+    @Test @MainActor func anUnimplementedCompletionReportsAnError() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let delegate = ErrorOnlyCredentials()
+        let error = await delegate.received.wait { account.getAccessToken(delegate: delegate) }
+        #expect(
+            error?.errorDescription
+                == "Gatehouse has called the delegate method onAccessTokenRetrieveCompleted(result:) that has not been implemented"
+        )
+    }
+}
+
+/// What every request shares: retries, statuses, the redirect fallback.
+@Suite struct NativeAuthTransportTests {
+    static let email = "ada@example.com"
+    static func start(_ reply: Exchange.Reply) -> Exchange { Exchange(endpoint: .resetPasswordStart, fields: Form.start(email), reply: reply) }
+    static let challenge = Exchange(endpoint: .resetPasswordChallenge, fields: Form.challenge("ct1"), reply: Reply.codeSent("ct2"))
+
+    @Test(arguments: [
+        Exchange.Reply.answer(status: 500, body: "oops", headers: [:]),
+        .answer(status: 503, body: "", headers: [:]),
+        .unreachable,
+    ])
+    func aServerErrorOrAFailedConnectionIsRetriedOnce(_ failure: Exchange.Reply) async throws {
+        let harness = Harness([Self.start(failure), Self.start(Reply.continuation("ct1")), Self.challenge])
+        _ = try await harness.client.resetPassword(username: Self.email)
+        harness.verify()
+    }
+
+    @Test(arguments: [Exchange.Reply.answer(status: 502, body: "bad gateway", headers: [:]), .unreachable])
+    func twoFailuresInARowAreAGeneralError(_ failure: Exchange.Reply) async throws {
+        let harness = Harness([Self.start(failure), Self.start(failure)])
+        let error = try #require(
+            await thrown { () async throws(ResetPasswordStartError) in try await harness.client.resetPassword(username: Self.email) }
+        )
+        #expect(error.kind == .generalError)
+        harness.verify()
+    }
+
+    @Test(arguments: [
+        Exchange.Reply.answer(status: 429, body: #"{"error":"slow_down","error_description":"wait","error_codes":[],"retry_after":5}"#, headers: [:]),
+        .answer(status: 404, body: "not found", headers: [:]),
+        .answer(status: 400, body: "<html>proxy</html>", headers: [:]),
+        .answer(status: 200, body: "not json", headers: [:]),
+        .answer(status: 200, body: #"{"challenge_type":"oob"}"#, headers: [:]),
+    ])
+    func otherAnswersAreAGeneralErrorWithoutARetry(_ answer: Exchange.Reply) async throws {
+        let harness = Harness([Self.start(answer)])
+        let error = try #require(
+            await thrown { () async throws(ResetPasswordStartError) in try await harness.client.resetPassword(username: Self.email) }
+        )
+        #expect(error.kind == .generalError)
+        harness.verify()
+    }
+
+    @Test func a401BodyIsDecoded() async throws {
+        let harness = Harness([Self.start(Reply.error("user_not_found", "decoded", status: 401))])
+        let error = try #require(
+            await thrown { () async throws(ResetPasswordStartError) in try await harness.client.resetPassword(username: Self.email) }
+        )
+        #expect(error.isUserNotFound)
+        #expect(error.errorDescription == "decoded")
+        harness.verify()
+    }
+
+    @Test func everyErrorTypeSaysWhatItIs() {
+        let error = SignInStartError(kind: .userNotFound, info: .init(description: "nobody", correlationId: UUID()), keepsState: false)
+        #expect(error.description == "SignInStartError.userNotFound: nobody")
+        #expect(error.localizedDescription == "nobody")
+    }
+}

@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "GatehouseWire", targets: ["GatehouseWire"]),
         .executable(name: "argon2-bench", targets: ["Argon2Bench"]),
         .executable(name: "gatehouse-example", targets: ["GatehouseExample"]),
+        .executable(name: "gatehouse-native-example", targets: ["GatehouseNativeExample"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -88,6 +89,14 @@ let package = Package(
             name: "GatehouseExample",
             dependencies: ["Gatehouse"],
             path: "Examples/GatehouseExample",
+            swiftSettings: swiftSettings
+        ),
+
+        // The same with the native auth client: sign-up with a code, password reset, sign-in.
+        .executableTarget(
+            name: "GatehouseNativeExample",
+            dependencies: ["Gatehouse"],
+            path: "Examples/GatehouseNativeExample",
             swiftSettings: swiftSettings
         ),
 

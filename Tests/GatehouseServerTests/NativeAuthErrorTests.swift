@@ -101,13 +101,25 @@ import Testing
             expectNativeError(otherFlow, .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
             let tokenGrant = try await client.native(.token, ["continuation_token": ct2, "grant_type": "continuation_token"])
             expectNativeError(tokenGrant, .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
-            for garbage in ["x", String(repeating: "A", count: 59), String(ct2.dropLast()) + (ct2.last == "A" ? "B" : "A")] {
+            // The last two: another spelling of the same bytes (the last character's unused bits), and one changed secret bit.
+            let middle = ct2.index(ct2.startIndex, offsetBy: 30)
+            let flipped = String(ct2[..<middle]) + (ct2[middle] == "A" ? "B" : "A") + String(ct2[ct2.index(after: middle)...])
+            let respelled = String(ct2.dropLast()) + String(Self.respell(ct2.last!))
+            for garbage in ["x", String(repeating: "A", count: 59), respelled, flipped] {
                 let reply = try await client.native(.signUpContinue, ["continuation_token": garbage, "grant_type": "oob", "oob": code])
                 expectNativeError(reply, .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
             }
             // None of that hurt the real flow.
             #expect(try await client.native(.signUpContinue, ["continuation_token": ct2, "grant_type": "oob", "oob": code]).status == .ok)
         }
+    }
+
+    /// Another base64url character with the same top four bits: in the last position of a 44-byte token only those
+    /// carry data, so both spell the same bytes.
+    static func respell(_ character: Character) -> Character {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let index = alphabet.firstIndex(of: character)!
+        return alphabet[(index & ~0x3) | ((index + 1) & 0x3)]
     }
 
     @Test func anExpiredTokenIsExpiredToken() async throws {

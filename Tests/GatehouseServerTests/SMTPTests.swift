@@ -555,6 +555,44 @@ func decodeQuotedPrintable(_ encoded: String) -> String {
     }
 }
 
+/// Native auth codes travel the same outbox to a real SMTP server.
+@Suite struct SMTPNativeAuthTests {
+    @Test func aSignUpCodeArrivesByEmailAndCompletesTheSignUp() async throws {
+        try await withSMTPServer { server in
+            var configuration = nativeConfiguration()
+            configuration.dev.mailbox = false
+            configuration.mail = MailSettings(smtpURL: "smtp://127.0.0.1:\(server.port)", starttls: .never, from: "Gatehouse <no-reply@gatehouse.test>", timeout: 10)
+            let clock = ManualClock()
+            let mail = configuration.mail
+            let gatehouse = try await AuthServer.open(configuration: configuration, clock: clock.clock, logger: quietLogger)
+            do {
+                try await WithoutServices(base: gatehouse.makeApplication()).test(.router) { client in
+                    let mailer = try SMTPMailer(settings: mail, logger: quietLogger)
+                    let service = OutboxDeliveryService(store: gatehouse.env.store, transport: mailer, clock: clock.clock, logger: quietLogger)
+                    let ct1 = try #require(
+                        try await client.nativeStep(.signUpStart, ["username": "kim@example.com", "challenge_type": allChallengeTypes]).continuationToken
+                    )
+                    let ct2 = try #require(
+                        try await client.nativeStep(.signUpChallenge, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).continuationToken
+                    )
+                    #expect(try await service.deliverDue() == 1)
+                    let mail = try #require(try server.messages().first)
+                    #expect(mail.rcptTos == ["kim@example.com"])
+                    let text = try #require(mail.parts.first?.content)
+                    let code = String(try #require(text.firstMatch(of: /(?m)^\s+(\d{8})\s*$/)?.output.1))
+                    #expect(mail.headers["Subject"]?.hasSuffix(code) == true)
+                    let done = try await client.native(.signUpContinue, ["continuation_token": ct2, "grant_type": "oob", "oob": code])
+                    #expect(done.status == .ok, "\(done.text)")
+                }
+                try await gatehouse.close()
+            } catch {
+                try? await gatehouse.close()
+                throw error
+            }
+        }
+    }
+}
+
 /// An application minus its background services.
 struct WithoutServices<Base: ApplicationProtocol>: ApplicationProtocol {
     let base: Base

@@ -9,7 +9,9 @@ protocol GatehouseStore: Sendable {
 
     // MARK: Signing keys
     func signingKeys() async throws -> [SigningKeyRecord]
-    func insertSigningKey(_ key: SigningKeyRecord) async throws
+    /// The active keys, after inserting `first` if there are none: atomic across instances that start together, so
+    /// that they all sign with the same first key.
+    func signingKeys(insertingIfNone first: SigningKeyRecord) async throws -> [SigningKeyRecord]
 
     // MARK: Users
     /// Creates a user with a `local-userpass` identity and its account; with the confirmation token and email

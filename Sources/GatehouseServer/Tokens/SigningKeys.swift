@@ -23,8 +23,8 @@ final class SigningKeys: Sendable {
         if records.isEmpty {
             let key = P256.Signing.PrivateKey()
             let record = SigningKeyRecord(kid: thumbprint(key.publicKey), privateKey: Array(key.rawRepresentation), createdAt: clock.now)
-            try await store.insertSigningKey(record)
-            records = [record]
+            // Another instance starting at the same moment may win: then its key is the one everyone uses.
+            records = try await store.signingKeys(insertingIfNone: record)
         }
         let keys = try records.map {
             Key(kid: $0.kid, privateKey: try P256.Signing.PrivateKey(rawRepresentation: $0.privateKey), createdAt: $0.createdAt)

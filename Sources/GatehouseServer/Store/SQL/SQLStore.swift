@@ -9,16 +9,30 @@ struct SQLStore: GatehouseStore {
 
     // MARK: Signing keys
 
-    func signingKeys() async throws -> [SigningKeyRecord] {
-        try await db.query("SELECT kid, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at", [])
-            .map { SigningKeyRecord(kid: try $0.text("kid"), privateKey: try $0.blob("private_key"), createdAt: try $0.date("created_at")) }
+    private static let keysQuery = "SELECT kid, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at"
+
+    private static func keys(_ rows: [SQLRow]) throws -> [SigningKeyRecord] {
+        try rows.map { SigningKeyRecord(kid: try $0.text("kid"), privateKey: try $0.blob("private_key"), createdAt: try $0.date("created_at")) }
     }
 
-    func insertSigningKey(_ key: SigningKeyRecord) async throws {
-        try await db.query(
-            "INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES ($1, 'ES256', $2, $3)",
-            .text(key.kid), .blob(key.privateKey), SQLValue(key.createdAt)
-        )
+    func signingKeys() async throws -> [SigningKeyRecord] {
+        try Self.keys(try await db.query(Self.keysQuery, []))
+    }
+
+    func signingKeys(insertingIfNone first: SigningKeyRecord) async throws -> [SigningKeyRecord] {
+        let dialect = db.dialect
+        return try await db.transaction { tx in
+            // PostgreSQL: instances starting together take turns (the migrations' lock); SQLite has one writer.
+            if dialect == .postgres { try await tx.query("SELECT pg_advisory_xact_lock($1)", .int(Migrations.advisoryLockKey)) }
+            try await tx.query(
+                """
+                INSERT INTO signing_keys (kid, algorithm, private_key, created_at)
+                SELECT $1, 'ES256', $2, $3 WHERE NOT EXISTS (SELECT 1 FROM signing_keys WHERE retired_at IS NULL)
+                """,
+                .text(first.kid), .blob(first.privateKey), SQLValue(first.createdAt)
+            )
+            return try Self.keys(try await tx.query(Self.keysQuery, []))
+        }
     }
 
     // MARK: Users

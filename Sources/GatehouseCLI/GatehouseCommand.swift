@@ -68,13 +68,20 @@ struct Serve: AsyncParsableCommand {
         let logger = try options.logger()
         let gatehouse: AuthServer
         do {
-            gatehouse = try await AuthServer.open(configuration: config, logger: logger)
+            // A PostgreSQL server that is down at start is waited for (with backoff), not fatal: the process listens,
+            // reports not-ready on /readyz, and serves once the database answers.
+            gatehouse = try await AuthServer.open(configuration: config, logger: logger, waitForDatabase: true)
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("gatehouse: configuration error: \(error)\n".utf8))
             throw ExitCode(78)
         } catch {
             FileHandle.standardError.write(Data("gatehouse: cannot open the database \(config.database.url): \(error)\n".utf8))
             throw ExitCode(69)
+        }
+        if !gatehouse.isReady {
+            FileHandle.standardError.write(
+                Data("gatehouse: the database \(config.database.url) is unreachable; listening anyway and retrying with backoff (/readyz says when it is ready)\n".utf8)
+            )
         }
         try await gatehouse.run { _ in
             let base = gatehouse.resolvedPublicURL

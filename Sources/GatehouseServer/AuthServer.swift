@@ -21,38 +21,57 @@ public final class AuthServer: Sendable {
 
     /// Where the outbox goes: SMTP when `mail.smtp` is set, else the dev mailbox when on, else nowhere yet.
     private let mailTransport: (any MailTransport)?
+    private let readiness: DatabaseReadiness
+    private let retry: RetrySchedule
 
     private init(
         configuration: GatehouseConfiguration,
         env: AuthEnvironment,
         database: any SQLDatabase,
         publicURL: PublicURL,
-        mailTransport: (any MailTransport)?
+        mailTransport: (any MailTransport)?,
+        readiness: DatabaseReadiness,
+        retry: RetrySchedule
     ) {
         self.configuration = configuration
         self.env = env
         self.database = database
         self.publicURL = publicURL
         self.mailTransport = mailTransport
+        self.readiness = readiness
+        self.retry = retry
     }
 
     /// Opens the configured database, applies pending migrations, and loads (or creates) the signing keys.
+    ///
+    /// - Parameters:
+    ///   - waitForDatabase: when a PostgreSQL server cannot be reached, return anyway: the application then listens,
+    ///     reports not-ready on `/readyz`, answers 503 elsewhere, and retries on `retry`'s schedule until the
+    ///     database answers. Without it (the default) an unreachable database throws.
+    ///   - retry: the delays between those attempts.
     public static func open(
         configuration: GatehouseConfiguration,
         clock: GatehouseClock = .system,
-        logger: Logger = Logger(label: "gatehouse")
+        logger: Logger = Logger(label: "gatehouse"),
+        waitForDatabase: Bool = false,
+        retry: RetrySchedule = RetrySchedule()
     ) async throws -> AuthServer {
         // Configuration that needs files (templates) is checked before anything is opened.
         var templates: [String: MailTemplates] = [:]
         for (index, app) in configuration.apps.enumerated() {
             templates[app.id] = try MailTemplates.load(folder: app.emailTemplates, key: "apps[\(index)].emailTemplates")
         }
-        let database = try await openDatabase(configuration.database.url, logger: logger)
+        let database = try await openDatabase(configuration.database.url, logger: logger, connect: !waitForDatabase)
         do {
-            let applied = try await Migrator(db: database).migrate()
-            if !applied.isEmpty { logger.info("database migrated", metadata: ["versions": "\(applied)"]) }
             let store = SQLStore(db: database)
-            let keys = try await SigningKeys.load(from: store, clock: clock)
+            let keys = SigningKeys(keys: [])
+            let readiness = DatabaseReadiness(ready: false)
+            do {
+                try await initialize(database, keys: keys, clock: clock, logger: logger)
+                readiness.ready()
+            } catch StoreError.unavailable(let reason) where waitForDatabase {
+                readiness.waiting(because: reason)
+            }
             let hasher = Argon2PasswordHasher()
             for app in configuration.apps { try await hasher.prepare(app.passwordHash) }
             let publicURL = PublicURL(configuration.server.resolvedPublicURL())
@@ -66,12 +85,25 @@ public final class AuthServer: Sendable {
             } else if configuration.dev.mailbox {
                 transport = DevMailboxTransport()
             }
-            return AuthServer(configuration: configuration, env: env, database: database, publicURL: publicURL, mailTransport: transport)
+            return AuthServer(
+                configuration: configuration, env: env, database: database, publicURL: publicURL, mailTransport: transport,
+                readiness: readiness, retry: retry
+            )
         } catch {
             try? await database.close()
             throw error
         }
     }
+
+    /// The start-up work that needs the database: pending migrations, then the signing keys.
+    private static func initialize(_ database: any SQLDatabase, keys: SigningKeys, clock: GatehouseClock, logger: Logger) async throws {
+        let applied = try await Migrator(db: database).migrate()
+        if !applied.isEmpty { logger.info("database migrated", metadata: ["versions": "\(applied)"]) }
+        keys.replace(with: try await SigningKeys.load(from: SQLStore(db: database), clock: clock))
+    }
+
+    /// False while a server opened with `waitForDatabase` has not reached its database yet.
+    public var isReady: Bool { readiness.isReady }
 
     /// Applies pending migrations to the configured database and closes it. Returns the versions applied.
     public static func migrate(configuration: GatehouseConfiguration, logger: Logger = Logger(label: "gatehouse")) async throws -> [Int] {
@@ -86,12 +118,12 @@ public final class AuthServer: Sendable {
         }
     }
 
-    private static func openDatabase(_ url: DatabaseURL, logger: Logger) async throws -> any SQLDatabase {
+    private static func openDatabase(_ url: DatabaseURL, logger: Logger, connect: Bool = true) async throws -> any SQLDatabase {
         switch url {
         case .sqliteFile, .sqliteMemory:
             try await SQLiteDatabase.open(url, logger: logger)
         case .postgres(let settings):
-            try await PostgresDatabase.open(settings, logger: logger)
+            try await PostgresDatabase.open(settings, logger: logger, connect: connect)
         }
     }
 
@@ -101,9 +133,10 @@ public final class AuthServer: Sendable {
         let router = Router(context: GatehouseRequestContext.self)
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ClientAPIErrorMiddleware(publicURL: publicURL))
+        router.add(middleware: ReadinessMiddleware(readiness: readiness))
         ClientAPIRoutes(env: env).register(on: router)
         NativeAuthRoutes(env: env).register(on: router)
-        ServiceRoutes(env: env).register(on: router)
+        ServiceRoutes(env: env, readiness: readiness).register(on: router)
         HostedPages(env: env).register(on: router)
         if configuration.dev.mailbox {
             DevMailboxRoutes(store: env.store).register(on: router)
@@ -114,6 +147,15 @@ public final class AuthServer: Sendable {
             services.append(OutboxDeliveryService(store: env.store, transport: transport, clock: env.clock, logger: env.logger))
         } else {
             env.logger.notice("no mail transport is configured (mail.smtp or dev.mailbox): emails wait in the outbox")
+        }
+        if !readiness.isReady {
+            // Not connected yet: keep trying, and start the services that need the database once it answers.
+            let (database, keys, clock, logger) = (self.database, env.keys, env.clock, env.logger)
+            services = [
+                DatabaseWaiter(readiness: readiness, schedule: retry, logger: logger, initialize: {
+                    try await Self.initialize(database, keys: keys, clock: clock, logger: logger)
+                }, then: services)
+            ]
         }
 
         let configured = configuration.server

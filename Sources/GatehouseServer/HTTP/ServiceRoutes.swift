@@ -5,10 +5,16 @@ import Logging
 /// Operational routes: health, readiness, the JWKS and the OpenAPI description.
 struct ServiceRoutes {
     let env: AuthEnvironment
+    let readiness: DatabaseReadiness
 
     func register(on router: Router<GatehouseRequestContext>) {
         router.get("healthz") { _, _ in try JSONResponse.make(["status": "ok"]) }
-        router.get("readyz") { _, context in
+        router.get("readyz") { [readiness] _, context in
+            guard readiness.isReady else {
+                return try JSONResponse.make(
+                    .serviceUnavailable, ["status": "starting", "reason": "database unreachable; retrying: \(readiness.reason.prefix(300))"]
+                )
+            }
             do {
                 try await env.store.ping()
                 return try JSONResponse.make(["status": "ready"])

@@ -32,6 +32,12 @@ final class SigningKeys: Sendable {
         return SigningKeys(keys: keys)
     }
 
+    /// Takes the keys of `other` (loaded once the database was reached).
+    func replace(with other: SigningKeys) {
+        let loaded = other.keys.withLockedValue { $0 }
+        keys.withLockedValue { $0 = loaded }
+    }
+
     /// The key new tokens are signed with: the newest.
     var current: Key {
         keys.withLockedValue { $0.max { $0.createdAt < $1.createdAt }! }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import PostgresNIO
@@ -12,14 +13,19 @@ final class PostgresDatabase: SQLDatabase {
     private let client: PostgresClient
     private let runner: Task<Void, Never>
     private let logger: Logger
+    /// How long a statement waits for a connection before the database counts as unreachable.
+    private let leaseTimeout: Duration
 
-    private init(client: PostgresClient, runner: Task<Void, Never>, logger: Logger) {
+    private init(client: PostgresClient, runner: Task<Void, Never>, logger: Logger, leaseTimeout: Duration) {
         self.client = client
         self.runner = runner
         self.logger = logger
+        self.leaseTimeout = leaseTimeout
     }
 
-    static func open(_ settings: PostgresSettings, logger: Logger) async throws -> PostgresDatabase {
+    /// Starts the connection pool. With `connect` (the default) it also makes one round trip, so an unreachable
+    /// server fails here; without, connections are made when first needed.
+    static func open(_ settings: PostgresSettings, logger: Logger, connect: Bool = true) async throws -> PostgresDatabase {
         let tls: PostgresClient.Configuration.TLS
         switch settings.sslMode {
         case .disable:
@@ -41,7 +47,8 @@ final class PostgresDatabase: SQLDatabase {
         clientLogger.logLevel = max(logger.logLevel, .notice)
         let client = PostgresClient(configuration: configuration, backgroundLogger: clientLogger)
         let runner = Task { await client.run() }
-        let db = PostgresDatabase(client: client, runner: runner, logger: clientLogger)
+        let db = PostgresDatabase(client: client, runner: runner, logger: clientLogger, leaseTimeout: .seconds(Int64(settings.connectTimeout)))
+        guard connect else { return db }
         do {
             try await db.ping()
         } catch {
@@ -54,13 +61,13 @@ final class PostgresDatabase: SQLDatabase {
     @discardableResult
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         try await Self.mapErrors {
-            try await self.client.withConnection { connection in try await Self.run(sql, binds, on: connection, logger: self.logger) }
+            try await self.withConnection { connection in try await Self.run(sql, binds, on: connection, logger: self.logger) }
         }
     }
 
     func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         try await Self.mapErrors {
-            try await self.client.withConnection { connection in
+            try await self.withConnection { connection in
                 try await connection.query("BEGIN", logger: self.logger)
                 do {
                     let result = try await body(Connection(connection: connection, logger: self.logger))
@@ -70,6 +77,37 @@ final class PostgresDatabase: SQLDatabase {
                     _ = try? await connection.query("ROLLBACK", logger: self.logger)
                     throw error
                 }
+            }
+        }
+    }
+
+    /// A pooled connection for `work`. While the server is unreachable the pool keeps retrying and would hold the
+    /// request for up to a minute; after `leaseTimeout` without a connection the statement fails as
+    /// ``StoreError/unavailable(_:)`` instead, so that requests answer 503 promptly. Once a connection is leased the
+    /// work runs without a deadline.
+    private func withConnection<T: Sendable>(_ work: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let leased = NIOLockedValueBox(false)
+        let timeout = leaseTimeout
+        return try await withoutActuallyEscaping(work) { work in
+            try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask {
+                    try await self.client.withConnection { connection in
+                        leased.withLockedValue { $0 = true }
+                        return try await work(connection)
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    if leased.withLockedValue({ $0 }) { return nil }
+                    throw StoreError.unavailable("no database connection within \(timeout)")
+                }
+                while let result = try await group.next() {
+                    if let value = result {
+                        group.cancelAll()
+                        return value
+                    }
+                }
+                throw StoreError.unavailable("the database connection ended without an answer")
             }
         }
     }
@@ -128,6 +166,9 @@ final class PostgresDatabase: SQLDatabase {
             throw StoreError.conflict
         } catch let error as PSQLError where error.serverInfo == nil {
             // No answer from the server: connection refused, lost or timed out.
+            throw StoreError.unavailable(String(reflecting: error))
+        } catch where String(reflecting: type(of: error)).contains("ConnectionPoolError") {
+            // The pool gave up creating connections (its circuit breaker); the type is not public API.
             throw StoreError.unavailable(String(reflecting: error))
         }
     }

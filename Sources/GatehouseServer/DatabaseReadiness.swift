@@ -1,0 +1,82 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOConcurrencyHelpers
+import ServiceLifecycle
+
+/// Whether the server has reached its database yet. A server started with the database down
+/// (``AuthServer/open(configuration:clock:logger:waitForDatabase:retry:)`` with `waitForDatabase`) listens at once,
+/// answers `/healthz`, reports not-ready on `/readyz`, answers every other route 503, and keeps trying; once the
+/// migrations ran and the signing keys are loaded it serves normally. (A database lost later is another matter:
+/// requests answer 503 while it is gone and the connection pool reconnects by itself.)
+final class DatabaseReadiness: Sendable {
+    private let state: NIOLockedValueBox<(ready: Bool, reason: String)>
+
+    init(ready: Bool, reason: String = "") { state = NIOLockedValueBox((ready, reason)) }
+
+    var isReady: Bool { state.withLockedValue { $0.ready } }
+    /// Why not ready yet (the last connection error), for `/readyz` and the log.
+    var reason: String { state.withLockedValue { $0.reason } }
+
+    func waiting(because reason: String) { state.withLockedValue { $0 = (false, reason) } }
+    func ready() { state.withLockedValue { $0 = (true, "") } }
+}
+
+/// Delays between attempts to reach the database at start: doubling from `initial` up to `maximum` seconds.
+public struct RetrySchedule: Sendable, Hashable {
+    public var initial: TimeInterval
+    public var maximum: TimeInterval
+    public init(initial: TimeInterval = 1, maximum: TimeInterval = 30) {
+        self.initial = initial
+        self.maximum = maximum
+    }
+
+    func delay(attempt: Int) -> TimeInterval { min(maximum, initial * pow(2, Double(min(attempt, 30)))) }
+}
+
+/// Retries the start-up work until the database answers, then runs the services that need it.
+struct DatabaseWaiter: Service {
+    let readiness: DatabaseReadiness
+    let schedule: RetrySchedule
+    let logger: Logger
+    /// Migrations and signing keys.
+    let initialize: @Sendable () async throws -> Void
+    /// Services to run once ready (the outbox delivery).
+    let then: [any Service]
+
+    func run() async throws {
+        var attempt = 0
+        while !readiness.isReady {
+            let delay = schedule.delay(attempt: attempt)
+            logger.error(
+                "the database is unreachable; retrying",
+                metadata: ["reason": "\(readiness.reason)", "retry_in_seconds": "\(delay)"]
+            )
+            try await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
+            attempt += 1
+            do {
+                try await initialize()
+                readiness.ready()
+                logger.notice("the database is reachable; ready")
+            } catch StoreError.unavailable(let reason) {
+                readiness.waiting(because: reason)
+            }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for service in then { group.addTask { try await service.run() } }
+            try await group.waitForAll()
+        }
+    }
+}
+
+/// While the database has not been reached, every route but `/healthz` and `/readyz` answers 503.
+struct ReadinessMiddleware<Context: RequestContext>: RouterMiddleware {
+    let readiness: DatabaseReadiness
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if !readiness.isReady, request.uri.path != "/healthz", request.uri.path != "/readyz" {
+            throw StoreError.unavailable("starting: the database has not been reached yet")
+        }
+        return try await next(request, context)
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+@testable import GatehouseServer
+import GatehouseTestSupport
+import GatehouseWire
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// The database down at start, and lost mid-run. PostgreSQL only: the database sits behind a TCP forwarder
+/// (`Tests/Tools/tcp_proxy.py`) that the test starts and kills.
+@Suite(.serialized, .enabled(if: TestDatabase.postgresAdmin != nil, "needs GATEHOUSE_TEST_POSTGRES_URL"))
+struct DatabaseFaultTests {
+    @Test func startedWithTheDatabaseDownItWaitsThenServesAndRidesOutAnOutage() async throws {
+        let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
+        guard case .postgres(var settings) = url else { throw SMTPTestSetupError(description: "needs PostgreSQL") }
+        let target = (host: settings.host, port: settings.port)
+        settings.port = try freePort()
+        settings.connectTimeout = 2
+        let proxyPort = settings.port
+        let configuration = testConfiguration(database: .postgres(settings))
+        do {
+            let gatehouse = try await AuthServer.open(
+                configuration: configuration, logger: quietLogger, waitForDatabase: true, retry: RetrySchedule(initial: 0.05, maximum: 0.5)
+            )
+            #expect(!gatehouse.isReady)
+            try await gatehouse.makeApplication().test(.live) { client in
+                // Down at start: alive, not ready, every other route 503 in its envelope.
+                #expect(try await client.call("/healthz", .get).status == .ok)
+                let starting = try await client.call("/readyz", .get)
+                #expect(starting.status == .serviceUnavailable)
+                #expect(starting.text.contains("starting"))
+                let early = try await client.register("ann@example.com")
+                #expect(early.status == .serviceUnavailable)
+                #expect(early.error?.errorCode == .maintenanceInProgress)
+
+                // The database comes up: the server finds it by itself.
+                var proxy = try await TCPProxy.start(port: proxyPort, target: target)
+                try await waitFor("ready") { try await client.call("/readyz", .get).status == .ok }
+                #expect(try await client.register("ann@example.com").status == .created)
+
+                // It goes away mid-run: requests answer 503 and write nothing; readiness says so.
+                proxy.stop()
+                let lost = try await client.register("ben@example.com")
+                #expect(lost.status == .serviceUnavailable)
+                #expect(lost.error?.errorCode == .maintenanceInProgress)
+                #expect(try await client.call("/readyz", .get).status == .serviceUnavailable)
+
+                // It comes back: the same server serves again, and nothing of the failed request was written.
+                proxy = try await TCPProxy.start(port: proxyPort, target: target)
+                defer { proxy.stop() }
+                try await waitFor("recovered") { try await client.call("/readyz", .get).status == .ok }
+                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "ben@example.com") == nil)
+                #expect(try await client.register("ben@example.com").status == .created)
+                #expect(try await client.register("ann@example.com").status == .conflict)
+            }
+            try await gatehouse.close()
+            await drop()
+        } catch {
+            await drop()
+            throw error
+        }
+    }
+}
+
+/// Polls `condition` until it holds (at most 30 s): for events that happen on their own, never for expiry.
+func waitFor(_ what: String, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while ContinuousClock.now < deadline {
+        if (try? await condition()) == true { return }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+    throw SMTPTestSetupError(description: "not \(what) after 30 s")
+}
+
+/// `Tests/Tools/tcp_proxy.py` forwarding 127.0.0.1:`port` to the database.
+struct TCPProxy {
+    let process: Process
+
+    static func start(port: Int, target: (host: String, port: Int)) async throws -> TCPProxy {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try SMTPTestServer.python)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tools/tcp_proxy.py").path
+        process.arguments = [script, String(port), target.host, String(target.port)]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = Pipe()
+        try process.run()
+        // "listening" once it accepts connections.
+        let line = await Task.detached { String(decoding: output.fileHandleForReading.availableData, as: UTF8.self) }.value
+        guard line.contains("listening") else {
+            kill(process.processIdentifier, SIGKILL)
+            throw SMTPTestSetupError(description: "the TCP proxy did not start: \(line)")
+        }
+        return TCPProxy(process: process)
+    }
+
+    /// Kills it: every connection through it drops at once.
+    func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}

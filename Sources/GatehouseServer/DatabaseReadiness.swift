@@ -52,7 +52,9 @@ struct DatabaseWaiter: Service {
                 "the database is unreachable; retrying",
                 metadata: ["reason": "\(readiness.reason)", "retry_in_seconds": "\(delay)"]
             )
-            try await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
+            // A shutdown (SIGTERM) while waiting ends the wait, and with it the service.
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(Int64(delay * 1000))) }
+            if Task.isCancelled || Task.isShuttingDownGracefully { return }
             attempt += 1
             do {
                 try await initialize()

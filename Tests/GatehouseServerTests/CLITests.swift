@@ -152,4 +152,42 @@ import FoundationNetworking
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 0)
     }
+
+    /// With its database unreachable, `serve` says so, listens with `/readyz` not ready, and still stops on SIGTERM.
+    @Test func serveWaitsForAnUnreachableDatabaseAndStillStopsOnSIGTERM() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let process = Process()
+        process.executableURL = Self.binary
+        let closedPort = try freePort()
+        process.arguments = ["serve", "--port", "0", "--database", "postgres://gatehouse:secret-pw@127.0.0.1:\(closedPort)/gatehouse?sslmode=disable&connect_timeout=1"]
+        process.currentDirectoryURL = folder
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+        var banner = ""
+        let reader = out.fileHandleForReading
+        while !banner.contains("dev mailbox:") {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            banner += String(decoding: chunk, as: UTF8.self)
+        }
+        let base = try #require(banner.firstMatch(of: /listening on (http:\/\/127\.0\.0\.1:\d+)/)?.output.1, "\(banner)")
+        let (data, response) = try await URLSession.shared.data(from: URL(string: "\(base)/readyz")!)
+        #expect((response as? HTTPURLResponse)?.statusCode == 503)
+        #expect(String(decoding: data, as: UTF8.self).contains("starting"))
+
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning)
+        #expect(process.terminationStatus == 0)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(stderr.contains("is unreachable; listening anyway and retrying"), "\(stderr)")
+        #expect(!stderr.contains("secret-pw"))
+    }
 }

@@ -84,6 +84,10 @@ struct MultiInstanceTests {
                 #expect(try await instance.json("/api/client/v2.0/app/multi/auth/providers/local-userpass/register", ["email": address, "password": "correct horse"]).status == 201)
             }
             for address in addresses { _ = try await smtp.waitForMail(to: address, count: 1) }
+            // A row is marked delivered just after the SMTP server accepted it: wait for the marks too.
+            try await waitFor("all rows marked delivered") {
+                try await store.mailbox(recipient: nil, limit: 100).allSatisfy { $0.status == .delivered }
+            }
             // Every row was delivered in exactly one attempt, and the SMTP server saw each message once.
             let rows = try await store.mailbox(recipient: nil, limit: 100)
             #expect(rows.count == 6)

@@ -6,12 +6,6 @@ import Logging
 /// Sign-in (`oauth2/v2.0/initiate` → `challenge` → `token`), sign-in after sign-up or reset
 /// (`grant_type=continuation_token`), and refresh (`grant_type=refresh_token`).
 extension NativeAuthService {
-    /// What `/oauth2/v2.0/token` answers: tokens, or the redirect fallback.
-    enum TokenAnswer: Sendable {
-        case tokens(NativeAuthTokenResponse)
-        case redirect(NativeAuthStepResponse)
-    }
-
     /// Scopes granted when the client asks for none.
     static let defaultScopes = ["openid", "profile", "offline_access"]
 
@@ -75,7 +69,7 @@ extension NativeAuthService {
     }
 
     /// `oauth2/v2.0/token`.
-    func token(client: Client, form: NativeAuthForm) async throws -> TokenAnswer {
+    func token(client: Client, form: NativeAuthForm) async throws -> NativeAuthTokenResponse {
         let grant = try form.required("grant_type")
         if form.optional("challenge_type") != nil { _ = try challengeTypes(form) }
         let scopes = Self.scopes(form.optional("scope"))
@@ -93,13 +87,13 @@ extension NativeAuthService {
             } catch AuthError.userDisabled {
                 throw NativeAuthFailure.userDisabled
             }
-            return .tokens(try await finish(flow, token: token, user: user, client: client, scopes: scopes))
+            return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
         case .oob:
             let (flow, token) = try await loadFlow(form, client: client, kinds: [.signIn], steps: [.codeSent])
             try await checkCode(flow, token: token, client: client, form: form)
             guard let userId = flow.userId, let user = try await env.store.user(id: userId) else { throw NativeAuthFailure.invalidCode() }
             guard !user.disabled else { throw NativeAuthFailure.userDisabled }
-            return .tokens(try await finish(flow, token: token, user: user, client: client, scopes: scopes, confirmEmail: true))
+            return try await finish(flow, token: token, user: user, client: client, scopes: scopes, confirmEmail: true)
         case .continuationToken:
             let (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp, .resetPassword], steps: [.completed])
             try checkUsername(form, flow: flow)
@@ -107,9 +101,9 @@ extension NativeAuthService {
                 throw NativeAuthFailure.invalidContinuationToken("the account of this flow no longer exists")
             }
             guard !user.disabled else { throw NativeAuthFailure.userDisabled }
-            return .tokens(try await finish(flow, token: token, user: user, client: client, scopes: scopes))
+            return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
         case .refreshToken:
-            return .tokens(try await refresh(client: client, form: form, scopes: scopes))
+            return try await refresh(client: client, form: form, scopes: scopes)
         default:
             throw NativeAuthFailure.unsupportedGrantType(grant)
         }

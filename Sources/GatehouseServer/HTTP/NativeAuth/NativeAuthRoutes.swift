@@ -20,12 +20,7 @@ struct NativeAuthRoutes {
         native.post(Self.path(.signUpContinue), use: route { try await $0.signUpContinue(client: $1, form: $2) })
         native.post(Self.path(.signInInitiate), use: route { try await $0.signInInitiate(client: $1, form: $2) })
         native.post(Self.path(.signInChallenge), use: route { try await $0.signInChallenge(client: $1, form: $2) })
-        native.post(Self.path(.token), use: route { service, client, form in
-            switch try await service.token(client: client, form: form) {
-            case .tokens(let tokens): AnyEncodable(tokens)
-            case .redirect(let redirect): AnyEncodable(redirect)
-            }
-        })
+        native.post(Self.path(.token), use: route { try await $0.token(client: $1, form: $2) })
         native.post(Self.path(.resetPasswordStart), use: route { try await $0.resetPasswordStart(client: $1, form: $2) })
         native.post(Self.path(.resetPasswordChallenge), use: route { try await $0.resetPasswordChallenge(client: $1, form: $2) })
         native.post(Self.path(.resetPasswordContinue), use: route { try await $0.resetPasswordContinue(client: $1, form: $2) })
@@ -54,13 +49,6 @@ struct NativeAuthRoutes {
             return response
         }
     }
-}
-
-/// Type erasure for the two shapes `/token` answers.
-struct AnyEncodable: Encodable, Sendable {
-    private let encodeValue: @Sendable (any Encoder) throws -> Void
-    init(_ value: some Encodable & Sendable) { encodeValue = { try value.encode(to: $0) } }
-    func encode(to encoder: any Encoder) throws { try encodeValue(encoder) }
 }
 
 extension Request {

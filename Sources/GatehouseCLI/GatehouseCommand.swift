@@ -10,7 +10,7 @@ struct GatehouseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatehouse",
         abstract: "A self-hosted authentication server for Swift apps.",
-        subcommands: [Serve.self, Migrate.self, Users.self],
+        subcommands: [Serve.self, Migrate.self, Users.self, Export.self, Import.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -140,5 +140,152 @@ struct Users: AsyncParsableCommand {
             }
             print("custom data of user \(user) set")
         }
+    }
+}
+
+struct Export: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write the users of the configured database as JSON lines (for `gatehouse import`, e.g. SQLite to PostgreSQL).",
+        discussion: """
+            The file holds every exported user's identities, email/password accounts and password hashes (Argon2id, as \
+            stored): keep it as private as the database. With --sessions it also holds the live sessions and the \
+            private signing keys, so that users stay signed in after the move; anyone with such a file can mint tokens.
+            """
+    )
+
+    @OptionGroup var options: ConfigOptions
+    @Option(name: .long, help: "Export only this app's users (repeatable). Default: every app.") var app: [String] = []
+    @Flag(name: .long, help: "Include live sessions and the signing keys (users stay signed in after the move).") var sessions = false
+    @Option(name: [.short, .long], help: "Write to this file (created readable by its owner only) instead of standard output.") var output: String?
+
+    func run() async throws {
+        let config = try options.load()
+        let logger = try options.logger()
+        let sink: FileHandle
+        if let output {
+            guard FileManager.default.createFile(atPath: output, contents: nil, attributes: [.posixPermissions: 0o600]),
+                let handle = FileHandle(forWritingAtPath: output)
+            else {
+                FileHandle.standardError.write(Data("gatehouse: cannot create \(output)\n".utf8))
+                throw ExitCode(73)  // EX_CANTCREAT
+            }
+            sink = handle
+        } else {
+            sink = FileHandle.standardOutput
+        }
+        let writer = LineWriter(sink)
+        do {
+            let summary = try await AuthServer.exportUsers(
+                configuration: config, apps: app.isEmpty ? nil : app, includeSessions: sessions, logger: logger, write: writer.write
+            )
+            try writer.flush()
+            FileHandle.standardError.write(Data("gatehouse: exported \(summary)\n".utf8))
+        } catch {
+            // A partial file must not pass for an export (import would refuse it anyway: it has no end line).
+            if let output { try? FileManager.default.removeItem(atPath: output) }
+            FileHandle.standardError.write(Data("gatehouse: export failed: \(error)\n".utf8))
+            throw ExitCode(69)
+        }
+    }
+}
+
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Load a `gatehouse export` file into the configured database, all of it or nothing.",
+        discussion: """
+            Every user's app must be in the configuration, and none of the users, emails or identities may be in the \
+            database yet. A malformed or truncated file is refused with the line at fault, and nothing is written.
+            """
+    )
+
+    @OptionGroup var options: ConfigOptions
+    @Argument(help: "The export file; standard input when omitted or -.") var file: String?
+
+    func run() async throws {
+        let config = try options.load()
+        let logger = try options.logger()
+        let source: FileHandle
+        if let file, file != "-" {
+            guard let handle = FileHandle(forReadingAtPath: file) else {
+                FileHandle.standardError.write(Data("gatehouse: cannot read \(file)\n".utf8))
+                throw ExitCode(66)  // EX_NOINPUT
+            }
+            source = handle
+        } else {
+            source = FileHandle.standardInput
+        }
+        do {
+            let summary = try await AuthServer.importUsers(configuration: config, logger: logger, next: LineReader(source).next)
+            FileHandle.standardError.write(Data("gatehouse: imported \(summary)\n".utf8))
+        } catch let error as TransferError {
+            FileHandle.standardError.write(Data("gatehouse: import refused, nothing was written: \(error)\n".utf8))
+            throw ExitCode(65)  // EX_DATAERR
+        } catch {
+            FileHandle.standardError.write(Data("gatehouse: import failed, nothing was written: \(error)\n".utf8))
+            throw ExitCode(69)
+        }
+    }
+}
+
+/// Lines of a file, read in chunks (an export can be larger than memory should hold at once).
+final class LineReader: @unchecked Sendable {
+    private let handle: FileHandle
+    private let lock = NSLock()
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var atEnd = false
+
+    init(_ handle: FileHandle) { self.handle = handle }
+
+    /// The next line without its newline (a trailing `\r` is dropped too), or nil at the end of the file.
+    @Sendable func next() throws -> String? {
+        try lock.withLock {
+            while true {
+                if let newline = buffer[start...].firstIndex(of: 0x0A) {
+                    var line = buffer[start..<newline]
+                    start = newline + 1
+                    if line.last == 0x0D { line = line.dropLast() }
+                    return String(decoding: line, as: UTF8.self)
+                }
+                if atEnd {
+                    guard start < buffer.count else { return nil }
+                    defer { start = buffer.count }
+                    return String(decoding: buffer[start...], as: UTF8.self)
+                }
+                buffer.removeFirst(start)
+                start = 0
+                if let chunk = try handle.read(upToCount: 1 << 16), !chunk.isEmpty {
+                    buffer.append(contentsOf: chunk)
+                } else {
+                    atEnd = true
+                }
+            }
+        }
+    }
+}
+
+/// Lines to a file, written in chunks.
+final class LineWriter: @unchecked Sendable {
+    private let handle: FileHandle
+    private let lock = NSLock()
+    private var buffer: [UInt8] = []
+
+    init(_ handle: FileHandle) { self.handle = handle }
+
+    @Sendable func write(_ line: String) throws {
+        try lock.withLock {
+            buffer.append(contentsOf: line.utf8)
+            buffer.append(0x0A)
+            if buffer.count >= 1 << 16 { try flushLocked() }
+        }
+    }
+
+    func flush() throws {
+        try lock.withLock { try flushLocked() }
+    }
+
+    private func flushLocked() throws {
+        try handle.write(contentsOf: buffer)
+        buffer.removeAll(keepingCapacity: true)
     }
 }

@@ -107,11 +107,53 @@ public final class AuthServer: Sendable {
 
     /// Applies pending migrations to the configured database and closes it. Returns the versions applied.
     public static func migrate(configuration: GatehouseConfiguration, logger: Logger = Logger(label: "gatehouse")) async throws -> [Int] {
+        try await withMigratedDatabase(configuration, logger: logger) { _, applied in applied }
+    }
+
+    /// Writes the users of the configured database as a `gatehouse export` file (JSON lines; see the README's
+    /// "Moving to PostgreSQL"): their identities, email/password accounts with their password hashes and, with
+    /// `includeSessions`, their live sessions and the signing keys their refresh tokens are signed with.
+    ///
+    /// - Parameters:
+    ///   - apps: the apps to export; all apps with users when nil.
+    ///   - write: called with each line, without its newline.
+    public static func exportUsers(
+        configuration: GatehouseConfiguration,
+        apps: [String]? = nil,
+        includeSessions: Bool = false,
+        clock: GatehouseClock = .system,
+        logger: Logger = Logger(label: "gatehouse"),
+        write: @Sendable (String) throws -> Void
+    ) async throws -> TransferSummary {
+        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
+            try await UserTransfer(db: database).export(apps: apps, sessions: includeSessions, now: clock.now, write: write)
+        }
+    }
+
+    /// Reads a `gatehouse export` file line by line from `next` (nil at its end) into the configured database, in
+    /// one transaction: all of it or, with a ``TransferError`` naming the line, nothing. Every user's app must be
+    /// in the configuration, and none of the users, emails or identities may exist in the database yet.
+    public static func importUsers(
+        configuration: GatehouseConfiguration,
+        logger: Logger = Logger(label: "gatehouse"),
+        next: @Sendable () throws -> String?
+    ) async throws -> TransferSummary {
+        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
+            try await UserTransfer(db: database).importLines(apps: Set(configuration.apps.map(\.id)), next: next)
+        }
+    }
+
+    /// Opens the configured database, applies pending migrations, runs `body`, and closes it.
+    private static func withMigratedDatabase<T: Sendable>(
+        _ configuration: GatehouseConfiguration,
+        logger: Logger,
+        _ body: (any SQLDatabase, _ applied: [Int]) async throws -> T
+    ) async throws -> T {
         let database = try await openDatabase(configuration.database.url, logger: logger)
         do {
-            let applied = try await Migrator(db: database).migrate()
+            let result = try await body(database, try await Migrator(db: database).migrate())
             try await database.close()
-            return applied
+            return result
         } catch {
             try? await database.close()
             throw error

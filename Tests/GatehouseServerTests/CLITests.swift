@@ -1,5 +1,6 @@
 import Foundation
 @testable import GatehouseServer
+import GatehouseTestSupport
 import GatehouseWire
 import Hummingbird
 import Testing
@@ -27,7 +28,7 @@ import FoundationNetworking
     }
 
     /// Runs `gatehouse` to completion in `folder`.
-    func run(_ arguments: [String], in folder: URL, environment: [String: String] = [:]) throws -> Run {
+    func run(_ arguments: [String], in folder: URL, environment: [String: String] = [:], input: Data? = nil) throws -> Run {
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = arguments
@@ -36,7 +37,17 @@ import FoundationNetworking
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
+        let stdin = Pipe()
+        if input != nil { process.standardInput = stdin }
         try process.run()
+        if let input {
+            // Written from another thread: a large input must not block while the process's output fills its pipe.
+            let writer = stdin.fileHandleForWriting
+            Thread.detachNewThread {
+                try? writer.write(contentsOf: input)
+                try? writer.close()
+            }
+        }
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
@@ -109,6 +120,59 @@ import FoundationNetworking
             let userData = try #require(try jwtPayload(access)["user_data"] as? [String: Any])
             #expect(userData["plan"] as? String == "pro")
         }
+    }
+
+    /// SQLite → the suite's database (PostgreSQL on its run) through the two commands, by file and by pipe.
+    @Test func exportAndImportMoveADeploymentAndRefuseAConflict() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let yaml = """
+            apps:
+              - id: cli-app
+                providers: { local-userpass: { confirmation: auto } }
+                passwordHash: { memoryKiB: 64, iterations: 1, parallelism: 1 }
+            """
+        try yaml.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
+        var config = try ConfigurationLoader(environment: [:]).load(file: folder.appendingPathComponent("gatehouse.yaml").path)
+        config.database.url = .sqliteFile(folder.appendingPathComponent("source.sqlite").path)
+        let login = try await withGatehouseResult(config) { _, client in
+            #expect(try await client.register("cli@example.com", "before the move", app: "cli-app").status == .created)
+            return try await client.login("cli@example.com", "before the move", app: "cli-app").decode(LoginResponse.self)
+        }
+
+        let exported = try run(["export", "--config", "gatehouse.yaml", "--database", "sqlite:source.sqlite", "--sessions", "-o", "dump.jsonl"], in: folder)
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(exported.stderr.contains("exported 1 users, 1 identities, 1 email/password accounts, 1 sessions, 1 signing keys"), "\(exported.stderr)")
+        let dump = folder.appendingPathComponent("dump.jsonl").path
+        let permissions = try FileManager.default.attributesOfItem(atPath: dump)[.posixPermissions] as? Int
+        #expect(permissions == 0o600)
+
+        let (target, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("target.sqlite").path))
+        let imported = try run(["import", "--config", "gatehouse.yaml", "--database", target.commandLineValue, "dump.jsonl"], in: folder)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stderr.contains("imported 1 users"), "\(imported.stderr)")
+        let again = try run(["import", "--config", "gatehouse.yaml", "--database", target.commandLineValue, "dump.jsonl"], in: folder)
+        #expect(again.status == 65)
+        #expect(again.stderr.contains("line 3: user \(login.userId) is already in the target"), "\(again.stderr)")
+
+        config.database.url = target
+        try await withGatehouse(config) { _, client in
+            let relogin = try await client.login("cli@example.com", "before the move", app: "cli-app")
+            #expect(relogin.status == .ok)
+            #expect(try await client.call(Path.session, bearer: login.refreshToken).status == .created)
+        }
+        await drop()
+
+        // By pipe: export to standard output, import from standard input; a cut-off pipe is refused.
+        let piped = try run(["export", "--config", "gatehouse.yaml", "--database", "sqlite:source.sqlite"], in: folder)
+        #expect(piped.status == 0)
+        #expect(piped.stdout.split(separator: "\n").count == 3)
+        let cut = try run(["import", "--config", "gatehouse.yaml", "--database", "sqlite:cut.sqlite"], in: folder, input: Data(piped.stdout.utf8.dropLast(30)))
+        #expect(cut.status == 65)
+        #expect(cut.stderr.contains("nothing was written"), "\(cut.stderr)")
+        let whole = try run(["import", "--config", "gatehouse.yaml", "--database", "sqlite:piped.sqlite", "-"], in: folder, input: Data(piped.stdout.utf8))
+        #expect(whole.status == 0, "\(whole.stderr)")
+        #expect(whole.stderr.contains("imported 1 users, 1 identities, 1 email/password accounts, 0 sessions, 0 signing keys"), "\(whole.stderr)")
     }
 
     /// With no configuration: SQLite under `.gatehouse/`, the dev app and mailbox, and a clean exit on SIGTERM

@@ -191,8 +191,7 @@ func withTwoInstances(_ body: @Sendable (Instance, Instance, SMTPTestServer, any
 }
 
 private func withInstances(_ settings: PostgresSettings, _ body: @Sendable (Instance, Instance, SMTPTestServer, any GatehouseStore) async throws -> Void) async throws {
-    let password = (settings.password ?? "").addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
-    let databaseURL = "postgres://\(settings.username):\(password)@\(settings.host):\(settings.port)/\(settings.database)?sslmode=disable"
+    let databaseURL = DatabaseURL.postgres(settings).commandLineValue
     try await withSMTPServer { smtp in
         let folder = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -22,3 +22,17 @@ public enum TestDatabase {
         return (.postgres(settings), { try? await PostgresAdmin.dropDatabase(named: String(name), admin: admin, logger: logger) })
     }
 }
+
+extension DatabaseURL {
+    /// The URL as `--database` and `database.url` take it, password included (test databases are throwaway and
+    /// on loopback).
+    public var commandLineValue: String {
+        switch self {
+        case .sqliteMemory: return "sqlite::memory:"
+        case .sqliteFile(let path): return "sqlite:\(path)"
+        case .postgres(let settings):
+            let password = (settings.password ?? "").addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            return "postgres://\(settings.username):\(password)@\(settings.host):\(settings.port)/\(settings.database)?sslmode=disable"
+        }
+    }
+}

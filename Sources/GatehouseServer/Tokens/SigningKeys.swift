@@ -59,6 +59,11 @@ final class SigningKeys: Sendable {
         })
     }
 
+    /// Whether `bytes` are a raw P-256 private key (a scalar in range).
+    static func isValidP256PrivateKey(_ bytes: [UInt8]) -> Bool {
+        (try? P256.Signing.PrivateKey(rawRepresentation: bytes)) != nil
+    }
+
     /// RFC 7638 thumbprint of a P-256 public key: a stable `kid`.
     static func thumbprint(_ key: P256.Signing.PublicKey) -> String {
         let point = key.x963Representation

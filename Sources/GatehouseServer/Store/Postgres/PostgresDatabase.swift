@@ -128,9 +128,10 @@ final class PostgresDatabase: SQLDatabase {
     private struct Connection: SQLExecutor {
         let connection: PostgresConnection
         let logger: Logger
-        /// Errors are mapped once, where the transaction ends (``PostgresDatabase/transaction(_:)``).
+        /// Errors are mapped here already, so that a caller inside the transaction can tell a conflict from other
+        /// failures (the import names the line that conflicts); the transaction rolls back either way.
         func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-            try await PostgresDatabase.run(sql, binds, on: connection, logger: logger)
+            try await PostgresDatabase.mapErrors { try await PostgresDatabase.run(sql, binds, on: connection, logger: logger) }
         }
     }
 

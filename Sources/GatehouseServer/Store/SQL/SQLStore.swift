@@ -68,33 +68,12 @@ struct SQLStore: GatehouseStore {
     }
 
     func user(id: String) async throws -> UserRecord? {
-        try await db.query("SELECT id, app_id, created_at, disabled, custom_data FROM users WHERE id = $1", .text(id))
-            .first.map { row in
-                UserRecord(
-                    id: try row.text("id"),
-                    appId: try row.text("app_id"),
-                    createdAt: try row.date("created_at"),
-                    disabled: try row.int("disabled") != 0,
-                    customData: try JSONColumn.decode(row.text("custom_data"))
-                )
-            }
+        try await db.query("SELECT \(Self.userColumns) FROM users WHERE id = $1", .text(id)).first.map(Self.user)
     }
 
     func identities(userId: String) async throws -> [IdentityRecord] {
-        try await db.query(
-            "SELECT id, user_id, app_id, provider_type, external_id, data, created_at FROM identities WHERE user_id = $1 ORDER BY created_at, id",
-            .text(userId)
-        ).map { row in
-            IdentityRecord(
-                id: try row.text("id"),
-                userId: try row.text("user_id"),
-                appId: try row.text("app_id"),
-                providerType: try row.text("provider_type"),
-                externalId: try row.text("external_id"),
-                data: try JSONColumn.decode(row.text("data")),
-                createdAt: try row.date("created_at")
-            )
-        }
+        try await db.query("SELECT \(Self.identityColumns) FROM identities WHERE user_id = $1 ORDER BY created_at, id", .text(userId))
+            .map(Self.identity)
     }
 
     func deleteUser(id: String) async throws {
@@ -201,43 +180,41 @@ struct SQLStore: GatehouseStore {
         try await Self.insertSession(session, db)
     }
 
-    private static func insertSession(_ session: SessionRecord, _ tx: any SQLExecutor) async throws {
+    static func insertSession(_ session: SessionRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
-            """
-            INSERT INTO sessions (id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, client_id)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-            """,
+            "INSERT INTO sessions (\(sessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
             .text(session.id), .text(session.appId), .text(session.userId), .text(session.deviceId),
             .text(try JSONColumn.encode(session.device)), .blob(session.secretHash), SQLValue(session.createdAt),
-            SQLValue(session.expiresAt), SQLValue(session.clientId)
+            SQLValue(session.expiresAt), SQLValue(session.revokedAt), SQLValue(session.clientId),
+            SQLValue(session.previousSecretHash), SQLValue(session.rotationSalt), SQLValue(session.rotatedAt)
+        )
+    }
+
+    static let sessionColumns = """
+        id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, revoked_at, \
+        client_id, previous_secret_hash, rotation_salt, rotated_at
+        """
+
+    static func session(_ row: SQLRow) throws -> SessionRecord {
+        SessionRecord(
+            id: try row.text("id"),
+            appId: try row.text("app_id"),
+            userId: try row.text("user_id"),
+            deviceId: try row.text("device_id"),
+            device: try JSONColumn.decode(row.text("device")),
+            secretHash: try row.blob("secret_hash"),
+            createdAt: try row.date("created_at"),
+            expiresAt: try row.date("expires_at"),
+            revokedAt: try row.optionalDate("revoked_at"),
+            clientId: try row.optionalText("client_id"),
+            previousSecretHash: try row.optionalBlob("previous_secret_hash"),
+            rotationSalt: try row.optionalBlob("rotation_salt"),
+            rotatedAt: try row.optionalDate("rotated_at")
         )
     }
 
     func session(id: String) async throws -> SessionRecord? {
-        try await db.query(
-            """
-            SELECT id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, revoked_at,
-                client_id, previous_secret_hash, rotation_salt, rotated_at
-            FROM sessions WHERE id = $1
-            """,
-            .text(id)
-        ).first.map { row in
-            SessionRecord(
-                id: try row.text("id"),
-                appId: try row.text("app_id"),
-                userId: try row.text("user_id"),
-                deviceId: try row.text("device_id"),
-                device: try JSONColumn.decode(row.text("device")),
-                secretHash: try row.blob("secret_hash"),
-                createdAt: try row.date("created_at"),
-                expiresAt: try row.date("expires_at"),
-                revokedAt: try row.optionalDate("revoked_at"),
-                clientId: try row.optionalText("client_id"),
-                previousSecretHash: try row.optionalBlob("previous_secret_hash"),
-                rotationSalt: try row.optionalBlob("rotation_salt"),
-                rotatedAt: try row.optionalDate("rotated_at")
-            )
-        }
+        try await db.query("SELECT \(Self.sessionColumns) FROM sessions WHERE id = $1", .text(id)).first.map(Self.session)
     }
 
     func revokeSession(id: String, now: Date) async throws {
@@ -452,7 +429,19 @@ struct SQLStore: GatehouseStore {
 
     // MARK: Rows
 
-    private static func insertUser(_ user: UserRecord, _ tx: any SQLExecutor) async throws {
+    static let userColumns = "id, app_id, created_at, disabled, custom_data"
+
+    static func user(_ row: SQLRow) throws -> UserRecord {
+        UserRecord(
+            id: try row.text("id"),
+            appId: try row.text("app_id"),
+            createdAt: try row.date("created_at"),
+            disabled: try row.int("disabled") != 0,
+            customData: try JSONColumn.decode(row.text("custom_data"))
+        )
+    }
+
+    static func insertUser(_ user: UserRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             "INSERT INTO users (id, app_id, created_at, disabled, custom_data) VALUES ($1, $2, $3, $4, $5)",
             .text(user.id), .text(user.appId), SQLValue(user.createdAt), SQLValue(user.disabled),
@@ -460,7 +449,21 @@ struct SQLStore: GatehouseStore {
         )
     }
 
-    private static func insertIdentity(_ identity: IdentityRecord, _ tx: any SQLExecutor) async throws {
+    static let identityColumns = "id, user_id, app_id, provider_type, external_id, data, created_at"
+
+    static func identity(_ row: SQLRow) throws -> IdentityRecord {
+        IdentityRecord(
+            id: try row.text("id"),
+            userId: try row.text("user_id"),
+            appId: try row.text("app_id"),
+            providerType: try row.text("provider_type"),
+            externalId: try row.text("external_id"),
+            data: try JSONColumn.decode(row.text("data")),
+            createdAt: try row.date("created_at")
+        )
+    }
+
+    static func insertIdentity(_ identity: IdentityRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             """
             INSERT INTO identities (id, user_id, app_id, provider_type, external_id, data, created_at)
@@ -471,7 +474,7 @@ struct SQLStore: GatehouseStore {
         )
     }
 
-    private static func insertAccount(_ account: EmailAccountRecord, createdAt: Date, _ tx: any SQLExecutor) async throws {
+    static func insertAccount(_ account: EmailAccountRecord, createdAt: Date, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             "INSERT INTO email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
             .text(account.appId), .text(account.email), .text(account.userId), .text(account.passwordHash),
@@ -501,7 +504,7 @@ struct SQLStore: GatehouseStore {
         )
     }
 
-    private static func account(_ row: SQLRow) throws -> EmailAccountRecord {
+    static func account(_ row: SQLRow) throws -> EmailAccountRecord {
         EmailAccountRecord(
             appId: try row.text("app_id"),
             email: try row.text("email"),

@@ -1,0 +1,173 @@
+import Foundation
+import GatehouseWire
+
+/// The lines of a `gatehouse export` file (JSON lines, format 1), in order:
+///
+/// 1. a header: `{"format":"gatehouse-export","version":1,"exportedAt":"…","apps":[…],"sessions":false}`;
+/// 2. with `--sessions` only, one `{"type":"signingKey",…}` line per active signing key (the private key,
+///    base64): refresh tokens are JWTs signed by them, so sessions are useless without them;
+/// 3. one `{"type":"user",…}` line per user, carrying everything that belongs to the user: its identities, its
+///    email/password account with the Argon2id hash as stored, and (with `--sessions`) its live sessions;
+/// 4. a trailer: `{"type":"end","users":N,"signingKeys":K}`. Import refuses a file without it, so a truncated
+///    file cannot pass for a complete one.
+///
+/// Timestamps are ISO 8601 in UTC with milliseconds; byte strings (hashes, keys) are base64. What is not
+/// exported is transient and is recreated on demand: unredeemed confirmation and reset tokens, native auth
+/// flows in progress, the outbox and the send-limit log.
+enum TransferFormat {
+    static let name = "gatehouse-export"
+    static let version = 1
+
+    struct Header: Codable, Equatable {
+        var format: String
+        var version: Int
+        var exportedAt: Timestamp
+        /// The apps exported (all the apps with users when no `--app` was given).
+        var apps: [String]
+        /// Whether live sessions and the signing keys are included.
+        var sessions: Bool
+    }
+
+    /// A record line: `type` says which of the optional parts is present.
+    struct Line: Codable {
+        var type: Kind
+        var user: User?
+        var signingKey: SigningKey?
+        var end: End?
+
+        enum Kind: String, Codable {
+            case user, signingKey, end
+        }
+
+        init(_ user: User) { (type, self.user) = (.user, user) }
+        init(_ key: SigningKey) { (type, signingKey) = (.signingKey, key) }
+        init(_ end: End) { (type, self.end) = (.end, end) }
+
+        // Flat on the wire: {"type":"user","id":…} rather than {"type":"user","user":{…}}.
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: TypeKey.self)
+            type = try container.decode(Kind.self, forKey: .type)
+            switch type {
+            case .user: user = try User(from: decoder)
+            case .signingKey: signingKey = try SigningKey(from: decoder)
+            case .end: end = try End(from: decoder)
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: TypeKey.self)
+            try container.encode(type, forKey: .type)
+            try user?.encode(to: encoder)
+            try signingKey?.encode(to: encoder)
+            try end?.encode(to: encoder)
+        }
+
+        private enum TypeKey: String, CodingKey { case type }
+    }
+
+    struct User: Codable, Equatable {
+        var id: String
+        var appId: String
+        var createdAt: Timestamp
+        var disabled: Bool
+        var customData: [String: JSONValue]
+        var identities: [Identity]
+        var emailAccount: EmailAccount?
+        var sessions: [Session]?
+    }
+
+    struct Identity: Codable, Equatable {
+        var id: String
+        var providerType: String
+        var externalId: String
+        var data: [String: JSONValue]
+        var createdAt: Timestamp
+    }
+
+    struct EmailAccount: Codable, Equatable {
+        var email: String
+        /// Argon2id PHC string as stored; empty for an account that signs in with email codes only.
+        var passwordHash: String
+        var confirmedAt: Timestamp?
+        var createdAt: Timestamp
+    }
+
+    struct Session: Codable, Equatable {
+        var id: String
+        var deviceId: String
+        var device: [String: JSONValue]
+        var secretHash: Bytes
+        var createdAt: Timestamp
+        var expiresAt: Timestamp
+        var clientId: String?
+        var previousSecretHash: Bytes?
+        var rotationSalt: Bytes?
+        var rotatedAt: Timestamp?
+    }
+
+    struct SigningKey: Codable, Equatable {
+        var kid: String
+        var algorithm: String
+        var privateKey: Bytes
+        var createdAt: Timestamp
+    }
+
+    struct End: Codable, Equatable {
+        var users: Int
+        var signingKeys: Int
+    }
+
+    /// Milliseconds since 1970, written as ISO 8601 with milliseconds (`2026-11-22T07:52:44.123Z`).
+    struct Timestamp: Codable, Equatable {
+        var milliseconds: Int64
+
+        init(milliseconds: Int64) { self.milliseconds = milliseconds }
+        init(_ date: Date) { milliseconds = date.millisecondsSince1970 }
+        var date: Date { Date(milliseconds: milliseconds) }
+
+        // Whole seconds go through Foundation's formatter; the milliseconds are written and read here, as integers,
+        // so that no value changes on the way (a fractional-second Double would turn .999 into .998).
+        private static let seconds = Date.ISO8601FormatStyle()
+
+        init(from decoder: any Decoder) throws {
+            let text = try decoder.singleValueContainer().decode(String.self)
+            guard let match = text.wholeMatch(of: /(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,3}))?Z/),
+                let date = try? Self.seconds.parse("\(match.output.1)Z")
+            else {
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: decoder.codingPath, debugDescription: "not an ISO 8601 UTC timestamp like 2026-11-22T07:52:44.123Z: \(text)")
+                )
+            }
+            let fraction = match.output.2.map { String($0).padding(toLength: 3, withPad: "0", startingAt: 0) } ?? "0"
+            milliseconds = Int64(date.timeIntervalSince1970.rounded()) * 1000 + Int64(fraction)!
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            let (whole, fraction) = milliseconds.quotientAndRemainder(dividingBy: 1000)
+            let (second, millisecond) = fraction < 0 ? (whole - 1, fraction + 1000) : (whole, fraction)
+            let text = Self.seconds.format(Date(timeIntervalSince1970: TimeInterval(second)))
+            var container = encoder.singleValueContainer()
+            try container.encode("\(text.dropLast()).\(String(format: "%03d", millisecond))Z")
+        }
+    }
+
+    /// Bytes as standard base64.
+    struct Bytes: Codable, Equatable {
+        var bytes: [UInt8]
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        init(from decoder: any Decoder) throws {
+            let text = try decoder.singleValueContainer().decode(String.self)
+            guard let data = Data(base64Encoded: text) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not base64"))
+            }
+            bytes = Array(data)
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(Data(bytes).base64EncodedString())
+        }
+    }
+}

@@ -1,0 +1,301 @@
+import Foundation
+import GatehouseArgon2
+import GatehouseWire
+
+/// What an export or import moved.
+public struct TransferSummary: Sendable, Hashable, CustomStringConvertible {
+    public var users: Int = 0
+    public var identities: Int = 0
+    public var emailAccounts: Int = 0
+    public var sessions: Int = 0
+    public var signingKeys: Int = 0
+
+    public var description: String {
+        "\(users) users, \(identities) identities, \(emailAccounts) email/password accounts, \(sessions) sessions, \(signingKeys) signing keys"
+    }
+}
+
+/// Why an import was refused; nothing was written. `line` is 1-based.
+public struct TransferError: Error, Sendable, CustomStringConvertible {
+    public var line: Int?
+    public var message: String
+
+    init(line: Int? = nil, _ message: String) {
+        (self.line, self.message) = (line, message)
+    }
+
+    public var description: String { line.map { "line \($0): \(message)" } ?? message }
+}
+
+/// `gatehouse export` and `gatehouse import` over one database, in ``TransferFormat``. Both run in one
+/// transaction: an export reads one consistent snapshot; an import writes everything or nothing.
+struct UserTransfer {
+    let db: any SQLDatabase
+    /// Users read per round of statements while exporting.
+    var pageSize = 500
+
+    /// Writes the users of `apps` (all apps when nil) as JSON lines through `write`, one call per line (without the
+    /// newline). With `sessions`, also the sessions alive at `now` and the active signing keys.
+    func export(apps: [String]?, sessions: Bool, now: Date, write: @Sendable (String) throws -> Void) async throws -> TransferSummary {
+        let dialect = db.dialect
+        let pageSize = pageSize
+        return try await db.transaction { tx in
+            if dialect == .postgres {
+                // One snapshot for every statement of the export (SQLite's transaction is one already).
+                try await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", [])
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            func emit(_ value: some Encodable) throws {
+                try write(String(decoding: try encoder.encode(value), as: UTF8.self))
+            }
+
+            let exported: [String]
+            if let apps {
+                exported = apps
+            } else {
+                exported = try await tx.query("SELECT DISTINCT app_id FROM users ORDER BY app_id", []).map { try $0.text("app_id") }
+            }
+            var summary = TransferSummary()
+            try emit(TransferFormat.Header(format: TransferFormat.name, version: TransferFormat.version, exportedAt: .init(now), apps: exported, sessions: sessions))
+            if sessions {
+                for row in try await tx.query("SELECT kid, algorithm, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at", []) {
+                    try emit(TransferFormat.Line(TransferFormat.SigningKey(
+                        kid: try row.text("kid"), algorithm: try row.text("algorithm"),
+                        privateKey: .init(try row.blob("private_key")), createdAt: .init(try row.date("created_at"))
+                    )))
+                    summary.signingKeys += 1
+                }
+            }
+            guard !exported.isEmpty else {
+                try emit(TransferFormat.Line(TransferFormat.End(users: 0, signingKeys: summary.signingKeys)))
+                return summary
+            }
+
+            // Keyset pages in id order; each page's identities, accounts and sessions come by the range of its ids.
+            let appBinds = exported.map(SQLValue.text)
+            let appList = (0..<exported.count).map { "$\($0 + 3)" }.joined(separator: ", ")
+            var after = ""
+            while true {
+                let users = try await tx.query(
+                    "SELECT \(SQLStore.userColumns) FROM users WHERE id > $1 AND app_id IN (\(appList)) ORDER BY id LIMIT $2",
+                    [.text(after), .int(Int64(pageSize))] + appBinds
+                ).map(SQLStore.user)
+                guard let first = users.first, let last = users.last else { break }
+                let range: [SQLValue] = [.text(first.id), .text(last.id)]
+                let identities = Dictionary(grouping: try await tx.query(
+                    "SELECT \(SQLStore.identityColumns) FROM identities WHERE user_id >= $1 AND user_id <= $2 ORDER BY created_at, id", range
+                ).map(SQLStore.identity), by: \.userId)
+                var accounts: [String: TransferFormat.EmailAccount] = [:]
+                for row in try await tx.query(
+                    "SELECT app_id, email, user_id, password_hash, confirmed_at, created_at FROM email_accounts WHERE user_id >= $1 AND user_id <= $2",
+                    range
+                ) {
+                    let account = try SQLStore.account(row)
+                    accounts[account.userId] = TransferFormat.EmailAccount(
+                        email: account.email, passwordHash: account.passwordHash, confirmedAt: account.confirmedAt.map(TransferFormat.Timestamp.init),
+                        createdAt: .init(try row.date("created_at"))
+                    )
+                }
+                var live: [String: [SessionRecord]] = [:]
+                if sessions {
+                    live = Dictionary(grouping: try await tx.query(
+                        """
+                        SELECT \(SQLStore.sessionColumns) FROM sessions
+                        WHERE user_id >= $1 AND user_id <= $2 AND revoked_at IS NULL AND expires_at > $3 ORDER BY created_at, id
+                        """,
+                        range + [SQLValue(now)]
+                    ).map(SQLStore.session), by: \.userId)
+                }
+                for user in users {
+                    let userIdentities = identities[user.id] ?? []
+                    let userSessions = sessions ? (live[user.id] ?? []) : nil
+                    try emit(TransferFormat.Line(TransferFormat.User(
+                        id: user.id, appId: user.appId, createdAt: .init(user.createdAt), disabled: user.disabled, customData: user.customData,
+                        identities: userIdentities.map {
+                            .init(id: $0.id, providerType: $0.providerType, externalId: $0.externalId, data: $0.data, createdAt: .init($0.createdAt))
+                        },
+                        emailAccount: accounts[user.id],
+                        sessions: userSessions?.map {
+                            .init(
+                                id: $0.id, deviceId: $0.deviceId, device: $0.device, secretHash: .init($0.secretHash), createdAt: .init($0.createdAt),
+                                expiresAt: .init($0.expiresAt), clientId: $0.clientId, previousSecretHash: $0.previousSecretHash.map(TransferFormat.Bytes.init),
+                                rotationSalt: $0.rotationSalt.map(TransferFormat.Bytes.init), rotatedAt: $0.rotatedAt.map(TransferFormat.Timestamp.init)
+                            )
+                        }
+                    )))
+                    summary.users += 1
+                    summary.identities += userIdentities.count
+                    summary.emailAccounts += accounts[user.id] == nil ? 0 : 1
+                    summary.sessions += userSessions?.count ?? 0
+                }
+                after = last.id
+            }
+            try emit(TransferFormat.Line(TransferFormat.End(users: summary.users, signingKeys: summary.signingKeys)))
+            return summary
+        }
+    }
+
+    /// Reads an export line by line from `next` (nil at the end) and inserts it, all in one transaction: a
+    /// malformed or truncated file, a user of an app not in `apps`, or a user, email or identity the database
+    /// already has aborts the import with a ``TransferError`` naming the line, and nothing is written.
+    func importLines(apps: Set<String>, next: @Sendable () throws -> String?) async throws -> TransferSummary {
+        try await db.transaction { tx in
+            let decoder = JSONDecoder()
+            var number = 0
+            func readLine() throws -> String? {
+                while let line = try next() {
+                    number += 1
+                    if !line.allSatisfy(\.isWhitespace) { return line }
+                }
+                return nil
+            }
+            func decode<T: Decodable>(_ type: T.Type, _ line: String) throws -> T {
+                do {
+                    return try decoder.decode(T.self, from: Data(line.utf8))
+                } catch let error as DecodingError {
+                    throw TransferError(line: number, "not a valid \(TransferFormat.name) line: \(Self.describe(error))")
+                }
+            }
+
+            guard let first = try readLine() else { throw TransferError("the input is empty; expected a \(TransferFormat.name) file") }
+            let header = try decode(TransferFormat.Header.self, first)
+            guard header.format == TransferFormat.name else { throw TransferError(line: number, "not a \(TransferFormat.name) file (format \"\(header.format)\")") }
+            guard header.version == TransferFormat.version else {
+                throw TransferError(line: number, "format version \(header.version) is not supported (this Gatehouse reads version \(TransferFormat.version))")
+            }
+
+            var summary = TransferSummary()
+            while let text = try readLine() {
+                let line = try decode(TransferFormat.Line.self, text)
+                do {
+                    switch line.type {
+                    case .signingKey:
+                        guard let key = line.signingKey else { continue }
+                        try await Self.insert(key, tx)
+                        summary.signingKeys += 1
+                    case .user:
+                        guard let user = line.user else { continue }
+                        let records = try Self.records(user, apps: apps)
+                        try await SQLStore.insertUser(records.user, tx)
+                        for identity in records.identities { try await SQLStore.insertIdentity(identity, tx) }
+                        if let (account, createdAt) = records.account { try await SQLStore.insertAccount(account, createdAt: createdAt, tx) }
+                        for session in records.sessions { try await SQLStore.insertSession(session, tx) }
+                        summary.users += 1
+                        summary.identities += records.identities.count
+                        summary.emailAccounts += records.account == nil ? 0 : 1
+                        summary.sessions += records.sessions.count
+                    case .end:
+                        guard let end = line.end, end.users == summary.users, end.signingKeys == summary.signingKeys else {
+                            throw TransferError(
+                                "the file ends by announcing \(line.end?.users ?? 0) users and \(line.end?.signingKeys ?? 0) signing keys, but holds \(summary.users) and \(summary.signingKeys)"
+                            )
+                        }
+                        if try readLine() != nil { throw TransferError("there is more after the end line") }
+                        return summary
+                    }
+                } catch let error as TransferError {
+                    throw TransferError(line: error.line ?? number, error.message)
+                } catch StoreError.conflict {
+                    let what = line.user.map { "user \($0.id)" } ?? "signing key \(line.signingKey?.kid ?? "")"
+                    throw TransferError(line: number, "\(what) is already in the target database (its id, email or an identity)")
+                }
+            }
+            throw TransferError("the file ends without its end line: it is truncated (after \(summary.users) users)")
+        }
+    }
+
+    /// The rows of one exported user, checked: a line that would make an account no one can sign in to is refused.
+    private static func records(_ user: TransferFormat.User, apps: Set<String>) throws -> (
+        user: UserRecord, identities: [IdentityRecord], account: (EmailAccountRecord, Date)?, sessions: [SessionRecord]
+    ) {
+        guard isObjectID(user.id) else { throw TransferError("user id \"\(user.id)\" is not 24 lowercase hex digits") }
+        guard apps.contains(user.appId) else {
+            throw TransferError("user \(user.id) belongs to app \"\(user.appId)\", which this configuration does not have (add it under apps, then import again)")
+        }
+        guard !user.identities.isEmpty else { throw TransferError("user \(user.id) has no identity: no one could sign in as them") }
+        let identities = try user.identities.map { identity in
+            guard isObjectID(identity.id), !identity.providerType.isEmpty, !identity.externalId.isEmpty else {
+                throw TransferError("user \(user.id) has an identity without a valid id, providerType or externalId")
+            }
+            return IdentityRecord(
+                id: identity.id, userId: user.id, appId: user.appId, providerType: identity.providerType, externalId: identity.externalId,
+                data: identity.data, createdAt: identity.createdAt.date
+            )
+        }
+        var account: (EmailAccountRecord, Date)?
+        if let exported = user.emailAccount {
+            guard let email = EmailAddress(exported.email), email.normalized == exported.email else {
+                throw TransferError("user \(user.id): \"\(exported.email)\" is not a normalized (trimmed, lowercase) email address")
+            }
+            guard identities.contains(where: { $0.providerType == "local-userpass" && $0.externalId == exported.email }) else {
+                throw TransferError("user \(user.id): the email account \(exported.email) has no local-userpass identity with that email")
+            }
+            if !exported.passwordHash.isEmpty {
+                guard exported.passwordHash.hasPrefix("$argon2id$"), (try? Argon2.parseParameters(phc: exported.passwordHash)) != nil else {
+                    throw TransferError("user \(user.id): the password hash is not an Argon2id PHC string")
+                }
+            }
+            account = (
+                EmailAccountRecord(
+                    appId: user.appId, email: exported.email, userId: user.id, passwordHash: exported.passwordHash,
+                    confirmedAt: exported.confirmedAt?.date
+                ),
+                exported.createdAt.date
+            )
+        }
+        let sessions = try (user.sessions ?? []).map { session in
+            guard isObjectID(session.id), session.secretHash.bytes.count == 32 else {
+                throw TransferError("user \(user.id) has a session without a valid id or a 32-byte secret hash")
+            }
+            return SessionRecord(
+                id: session.id, appId: user.appId, userId: user.id, deviceId: session.deviceId, device: session.device,
+                secretHash: session.secretHash.bytes, createdAt: session.createdAt.date, expiresAt: session.expiresAt.date, revokedAt: nil,
+                clientId: session.clientId, previousSecretHash: session.previousSecretHash?.bytes, rotationSalt: session.rotationSalt?.bytes,
+                rotatedAt: session.rotatedAt?.date
+            )
+        }
+        let user = UserRecord(id: user.id, appId: user.appId, createdAt: user.createdAt.date, disabled: user.disabled, customData: user.customData)
+        return (user, identities, account, sessions)
+    }
+
+    /// Inserts a signing key unless the database has it already (importing into a deployment that was exported
+    /// from the same keys); a different key under the same kid is refused.
+    private static func insert(_ key: TransferFormat.SigningKey, _ tx: any SQLExecutor) async throws {
+        guard key.algorithm == "ES256", key.privateKey.bytes.count == 32,
+            SigningKeys.isValidP256PrivateKey(key.privateKey.bytes)
+        else { throw TransferError("signing key \(key.kid) is not an ES256 (P-256) private key") }
+        let existing = try await tx.query("SELECT private_key FROM signing_keys WHERE kid = $1", .text(key.kid))
+        if let row = existing.first {
+            guard try row.blob("private_key") == key.privateKey.bytes else {
+                throw TransferError("the target has a different signing key with kid \(key.kid)")
+            }
+            return
+        }
+        try await tx.query(
+            "INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES ($1, $2, $3, $4)",
+            .text(key.kid), .text(key.algorithm), .blob(key.privateKey.bytes), SQLValue(key.createdAt.date)
+        )
+    }
+
+    static func isObjectID(_ id: String) -> Bool {
+        id.utf8.count == 24 && id.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "\(path(context.codingPath + [key])) is missing"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "\(path(context.codingPath)): \(context.debugDescription)"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not JSON" : "\(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
+    private static func path(_ keys: [any CodingKey]) -> String {
+        keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingCharacters(in: CharacterSet(charactersIn: "."))
+    }
+}

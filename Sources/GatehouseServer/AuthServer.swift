@@ -75,9 +75,11 @@ public final class AuthServer: Sendable {
             let hasher = Argon2PasswordHasher()
             for app in configuration.apps { try await hasher.prepare(app.passwordHash) }
             let publicURL = PublicURL(configuration.server.resolvedPublicURL())
+            let outbound = HTTPClientOutbound()
             let env = AuthEnvironment(
                 store: store, clock: clock, hasher: hasher, keys: keys, configuration: configuration,
-                publicURLBox: publicURL, logger: logger, templates: templates
+                publicURLBox: publicURL, logger: logger, templates: templates,
+                outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock)
             )
             var transport: (any MailTransport)?
             if configuration.mail.smtpURL != nil {

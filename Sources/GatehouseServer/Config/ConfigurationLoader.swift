@@ -120,10 +120,13 @@ public struct ConfigurationLoader: Sendable {
                 parallelism: try uint("parallelism", 1)
             )
         }
-        if let providers = try app.optionalMapping("providers", allowed: ["local-userpass", "anon-user"]) {
+        if let providers = try app.optionalMapping(
+            "providers", allowed: ["local-userpass", "anon-user", "custom-token", "oauth2-google", "oauth2-apple", "oauth2-facebook"]
+        ) {
             if let anonymous = try providers.optionalMapping("anon-user", allowed: ["enabled"]) {
                 config.anonymousUsers = try anonymous.optionalBool("enabled") ?? true
             }
+            try externalProviders(providers, into: &config)
             if let local = try providers.optionalMapping(
                 "local-userpass",
                 allowed: [
@@ -152,6 +155,104 @@ public struct ConfigurationLoader: Sendable {
             config.nativeAuth = try nativeAuth(native)
         }
         return config
+    }
+
+    /// `custom-token`, `oauth2-google`, `oauth2-apple`, `oauth2-facebook`: each on when present (and `enabled` is not
+    /// false), with its keys checked here so that a bad key stops the start, not the first login.
+    private func externalProviders(_ providers: ConfigMapping, into config: inout AppSettings) throws(ConfigurationError) {
+        func strings(_ mapping: ConfigMapping, _ key: String) throws(ConfigurationError) -> [String]? {
+            if let single = try? mapping.optionalString(key) { return [single] }
+            guard let nodes = try mapping.optionalSequence(key) else { return nil }
+            var values: [String] = []
+            for node in nodes { values.append(try node.string()) }
+            return values
+        }
+        func required(_ mapping: ConfigMapping, _ key: String) throws(ConfigurationError) -> String {
+            guard let value = try mapping.optionalString(key), !value.isEmpty else {
+                throw ConfigurationError(key: mapping.path + "." + key, message: "required")
+            }
+            return value
+        }
+        func url(_ mapping: ConfigMapping, _ key: String, default fallback: String) throws(ConfigurationError) -> String {
+            guard let value = try mapping.optionalString(key) else { return fallback }
+            try Self.checkBaseURL(value, key: mapping.path + "." + key, allowPath: true)
+            return value
+        }
+        if let custom = try providers.optionalMapping(
+            "custom-token", allowed: ["enabled", "keys", "jwksURL", "issuer", "audience", "metadataFields"]
+        ), try custom.optionalBool("enabled") ?? true {
+            var settings = CustomTokenSettings()
+            for node in try custom.optionalSequence("keys") ?? [] {
+                let key = try node.mapping(allowed: ["kid", "secret", "publicKey"])
+                let kid = try key.optionalString("kid")
+                switch (try key.optionalString("secret"), try key.optionalString("publicKey")) {
+                case (let secret?, nil): settings.keys.append(.secret(secret, kid: kid))
+                case (nil, let pem?): settings.keys.append(.publicKey(pem, kid: kid))
+                default: throw ConfigurationError(key: node.path, message: "give either secret (HS256) or publicKey (PEM, RS256 or ES256)")
+                }
+                do {
+                    _ = try CustomTokenSettings(keys: [settings.keys.last!]).verificationKeys()
+                } catch let error as ConfigurationError {
+                    throw ConfigurationError(key: node.path, message: error.message)
+                } catch {
+                    throw ConfigurationError(key: node.path, message: "\(error)")
+                }
+            }
+            if let jwks = try custom.optionalString("jwksURL") {
+                try Self.checkBaseURL(jwks, key: custom.path + ".jwksURL", allowPath: true)
+                settings.jwksURL = jwks
+            }
+            guard !settings.keys.isEmpty || settings.jwksURL != nil else {
+                throw ConfigurationError(key: custom.path, message: "needs keys or jwksURL to verify tokens with")
+            }
+            settings.issuers = try strings(custom, "issuer") ?? []
+            settings.audiences = try strings(custom, "audience") ?? []
+            for node in try custom.optionalSequence("metadataFields") ?? [] {
+                let field = try node.mapping(allowed: ["name", "field", "required"])
+                let name = try required(field, "name")
+                settings.metadataFields.append(
+                    .init(name: name, field: try field.optionalString("field"), required: try field.optionalBool("required") ?? false)
+                )
+            }
+            config.customToken = settings
+        }
+        if let google = try providers.optionalMapping(
+            "oauth2-google", allowed: ["enabled", "clientIds", "serverClientId", "clientSecret", "redirectURI", "issuer", "jwksURL", "tokenURL"]
+        ), try google.optionalBool("enabled") ?? true {
+            guard let ids = try strings(google, "clientIds"), !ids.isEmpty else {
+                throw ConfigurationError(key: google.path + ".clientIds", message: "required: the OAuth client ids whose ID tokens are accepted")
+            }
+            var settings = GoogleSettings(
+                clientIds: ids, serverClientId: try google.optionalString("serverClientId"), clientSecret: try google.optionalString("clientSecret"),
+                redirectURI: try google.optionalString("redirectURI") ?? "",
+                jwksURL: try url(google, "jwksURL", default: GoogleSettings.defaultJWKSURL),
+                tokenURL: try url(google, "tokenURL", default: GoogleSettings.defaultTokenURL)
+            )
+            if let issuers = try strings(google, "issuer") { settings.openID.issuers = issuers }
+            if (settings.serverClientId == nil) != (settings.clientSecret == nil) {
+                throw ConfigurationError(key: google.path, message: "serverClientId and clientSecret go together (for server auth codes)")
+            }
+            config.google = settings
+        }
+        if let apple = try providers.optionalMapping("oauth2-apple", allowed: ["enabled", "clientIds", "issuer", "jwksURL"]),
+            try apple.optionalBool("enabled") ?? true
+        {
+            guard let ids = try strings(apple, "clientIds"), !ids.isEmpty else {
+                throw ConfigurationError(key: apple.path + ".clientIds", message: "required: the bundle ids and service ids whose ID tokens are accepted")
+            }
+            config.apple = AppleSettings(
+                clientIds: ids, issuer: try apple.optionalString("issuer") ?? AppleSettings.defaultIssuer,
+                jwksURL: try url(apple, "jwksURL", default: AppleSettings.defaultJWKSURL)
+            )
+        }
+        if let facebook = try providers.optionalMapping("oauth2-facebook", allowed: ["enabled", "appId", "appSecret", "graphURL"]),
+            try facebook.optionalBool("enabled") ?? true
+        {
+            config.facebook = FacebookSettings(
+                appId: try required(facebook, "appId"), appSecret: try required(facebook, "appSecret"),
+                graphURL: try url(facebook, "graphURL", default: FacebookSettings.defaultGraphURL)
+            )
+        }
     }
 
     private func nativeAuth(_ native: ConfigMapping) throws(ConfigurationError) -> NativeAuthSettings {

@@ -185,6 +185,14 @@ public struct AppSettings: Sendable, Hashable {
     public var passwordHash: Argon2Parameters
     /// `nativeAuth`: the native auth API; nil when the key is absent (the API answers `nativeauthapi_disabled`).
     public var nativeAuth: NativeAuthSettings?
+    /// `providers.custom-token`: JWTs from the app's own backend; nil when off.
+    public var customToken: CustomTokenSettings?
+    /// `providers.oauth2-google`; nil when off.
+    public var google: GoogleSettings?
+    /// `providers.oauth2-apple`; nil when off.
+    public var apple: AppleSettings?
+    /// `providers.oauth2-facebook`; nil when off.
+    public var facebook: FacebookSettings?
 
     public init(
         id: String,
@@ -198,7 +206,11 @@ public struct AppSettings: Sendable, Hashable {
         emailLimit: Int = 5,
         emailLimitWindow: Int = 600,
         passwordHash: Argon2Parameters = .owasp,
-        nativeAuth: NativeAuthSettings? = nil
+        nativeAuth: NativeAuthSettings? = nil,
+        customToken: CustomTokenSettings? = nil,
+        google: GoogleSettings? = nil,
+        apple: AppleSettings? = nil,
+        facebook: FacebookSettings? = nil
     ) {
         self.id = id
         self.name = name ?? id
@@ -212,6 +224,10 @@ public struct AppSettings: Sendable, Hashable {
         self.emailLimitWindow = emailLimitWindow
         self.passwordHash = passwordHash
         self.nativeAuth = nativeAuth
+        self.customToken = customToken
+        self.google = google
+        self.apple = apple
+        self.facebook = facebook
     }
 
     /// The password rules of every password this app accepts: `local-userpass.password`, or the defaults when

@@ -25,6 +25,14 @@ enum AuthError: Error, Hashable, Sendable {
     case tooManyEmails(retryAfter: Int)
     /// The database cannot be reached.
     case storeUnavailable
+    /// A provider's credential (custom JWT, ID token, access token, auth code) was refused; the message says why.
+    case invalidCredential(String)
+    /// An identity provider (its keys, token endpoint or API) could not be reached or answered nonsense.
+    case providerUnavailable(String)
+    /// Linking an identity that belongs to another user.
+    case identityInUse
+    /// Linking anonymous credentials to a user.
+    case cannotLinkAnonymous
 }
 
 /// Errors of the store layer that the domain understands.

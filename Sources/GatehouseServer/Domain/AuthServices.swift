@@ -15,6 +15,10 @@ struct AuthEnvironment: Sendable {
     var logger: Logger
     /// Email templates by app id.
     var templates: [String: MailTemplates]
+    /// Outbound HTTP: identity providers' keys and APIs, webhooks.
+    var outbound: any OutboundHTTP
+    /// Identity providers' signing keys.
+    var jwks: JWKSCache
 
     func templates(for app: AppSettings) -> MailTemplates { templates[app.id]! }
 

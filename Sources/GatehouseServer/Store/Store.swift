@@ -25,6 +25,16 @@ protocol GatehouseStore: Sendable {
     ) async throws
     /// Creates a user with one identity (anonymous users, and later external providers).
     func createUser(_ user: UserRecord, identity: IdentityRecord) async throws
+    /// The identity an app's provider knows by `externalId`.
+    func identity(appId: String, providerType: String, externalId: String) async throws -> IdentityRecord?
+    /// Replaces an identity's profile data (refreshed from its provider at each login).
+    func updateIdentityData(id: String, data: [String: JSONValue]) async throws
+    /// Adds an identity to an existing user. Throws ``StoreError/conflict`` when the identity exists.
+    func addIdentity(_ identity: IdentityRecord) async throws
+    /// Moves identity `id` (with its email account) from user `from` to user `to` and deletes `from`, if `from` has
+    /// no other identity and never had a session; one transaction. The identity counts as linked `at` (profiles list
+    /// identities in link order). False, changing nothing, otherwise.
+    func adoptIdentity(id: String, from: String, to: String, at: Date) async throws -> Bool
     func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord?
     func user(id: String) async throws -> UserRecord?
     func identities(userId: String) async throws -> [IdentityRecord]

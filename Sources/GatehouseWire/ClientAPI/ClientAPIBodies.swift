@@ -102,6 +102,64 @@ public struct AnonymousLoginRequest: Codable, Hashable, Sendable {
     }
 }
 
+/// `custom-token/login`: a JWT from the app's own backend.
+public struct CustomTokenLoginRequest: Codable, Hashable, Sendable {
+    public var provider: String?
+    public var token: String
+    public var options: LoginOptions?
+    public init(token: String, options: LoginOptions? = nil) {
+        self.provider = "custom-token"
+        self.token = token
+        self.options = options
+    }
+}
+
+/// `oauth2-google/login`: an ID token, or a server auth code to exchange.
+public struct GoogleLoginRequest: Codable, Hashable, Sendable {
+    public var provider: String?
+    public var idToken: String?
+    public var authCode: String?
+    public var options: LoginOptions?
+    public init(idToken: String? = nil, authCode: String? = nil, options: LoginOptions? = nil) {
+        self.provider = "oauth2-google"
+        self.idToken = idToken
+        self.authCode = authCode
+        self.options = options
+    }
+    enum CodingKeys: String, CodingKey {
+        case provider, authCode, options
+        case idToken = "id_token"
+    }
+}
+
+/// `oauth2-apple/login`: a Sign in with Apple ID token.
+public struct AppleLoginRequest: Codable, Hashable, Sendable {
+    public var provider: String?
+    public var idToken: String
+    public var options: LoginOptions?
+    public init(idToken: String, options: LoginOptions? = nil) {
+        self.provider = "oauth2-apple"
+        self.idToken = idToken
+        self.options = options
+    }
+    enum CodingKeys: String, CodingKey {
+        case provider, options
+        case idToken = "id_token"
+    }
+}
+
+/// `oauth2-facebook/login`: a Facebook user access token.
+public struct FacebookLoginRequest: Codable, Hashable, Sendable {
+    public var provider: String?
+    public var accessToken: String
+    public var options: LoginOptions?
+    public init(accessToken: String, options: LoginOptions? = nil) {
+        self.provider = "oauth2-facebook"
+        self.accessToken = accessToken
+        self.options = options
+    }
+}
+
 /// The answer to every login.
 public struct LoginResponse: Codable, Hashable, Sendable {
     public var accessToken: String

@@ -29,6 +29,8 @@ public struct ClientAPIErrorCode: RawRepresentable, Codable, Hashable, Sendable,
     /// Too many requests (HTTP 429, with `Retry-After`): for example, too many emails to one address.
     public static let tooManyRequests = Self(rawValue: "TooManyRequests")
     public static let internalServerError = Self(rawValue: "InternalServerError")
+    /// An identity provider or webhook Gatehouse depends on could not be reached or answered nonsense (HTTP 502).
+    public static let httpError = Self(rawValue: "HTTPError")
     /// The server cannot serve the request right now, for example its database is unreachable (HTTP 503).
     public static let maintenanceInProgress = Self(rawValue: "MaintenanceInProgress")
 }

@@ -63,6 +63,14 @@ extension AuthError {
             )
         case .storeUnavailable:
             ClientAPIError(status: .serviceUnavailable, code: .maintenanceInProgress, message: "the database is unavailable; try again shortly")
+        case .invalidCredential(let message):
+            ClientAPIError(status: .unauthorized, code: .invalidPassword, message: message)
+        case .providerUnavailable(let message):
+            ClientAPIError(status: .badGateway, code: .httpError, message: message)
+        case .identityInUse:
+            ClientAPIError(status: .conflict, code: .accountNameInUse, message: "a user already exists with the specified provider")
+        case .cannotLinkAnonymous:
+            .badRequest("Cannot add anonymous credentials to an existing user.")
         }
     }
 }

@@ -67,28 +67,81 @@ struct ClientAPIRoutes {
         }
     }
 
+    /// `POST …/auth/providers/{provider}/login`, and with `?link=true` (and the user's access token) the same
+    /// credentials linked to the logged-in user instead (spec §3.2, §3.3).
     @Sendable func login(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        let id = try appId(context)
-        let app = try env.app(id)
+        let app = try env.app(try appId(context))
         let provider = try context.parameters.require("provider")
+        if request.uri.queryParameters.get("link") == "true" {
+            let caller = try await sessions.authenticate(try request.bearerToken(), as: .access)
+            guard caller.app.id == app.id else { throw AuthError.invalidSession("invalid session: the token is for another app") }
+            guard case .external(let identity, _) = try await credential(provider, app: app, request: request, context: context, linking: true)
+            else { throw AuthError.cannotLinkAnonymous }
+            try await IdentityService(env: env).link(identity, to: caller)
+            return try JSONResponse.make(SessionResponse(accessToken: try sessions.accessToken(for: caller.user, session: caller.session, app: app)))
+        }
         let user: UserRecord
         let options: LoginOptions?
-        switch provider {
-        case EmailPasswordService.providerType:
-            let body = try await request.decodeClientAPIBody(EmailPasswordLoginRequest.self, context: context)
-            (user, _) = try await emailPassword.login(appId: app.id, username: body.username, password: body.password)
-            options = body.options
-        case AnonymousService.providerType:
-            guard app.anonymousUsers else { throw AuthError.providerNotEnabled(provider) }
-            options = try await request.decodeClientAPIBody(AnonymousLoginRequest.self, context: context).options
-            (user, _) = try await AnonymousService(env: env).login(appId: app.id)
-        default:
-            throw AuthError.providerNotEnabled(String(provider.prefix(64)))
+        switch try await credential(provider, app: app, request: request, context: context, linking: false) {
+        case .user(let found, let sent):
+            (user, options) = (found, sent)
+        case .external(let identity, let sent):
+            (user, options) = (try await IdentityService(env: env).logIn(identity, app: app), sent)
         }
         let result = try await sessions.startSession(for: user, app: app, device: options?.device ?? [:])
         return try JSONResponse.make(
             LoginResponse(accessToken: result.accessToken, refreshToken: result.refreshToken, userId: result.userId, deviceId: result.deviceId)
         )
+    }
+
+    /// What a login body proves.
+    private enum Credential {
+        /// A user directly (email/password, a new anonymous user).
+        case user(UserRecord, LoginOptions?)
+        /// An identity a provider vouches for, whose user is found or created.
+        case external(ExternalIdentity, LoginOptions?)
+    }
+
+    private func credential(
+        _ provider: String, app: AppSettings, request: Request, context: GatehouseRequestContext, linking: Bool
+    ) async throws -> Credential {
+        let providers = ProviderServices(env: env)
+        switch provider {
+        case EmailPasswordService.providerType:
+            let body = try await request.decodeClientAPIBody(EmailPasswordLoginRequest.self, context: context)
+            let (user, _) = try await emailPassword.login(appId: app.id, username: body.username, password: body.password)
+            guard linking, let email = EmailAddress(body.username) else { return .user(user, body.options) }
+            return .external(ExternalIdentity(providerType: provider, externalId: email.normalized, data: [:]), body.options)
+        case AnonymousService.providerType:
+            guard app.anonymousUsers else { throw AuthError.providerNotEnabled(provider) }
+            let options = try await request.decodeClientAPIBody(AnonymousLoginRequest.self, context: context).options
+            if linking { throw AuthError.cannotLinkAnonymous }
+            return .user(try await AnonymousService(env: env).login(appId: app.id).0, options)
+        case CustomTokenProvider.providerType:
+            guard let settings = app.customToken else { throw AuthError.providerNotEnabled(provider) }
+            let body = try await request.decodeClientAPIBody(CustomTokenLoginRequest.self, context: context)
+            return .external(try await providers.customToken(settings).identity(token: body.token), body.options)
+        case GoogleProvider.providerType:
+            guard let settings = app.google else { throw AuthError.providerNotEnabled(provider) }
+            let body = try await request.decodeClientAPIBody(GoogleLoginRequest.self, context: context)
+            let google = providers.google(settings)
+            switch (body.idToken, body.authCode) {
+            case (let token?, nil): return .external(try await google.identity(idToken: token), body.options)
+            case (nil, let code?): return .external(try await google.identity(authCode: code), body.options)
+            case (nil, nil): throw ClientAPIError.missingParameter("id_token")
+            default: throw ClientAPIError.invalidParameter("give either id_token or authCode, not both")
+            }
+        case AppleProvider.providerType:
+            guard let settings = app.apple else { throw AuthError.providerNotEnabled(provider) }
+            let body = try await request.decodeClientAPIBody(AppleLoginRequest.self, context: context)
+            return .external(try await providers.apple(settings).identity(idToken: body.idToken), body.options)
+        case FacebookProvider.providerType:
+            guard let settings = app.facebook else { throw AuthError.providerNotEnabled(provider) }
+            let body = try await request.decodeClientAPIBody(FacebookLoginRequest.self, context: context)
+            return .external(try await providers.facebook(settings).identity(accessToken: body.accessToken), body.options)
+        default:
+            throw AuthError.providerNotEnabled(String(provider.prefix(64)))
+        }
     }
 
     @Sendable func refresh(_ request: Request, context: GatehouseRequestContext) async throws -> Response {

@@ -60,6 +60,44 @@ struct SQLStore: GatehouseStore {
         }
     }
 
+    func identity(appId: String, providerType: String, externalId: String) async throws -> IdentityRecord? {
+        try await db.query(
+            "SELECT \(Self.identityColumns) FROM identities WHERE app_id = $1 AND provider_type = $2 AND external_id = $3",
+            .text(appId), .text(providerType), .text(externalId)
+        ).first.map(Self.identity)
+    }
+
+    func updateIdentityData(id: String, data: [String: JSONValue]) async throws {
+        try await db.query("UPDATE identities SET data = $1 WHERE id = $2", .text(try JSONColumn.encode(data)), .text(id))
+    }
+
+    func addIdentity(_ identity: IdentityRecord) async throws {
+        try await Self.insertIdentity(identity, db)
+    }
+
+    func adoptIdentity(id: String, from: String, to: String, at now: Date) async throws -> Bool {
+        try await db.transaction { tx in
+            // One conditional UPDATE decides: of racing links, one moves the identity and the others find it gone.
+            let moved = try await tx.query(
+                """
+                UPDATE identities SET user_id = $3, created_at = $4 WHERE id = $2 AND user_id = $1
+                AND NOT EXISTS (SELECT 1 FROM sessions WHERE user_id = $1)
+                AND NOT EXISTS (SELECT 1 FROM identities WHERE user_id = $1 AND id <> $2)
+                RETURNING id
+                """,
+                .text(from), .text(id), .text(to), SQLValue(now)
+            )
+            guard !moved.isEmpty else { return false }
+            // The account moves before its old user goes: deleting the user would cascade to it.
+            try await tx.query("UPDATE email_accounts SET user_id = $1 WHERE user_id = $2", .text(to), .text(from))
+            for table in ["one_time_tokens", "native_flows"] {
+                try await tx.query("DELETE FROM \(table) WHERE user_id = $1", .text(from))
+            }
+            try await tx.query("DELETE FROM users WHERE id = $1", .text(from))
+            return true
+        }
+    }
+
     func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord? {
         try await db.query(
             "SELECT app_id, email, user_id, password_hash, confirmed_at FROM email_accounts WHERE app_id = $1 AND email = $2",

@@ -67,6 +67,7 @@ import Testing
 
             let profile = try await client.call(Path.profile, .get, bearer: login.accessToken).decode(ProfileResponse.self)
             #expect(profile.identities.map(\.providerType) == ["custom-token"])
+            #expect(profile.identities.map(\.id) == ["u-1"])
             #expect(profile.data["email"] == "u-1@example.com")
             #expect(profile.data["name"] == "User u-1")
         }

@@ -143,8 +143,13 @@ struct SessionService: Sendable {
         return ProfileResponse(
             userId: caller.user.id,
             domainId: Self.domainId(appId: caller.app.id),
+            // As App Services: an external provider's identity is known by that provider's id for the user (the JWT's
+            // `sub`, the Facebook user id); email/password and anonymous identities by their own ObjectId.
             identities: identities.map {
-                ProfileIdentity(id: $0.id, providerType: $0.providerType, providerId: Self.providerId(appId: $0.appId, provider: $0.providerType))
+                ProfileIdentity(
+                    id: $0.providerType == EmailPasswordService.providerType ? $0.id : $0.externalId, providerType: $0.providerType,
+                    providerId: Self.providerId(appId: $0.appId, provider: $0.providerType)
+                )
             },
             data: data,
             type: "normal"

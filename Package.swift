@@ -129,6 +129,7 @@ let package = Package(
                 "Gatehouse",
                 "GatehouseServer",
                 "GatehouseTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings

@@ -84,6 +84,9 @@ struct LiveServer: Sendable {
 /// `country` attribute.
 let liveNativeAuth = NativeAuthSettings(clientIds: ["ios-app"], attributes: [.init(name: "country", regex: "^[A-Z]{2}$")])
 
+/// The HS256 secret the live server's `custom-token` provider trusts.
+let liveJWTSecret = "the live server's custom JWT secret, 32+ bytes"
+
 func withLiveServer(
     reveal: Bool = false,
     nativeAuth: NativeAuthSettings = liveNativeAuth,
@@ -98,7 +101,8 @@ func withLiveServer(
         apps: [
             AppSettings(
                 id: "test-app", revealUserExistence: reveal, localUserpass: LocalUserpassConfiguration(confirmation: .email), anonymousUsers: true,
-                passwordHash: hash, nativeAuth: nativeAuth
+                passwordHash: hash, nativeAuth: nativeAuth,
+                customToken: CustomTokenSettings(keys: [.secret(liveJWTSecret, kid: nil)], audiences: ["test-app"], metadataFields: [.init(name: "name")])
             )
         ]
     )

@@ -1,0 +1,46 @@
+import Crypto
+import Foundation
+import Gatehouse
+import GatehouseServer
+import Testing
+
+/// The SDK's `Credentials.jwt` and `linkUser` against a live server whose `test-app` trusts a custom JWT secret.
+@Suite struct ProviderEndToEndTests {
+    /// An HS256 token as the app's backend would mint it.
+    static func jwt(sub: String, name: String, now: Date, secret: String = liveJWTSecret) throws -> String {
+        func b64(_ data: Data) -> String {
+            data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        let header = b64(Data(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
+        let claims: [String: Any] = ["sub": sub, "aud": "test-app", "name": name, "iat": Int(now.timeIntervalSince1970), "exp": Int(now.timeIntervalSince1970) + 300]
+        let payload = b64(try JSONSerialization.data(withJSONObject: claims, options: .sortedKeys))
+        let input = header + "." + payload
+        return input + "." + b64(Data(HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(secret.utf8)))))
+    }
+
+    @Test func anAnonymousUserLinksACustomJWTAndLogsInWithItLater() async throws {
+        try await withLiveServer { server in
+            let app = server.app()
+            let anonymous = try await app.login(credentials: .anonymous)
+            server.clock.advance(by: 1)
+            let token = try Self.jwt(sub: "backend-7", name: "Seven", now: server.clock.now)
+            let linked = try await anonymous.linkUser(credentials: .jwt(token: token))
+            #expect(linked.id == anonymous.id)
+            #expect(linked.identities.map(\.providerType) == ["anon-user", "custom-token"])
+            #expect(linked.identities.last?.identifier == "backend-7")
+            #expect(linked.profile.name == "Seven")
+
+            try await linked.logOut()
+            // No longer anonymous: logging out keeps it on the device, and the JWT logs in as the same user.
+            #expect(linked.state == .loggedOut)
+            let again = try await app.login(credentials: .jwt(token: token))
+            #expect(again.id == anonymous.id)
+
+            // A token signed with another secret is refused with the server's reason.
+            let forged = try Self.jwt(sub: "backend-7", name: "Mallory", now: server.clock.now, secret: "not the secret the server trusts!!")
+            let error = await #expect(throws: AppError.self) { try await app.login(credentials: .jwt(token: forged)) }
+            #expect(error?.code == .invalidPassword)
+            #expect(error?.message.contains("signature is invalid") == true, "\(String(describing: error))")
+        }
+    }
+}

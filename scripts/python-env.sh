@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints the path of the project's Python (a virtual environment at .build-venv), creating it and installing
-# what the tests use when missing: argon2-cffi (the reference Argon2), aiosmtpd (a real SMTP server) and
-# selenium (drives Chromium). Idempotent and quiet when everything is there; progress goes to stderr.
+# what the tests use when missing: argon2-cffi (the reference Argon2), aiosmtpd (a real SMTP server),
+# selenium (drives Chromium) and standardwebhooks (checks webhook signatures independently of Gatehouse).
+# Idempotent and quiet when everything is there; progress goes to stderr.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,6 +18,7 @@ missing=()
 "$python" -c 'import argon2.low_level' >/dev/null 2>&1 || missing+=(argon2-cffi)
 "$python" -c 'import aiosmtpd' >/dev/null 2>&1 || missing+=(aiosmtpd)
 "$python" -c 'import selenium' >/dev/null 2>&1 || missing+=(selenium)
+"$python" -c 'import standardwebhooks' >/dev/null 2>&1 || missing+=(standardwebhooks)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "python-env: installing ${missing[*]} into $venv" >&2
     "$python" -m pip install -q --disable-pip-version-check "${missing[@]}" >&2

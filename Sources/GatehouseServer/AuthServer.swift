@@ -49,17 +49,20 @@ public final class AuthServer: Sendable {
     ///     reports not-ready on `/readyz`, answers 503 elsewhere, and retries on `retry`'s schedule until the
     ///     database answers. Without it (the default) an unreachable database throws.
     ///   - retry: the delays between those attempts.
+    ///   - functions: Swift closures standing in for the confirmation, reset and custom-function webhooks.
     public static func open(
         configuration: GatehouseConfiguration,
         clock: GatehouseClock = .system,
         logger: Logger = Logger(label: "gatehouse"),
         waitForDatabase: Bool = false,
-        retry: RetrySchedule = RetrySchedule()
+        retry: RetrySchedule = RetrySchedule(),
+        functions: FunctionHandlers = FunctionHandlers()
     ) async throws -> AuthServer {
-        // Configuration that needs files (templates) is checked before anything is opened.
+        // Configuration that needs files (templates) or closures is checked before anything is opened.
         var templates: [String: MailTemplates] = [:]
         for (index, app) in configuration.apps.enumerated() {
             templates[app.id] = try MailTemplates.load(folder: app.emailTemplates, key: "apps[\(index)].emailTemplates")
+            try checkFunctions(app, functions, path: "apps[\(index)].providers")
         }
         let database = try await openDatabase(configuration.database.url, logger: logger, connect: !waitForDatabase)
         do {
@@ -79,7 +82,7 @@ public final class AuthServer: Sendable {
             let env = AuthEnvironment(
                 store: store, clock: clock, hasher: hasher, keys: keys, configuration: configuration,
                 publicURLBox: publicURL, logger: logger, templates: templates,
-                outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock)
+                outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock), functions: functions
             )
             var transport: (any MailTransport)?
             if configuration.mail.smtpURL != nil {
@@ -94,6 +97,21 @@ public final class AuthServer: Sendable {
         } catch {
             try? await database.close()
             throw error
+        }
+    }
+
+    /// Every function an app uses has a webhook or a closure.
+    private static func checkFunctions(_ app: AppSettings, _ functions: FunctionHandlers, path: String) throws(ConfigurationError) {
+        if let local = app.localUserpass {
+            if local.confirmation == .function, local.confirmationFunction == nil, functions.confirmation == nil {
+                throw ConfigurationError(key: path + ".local-userpass.confirmationFunction", message: "required with confirmation: function")
+            }
+            if local.reset == .function, local.resetFunction == nil, functions.reset == nil {
+                throw ConfigurationError(key: path + ".local-userpass.resetFunction", message: "required with reset: function")
+            }
+        }
+        if case .some(.none) = app.customFunction, functions.customLogin == nil {
+            throw ConfigurationError(key: path + ".custom-function.webhook", message: "required (or give a customLogin closure when embedding)")
         }
     }
 

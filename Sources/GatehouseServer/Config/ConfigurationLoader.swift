@@ -121,7 +121,8 @@ public struct ConfigurationLoader: Sendable {
             )
         }
         if let providers = try app.optionalMapping(
-            "providers", allowed: ["local-userpass", "anon-user", "custom-token", "oauth2-google", "oauth2-apple", "oauth2-facebook"]
+            "providers",
+            allowed: ["local-userpass", "anon-user", "custom-token", "oauth2-google", "oauth2-apple", "oauth2-facebook", "custom-function"]
         ) {
             if let anonymous = try providers.optionalMapping("anon-user", allowed: ["enabled"]) {
                 config.anonymousUsers = try anonymous.optionalBool("enabled") ?? true
@@ -131,6 +132,7 @@ public struct ConfigurationLoader: Sendable {
                 "local-userpass",
                 allowed: [
                     "enabled", "confirmation", "emailConfirmationURL", "reset", "resetPasswordURL", "tokenTTL", "password",
+                    "confirmationFunction", "resetFunction",
                 ]
             ) {
                 var lp = LocalUserpassConfiguration()
@@ -141,6 +143,8 @@ public struct ConfigurationLoader: Sendable {
                 if let reset = try local.optionalEnum("reset", LocalUserpassConfiguration.Reset.self) { lp.reset = reset }
                 lp.resetPasswordURL = try local.optionalString("resetPasswordURL")
                 if let ttl = try local.optionalInt("tokenTTL") { lp.tokenTTL = ttl }
+                lp.confirmationFunction = try webhook(local, "confirmationFunction")
+                lp.resetFunction = try webhook(local, "resetFunction")
                 if let password = try local.optionalMapping("password", allowed: ["minLength", "maxLength"]) {
                     if let min = try password.optionalInt("minLength") { lp.password.minLength = min }
                     if let max = try password.optionalInt("maxLength") { lp.password.maxLength = max }
@@ -155,6 +159,22 @@ public struct ConfigurationLoader: Sendable {
             config.nativeAuth = try nativeAuth(native)
         }
         return config
+    }
+
+    /// A webhook: `{ url, secret, timeout }`, the secret a Standard Webhooks `whsec_…` secret.
+    private func webhook(_ parent: ConfigMapping, _ key: String) throws(ConfigurationError) -> WebhookSettings? {
+        guard let hook = try parent.optionalMapping(key, allowed: ["url", "secret", "timeout"]) else { return nil }
+        guard let url = try hook.optionalString("url") else { throw ConfigurationError(key: hook.path + ".url", message: "required") }
+        try Self.checkBaseURL(url, key: hook.path + ".url", allowPath: true)
+        guard let secret = try hook.optionalString("secret") else { throw ConfigurationError(key: hook.path + ".secret", message: "required") }
+        let settings = WebhookSettings(url: url, secret: secret, timeout: TimeInterval(try hook.optionalInt("timeout") ?? 5))
+        guard settings.secretKey != nil else {
+            throw ConfigurationError(key: hook.path + ".secret", message: "expected whsec_ followed by the base64 of at least 24 random bytes")
+        }
+        guard (1...60).contains(settings.timeout) else {
+            throw ConfigurationError(key: hook.path + ".timeout", message: "expected 1…60 seconds, found \(Int(settings.timeout))")
+        }
+        return settings
     }
 
     /// `custom-token`, `oauth2-google`, `oauth2-apple`, `oauth2-facebook`: each on when present (and `enabled` is not
@@ -244,6 +264,9 @@ public struct ConfigurationLoader: Sendable {
                 clientIds: ids, issuer: try apple.optionalString("issuer") ?? AppleSettings.defaultIssuer,
                 jwksURL: try url(apple, "jwksURL", default: AppleSettings.defaultJWKSURL)
             )
+        }
+        if let function = try providers.optionalMapping("custom-function", allowed: ["enabled", "webhook"]), try function.optionalBool("enabled") ?? true {
+            config.customFunction = .some(try webhook(function, "webhook"))
         }
         if let facebook = try providers.optionalMapping("oauth2-facebook", allowed: ["enabled", "appId", "appSecret", "graphURL"]),
             try facebook.optionalBool("enabled") ?? true

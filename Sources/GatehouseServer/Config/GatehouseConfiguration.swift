@@ -193,6 +193,8 @@ public struct AppSettings: Sendable, Hashable {
     public var apple: AppleSettings?
     /// `providers.oauth2-facebook`; nil when off.
     public var facebook: FacebookSettings?
+    /// `providers.custom-function`: on when set; its webhook, or nil when the embedding program gives a closure.
+    public var customFunction: WebhookSettings??
 
     public init(
         id: String,
@@ -210,7 +212,8 @@ public struct AppSettings: Sendable, Hashable {
         customToken: CustomTokenSettings? = nil,
         google: GoogleSettings? = nil,
         apple: AppleSettings? = nil,
-        facebook: FacebookSettings? = nil
+        facebook: FacebookSettings? = nil,
+        customFunction: WebhookSettings?? = nil
     ) {
         self.id = id
         self.name = name ?? id
@@ -228,6 +231,7 @@ public struct AppSettings: Sendable, Hashable {
         self.google = google
         self.apple = apple
         self.facebook = facebook
+        self.customFunction = customFunction
     }
 
     /// The password rules of every password this app accepts: `local-userpass.password`, or the defaults when
@@ -248,10 +252,16 @@ public struct LocalUserpassConfiguration: Sendable, Hashable {
         case auto
         /// Pending until the emailed link's token is confirmed.
         case email
+        /// The confirmation function (``confirmationFunction``, or the embedding program's closure) decides.
+        case function
     }
     /// How a password reset reaches the user.
     public enum Reset: String, Sendable, Hashable, CaseIterable {
+        /// `reset/send` mails a link.
         case email
+        /// `reset/call` runs the reset function (``resetFunction``, or the embedding program's closure); `reset/send`
+        /// still mails links.
+        case function
     }
 
     public var confirmation: Confirmation
@@ -264,6 +274,10 @@ public struct LocalUserpassConfiguration: Sendable, Hashable {
     /// Lifetime of confirmation and reset tokens, in seconds. Default 1800.
     public var tokenTTL: Int
     public var password: PasswordPolicy
+    /// The webhook of `confirmation: function`.
+    public var confirmationFunction: WebhookSettings?
+    /// The webhook of `reset: function`.
+    public var resetFunction: WebhookSettings?
 
     public init(
         confirmation: Confirmation = .email,

@@ -131,3 +131,18 @@ public struct FacebookSettings: Sendable, Hashable {
         self.graphURL = graphURL
     }
 }
+
+/// A webhook Gatehouse calls: a confirmation or reset function, or the custom-function login.
+public struct WebhookSettings: Sendable, Hashable {
+    public var url: String
+    /// `whsec_` and the base64 of at least 24 random bytes (Standard Webhooks).
+    public var secret: String
+    /// Seconds to wait for the answer, connecting included. Default 5.
+    public var timeout: TimeInterval
+
+    public init(url: String, secret: String, timeout: TimeInterval = 5) {
+        self.url = url
+        self.secret = secret
+        self.timeout = timeout
+    }
+}

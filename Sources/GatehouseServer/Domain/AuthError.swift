@@ -33,6 +33,12 @@ enum AuthError: Error, Hashable, Sendable {
     case identityInUse
     /// Linking anonymous credentials to a user.
     case cannotLinkAnonymous
+    /// The confirmation function answered `fail`: the registration (or retry) failed. Carries the email.
+    case confirmationFailed(String)
+    /// The reset function answered `fail` (or the address is unknown and the app does not reveal it).
+    case resetFailed(String)
+    /// `confirm/call` or `reset/call` where the app does not use that function; the message says why.
+    case functionNotEnabled(String)
 }
 
 /// Errors of the store layer that the domain understands.

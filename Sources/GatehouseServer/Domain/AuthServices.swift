@@ -19,6 +19,8 @@ struct AuthEnvironment: Sendable {
     var outbound: any OutboundHTTP
     /// Identity providers' signing keys.
     var jwks: JWKSCache
+    /// Closures standing in for webhooks (embedding programs).
+    var functions: FunctionHandlers = FunctionHandlers()
 
     func templates(for app: AppSettings) -> MailTemplates { templates[app.id]! }
 

@@ -38,22 +38,46 @@ struct EmailPasswordService: Sendable {
             id: Secrets.objectID(at: now), userId: userId, appId: app.id, providerType: Self.providerType,
             externalId: email.normalized, data: ["email": .string(email.display)], createdAt: now
         )
-        let confirmed = local.confirmation == .auto
+        var confirmed = local.confirmation == .auto
+        var token: OneTimeTokenRecord?
+        var mail: OutboxMessage?
+        switch local.confirmation {
+        case .auto:
+            break
+        case .email:
+            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
+            (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, recipient: email.display)
+        case .function:
+            // The function decides before anything is written: on `fail` (or when it cannot be reached) no account
+            // exists; on `pending` the account waits for `confirm` with the token the function was given.
+            let (record, secret) = makeToken(.confirmation, app: app, local: local, userId: userId)
+            let call = ConfirmationCall(appId: app.id, token: secret, tokenId: record.id, username: email.display)
+            switch try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) {
+            case .success: confirmed = true
+            case .pending: token = record
+            case .fail: throw AuthError.confirmationFailed(email.display)
+            }
+        }
         let account = EmailAccountRecord(
             appId: app.id, email: email.normalized, userId: userId, passwordHash: hash, confirmedAt: confirmed ? now : nil
         )
-        var token: OneTimeTokenRecord?
-        var mail: OutboxMessage?
-        if !confirmed {
-            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
-            (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, recipient: email.display)
-        }
         do {
             try await env.store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: mail)
         } catch StoreError.conflict {
             throw AuthError.accountNameInUse
         }
         env.logger.info("user registered", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
+    }
+
+    /// A new token of `kind` (the record to store, and its secret).
+    private func makeToken(_ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, userId: String) -> (OneTimeTokenRecord, String) {
+        let now = env.clock.now
+        let secret = Secrets.token()
+        let token = OneTimeTokenRecord(
+            id: Secrets.objectID(at: now), appId: app.id, kind: kind, userId: userId, secretHash: Secrets.sha256(secret),
+            createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(local.tokenTTL)), usedAt: nil, supersededAt: nil
+        )
+        return (token, secret)
     }
 
     /// A new token of `kind` and the email carrying its link.
@@ -64,12 +88,7 @@ struct EmailPasswordService: Sendable {
         userId: String,
         recipient: String
     ) -> (OneTimeTokenRecord, OutboxMessage) {
-        let now = env.clock.now
-        let secret = Secrets.token()
-        let token = OneTimeTokenRecord(
-            id: Secrets.objectID(at: now), appId: app.id, kind: kind, userId: userId, secretHash: Secrets.sha256(secret),
-            createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(local.tokenTTL)), usedAt: nil, supersededAt: nil
-        )
+        let (token, secret) = makeToken(kind, app: app, local: local, userId: userId)
         let mailKind: MailKind
         let base: String
         switch kind {
@@ -125,6 +144,68 @@ struct EmailPasswordService: Sendable {
         }
         guard try await env.store.redeemConfirmationToken(id: record.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
         env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
+    }
+
+    /// `confirm/call`: runs the confirmation function again for a pending account, with a new token (older ones
+    /// stop working).
+    func retryCustomConfirmation(appId: String, email rawEmail: String) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        guard local.confirmation == .function else {
+            let how = local.confirmation == .auto ? "automatic confirmation is enabled" : "confirmation is by email"
+            throw AuthError.functionNotEnabled("cannot run confirmation for \(email.display): \(how)")
+        }
+        guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized) else {
+            if app.revealUserExistence { throw AuthError.userNotFound }
+            return
+        }
+        guard account.confirmedAt == nil else {
+            if app.revealUserExistence { throw AuthError.userAlreadyConfirmed }
+            return
+        }
+        let (token, secret) = makeToken(.confirmation, app: app, local: local, userId: account.userId)
+        try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
+        let call = ConfirmationCall(appId: app.id, token: secret, tokenId: token.id, username: email.display)
+        switch try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) {
+        case .success:
+            _ = try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now)
+            env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
+        case .pending:
+            break
+        case .fail:
+            throw AuthError.confirmationFailed(email.display)
+        }
+    }
+
+    /// `reset/call`: runs the reset function. The function gets a reset token, never the password; on `success` the
+    /// new password is set (and every session ends), on `pending` the token waits for `reset` with it and a password,
+    /// on `fail` nothing changes. An unknown address fails the same way unless the app reveals user existence.
+    func callResetFunction(appId: String, email rawEmail: String, password: String, arguments: [JSONValue]) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        guard local.reset == .function else { throw AuthError.functionNotEnabled("the reset function is not enabled for this app") }
+        try checkPassword(password, local.password)
+        guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized) else {
+            if app.revealUserExistence { throw AuthError.userNotFound }
+            _ = try await env.hasher.hash(password, parameters: app.passwordHash)
+            throw AuthError.resetFailed(email.display)
+        }
+        // Hashed first, so that nothing slow happens between the function's answer and the write.
+        let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
+        let (token, secret) = makeToken(.passwordReset, app: app, local: local, userId: account.userId)
+        try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
+        let call = ResetCall(appId: app.id, token: secret, tokenId: token.id, username: email.display, arguments: arguments)
+        switch try await FunctionRunner(env: env).reset(call, settings: local.resetFunction) {
+        case .success:
+            guard try await env.store.redeemPasswordResetToken(id: token.id, newPasswordHash: hash, now: env.clock.now) else {
+                throw AuthError.invalidTokenData
+            }
+            env.logger.info("password reset by function", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
+        case .pending:
+            break
+        case .fail:
+            throw AuthError.resetFailed(email.display)
+        }
     }
 
     /// `reset/send`: a reset email for a known address.

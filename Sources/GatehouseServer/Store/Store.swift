@@ -46,10 +46,10 @@ protocol GatehouseStore: Sendable {
     func upgradePasswordHash(appId: String, email: String, from old: String, to new: String) async throws
 
     // MARK: One-time tokens
-    /// Stores `token`, supersedes the user's older unused tokens of the same kind, and queues `mail`.
+    /// Stores `token`, supersedes the user's older unused tokens of the same kind, and queues `mail` if any.
     /// With `dryRun` it runs the same statements and rolls them back: the work done for an unknown address, so
     /// that its timing matches a known one.
-    func issueOneTimeToken(_ token: OneTimeTokenRecord, mail: OutboxMessage, dryRun: Bool) async throws
+    func issueOneTimeToken(_ token: OneTimeTokenRecord, mail: OutboxMessage?, dryRun: Bool) async throws
     func oneTimeToken(id: String) async throws -> OneTimeTokenRecord?
     /// Marks the token used if it is unused, not superseded and unexpired at `now`, and confirms its account;
     /// one atomic conditional update, so of many concurrent calls exactly one returns true.

@@ -48,6 +48,18 @@ public struct EmailRequest: Codable, Hashable, Sendable {
     public init(email: String) { self.email = email }
 }
 
+/// `local-userpass/reset/call`: runs the reset function; `arguments` go to it, the password never does.
+public struct CallResetFunctionRequest: Codable, Hashable, Sendable {
+    public var email: String
+    public var password: String
+    public var arguments: [JSONValue]?
+    public init(email: String, password: String, arguments: [JSONValue]? = nil) {
+        self.email = email
+        self.password = password
+        self.arguments = arguments
+    }
+}
+
 /// `local-userpass/reset`.
 public struct ResetPasswordRequest: Codable, Hashable, Sendable {
     public var password: String

@@ -29,6 +29,9 @@ public struct ClientAPIErrorCode: RawRepresentable, Codable, Hashable, Sendable,
     /// Too many requests (HTTP 429, with `Retry-After`): for example, too many emails to one address.
     public static let tooManyRequests = Self(rawValue: "TooManyRequests")
     public static let internalServerError = Self(rawValue: "InternalServerError")
+    /// A reset function refused, or a function was called that the app does not use (HTTP 400). Realm clients see
+    /// an unknown code, as with App Services.
+    public static let functionFailed = Self(rawValue: "FunctionFailed")
     /// An identity provider or webhook Gatehouse depends on could not be reached or answered nonsense (HTTP 502).
     public static let httpError = Self(rawValue: "HTTPError")
     /// The server cannot serve the request right now, for example its database is unreachable (HTTP 503).

@@ -71,6 +71,12 @@ extension AuthError {
             ClientAPIError(status: .conflict, code: .accountNameInUse, message: "a user already exists with the specified provider")
         case .cannotLinkAnonymous:
             .badRequest("Cannot add anonymous credentials to an existing user.")
+        case .confirmationFailed(let email):
+            .badRequest("failed to confirm user \"\(email)\"")
+        case .resetFailed(let email):
+            ClientAPIError(status: .badRequest, code: .functionFailed, message: "failed to reset password for user \"\(email)\"")
+        case .functionNotEnabled(let message):
+            ClientAPIError(status: .badRequest, code: .functionFailed, message: message)
         }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import GatehouseWire
 import Hummingbird
 import Logging
@@ -22,6 +23,12 @@ struct ClientAPIRoutes {
         })
         local.post("confirm/send", use: emailPassword(EmailRequest.self) { service, appId, body in
             try await service.resendConfirmation(appId: appId, email: body.email)
+        })
+        local.post("confirm/call", use: emailPassword(EmailRequest.self) { service, appId, body in
+            try await service.retryCustomConfirmation(appId: appId, email: body.email)
+        })
+        local.post("reset/call", use: emailPassword(CallResetFunctionRequest.self) { service, appId, body in
+            try await service.callResetFunction(appId: appId, email: body.email, password: body.password, arguments: body.arguments ?? [])
         })
         local.post("reset/send", use: emailPassword(EmailRequest.self) { service, appId, body in
             try await service.sendPasswordReset(appId: appId, email: body.email)
@@ -139,6 +146,12 @@ struct ClientAPIRoutes {
             guard let settings = app.facebook else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(FacebookLoginRequest.self, context: context)
             return .external(try await providers.facebook(settings).identity(accessToken: body.accessToken), body.options)
+        case "custom-function":
+            guard let settings = app.customFunction else { throw AuthError.providerNotEnabled(provider) }
+            // The body is the payload itself (Realm sends no `provider` key here); `options` is Gatehouse's.
+            var payload = try await request.decodeClientAPIBody([String: JSONValue].self, context: context)
+            let options = payload.removeValue(forKey: "options").flatMap { try? JSONDecoder().decode(LoginOptions.self, from: JSONEncoder().encode($0)) }
+            return .external(try await FunctionRunner(env: env).login(appId: app.id, payload: payload, settings: settings), options)
         default:
             throw AuthError.providerNotEnabled(String(provider.prefix(64)))
         }

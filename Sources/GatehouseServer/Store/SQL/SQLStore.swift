@@ -141,7 +141,7 @@ struct SQLStore: GatehouseStore {
 
     private struct RollBack: Error {}
 
-    func issueOneTimeToken(_ token: OneTimeTokenRecord, mail: OutboxMessage, dryRun: Bool) async throws {
+    func issueOneTimeToken(_ token: OneTimeTokenRecord, mail: OutboxMessage?, dryRun: Bool) async throws {
         do {
             try await db.transaction { tx in
                 try await tx.query(
@@ -149,7 +149,7 @@ struct SQLStore: GatehouseStore {
                     SQLValue(token.createdAt), .text(token.userId), .text(token.kind.rawValue)
                 )
                 try await Self.insertToken(token, tx)
-                try await Self.insertMail(mail, tx)
+                if let mail { try await Self.insertMail(mail, tx) }
                 if dryRun { throw RollBack() }
             }
         } catch is RollBack {}

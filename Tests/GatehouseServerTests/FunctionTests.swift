@@ -1,0 +1,261 @@
+import Foundation
+@testable import GatehouseServer
+import GatehouseWire
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// `Tests/Tools/webhook_receiver.py`, run on a loopback port: it verifies every call's Standard Webhooks signature
+/// with the official Python library and answers as the call asks (see the script).
+final class WebhookReceiver: @unchecked Sendable {
+    let process: Process
+    let directory: URL
+    let port: Int
+    private let input: Pipe
+
+    var url: String { "http://127.0.0.1:\(port)/hook" }
+    var log: URL { directory.appendingPathComponent("calls.jsonl") }
+
+    struct Call: Decodable {
+        var verified: Bool
+        var headers: [String: String]
+        var body: [String: JSONValue]?
+    }
+
+    /// Every call received so far, in order.
+    var calls: [Call] {
+        get throws {
+            guard let text = try? String(contentsOf: log, encoding: .utf8) else { return [] }
+            return try text.split(separator: "\n").map { try JSONDecoder().decode(Call.self, from: Data($0.utf8)) }
+        }
+    }
+
+    private init(process: Process, directory: URL, port: Int, input: Pipe) {
+        (self.process, self.directory, self.port, self.input) = (process, directory, port, input)
+    }
+
+    static func start(secret: String) async throws -> WebhookReceiver {
+        let directory = try temporaryDirectory()
+        let output = directory.appendingPathComponent("stdout.txt")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Tools/webhook_receiver.py")
+        let process = Process()
+        let input = Pipe()
+        process.executableURL = URL(fileURLWithPath: try SMTPTestServer.python)
+        process.arguments = ["-u", script.path, "--secret", secret, "--log", directory.appendingPathComponent("calls.jsonl").path, "--slow", "3"]
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        process.standardInput = input
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline, process.isRunning {
+            if let match = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").firstMatch(of: /READY (\d+)/), let port = Int(match.output.1) {
+                return WebhookReceiver(process: process, directory: directory, port: port, input: input)
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try? input.fileHandleForWriting.close()
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        throw SMTPTestSetupError(description: "webhook_receiver.py did not start (is standardwebhooks installed in GATEHOUSE_PYTHON?)")
+    }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+@Suite struct FunctionTests {
+    static let secret = "whsec_" + Data("a webhook secret of 32 bytes!!!!".utf8).base64EncodedString()
+
+    /// test-app with confirmation and reset functions and the custom-function provider, all on `receiver`.
+    static func configuration(
+        _ receiver: WebhookReceiver, secret: String = secret, timeout: TimeInterval = 5, confirmation: LocalUserpassConfiguration.Confirmation = .function
+    ) -> GatehouseConfiguration {
+        var config = testConfiguration()
+        let hook = WebhookSettings(url: receiver.url, secret: secret, timeout: timeout)
+        config.apps[0].localUserpass?.confirmation = confirmation
+        config.apps[0].localUserpass?.confirmationFunction = hook
+        config.apps[0].localUserpass?.reset = .function
+        config.apps[0].localUserpass?.resetFunction = hook
+        config.apps[0].customFunction = .some(hook)
+        return config
+    }
+
+    func withReceiver(
+        timeout: TimeInterval = 5, gatehouseSecret: String = secret, confirmation: LocalUserpassConfiguration.Confirmation = .function, _ body: @escaping @Sendable (WebhookReceiver, AuthServer, any TestClientProtocol) async throws -> Void) async throws {
+        let receiver = try await WebhookReceiver.start(secret: Self.secret)
+        defer { receiver.stop() }
+        // Receivers refuse calls whose webhook-timestamp is more than five minutes off their clock: start at now.
+        try await withGatehouse(Self.configuration(receiver, secret: gatehouseSecret, timeout: timeout, confirmation: confirmation), clock: ManualClock(Date())) { gatehouse, client in
+            try await body(receiver, gatehouse, client)
+        }
+    }
+
+    @Test func theConfirmationFunctionDecidesAtRegistration() async throws {
+        try await withReceiver { receiver, gatehouse, client in
+            #expect(try await client.register("success@example.com").status == .created)
+            #expect(try await client.login("success@example.com").status == .ok)
+
+            #expect(try await client.register("pending@example.com").status == .created)
+            #expect(try await client.login("pending@example.com").error?.error == "confirmation required")
+            // The function got the token; confirming with it (as the app's backend would) confirms the account.
+            let call = try #require(try receiver.calls.last?.body)
+            #expect(call["type"] == "confirmation")
+            #expect(call["username"] == "pending@example.com")
+            #expect(call["password"] == nil)
+            let confirm = try await client.call(
+                Path.local("confirm"), json: ConfirmRequest(token: try #require(call["token"]?.stringValue), tokenId: try #require(call["tokenId"]?.stringValue))
+            )
+            #expect(confirm.status == .ok)
+            #expect(try await client.login("pending@example.com").status == .ok)
+
+            let failed = try await client.register("fail@example.com")
+            #expect(failed.status == .badRequest)
+            #expect(failed.error?.error == "failed to confirm user \"fail@example.com\"")
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "fail@example.com") == nil)
+            // No email is sent for function confirmation.
+            #expect(try await client.mailbox("pending@example.com").isEmpty)
+            // Every call was signed, and the library of another implementation verified it.
+            let calls = try receiver.calls
+            #expect(calls.count == 3)
+            #expect(calls.allSatisfy { $0.verified && $0.headers["webhook-signature"]?.hasPrefix("v1,") == true })
+            #expect(Set(calls.map { $0.headers["webhook-id"] ?? "" }).count == 3)
+        }
+    }
+
+    @Test func anUnreachableSlowOrMalformedFunctionCreatesNothing() async throws {
+        try await withReceiver(timeout: 1) { receiver, gatehouse, client in
+            for email in ["slow@example.com", "garbage@example.com", "error@example.com"] {
+                let reply = try await client.register(email)
+                #expect(reply.status == .badGateway, "\(email): \(reply.text)")
+                #expect(reply.error?.errorCode == .httpError)
+                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: email) == nil)
+            }
+            #expect(try receiver.calls.count == 3)
+        }
+    }
+
+    @Test func aWrongSecretIsRefusedByTheReceiver() async throws {
+        let other = "whsec_" + Data("another secret, also 32 bytes!!!".utf8).base64EncodedString()
+        try await withReceiver(gatehouseSecret: other) { receiver, gatehouse, client in
+            let reply = try await client.register("success@example.com")
+            #expect(reply.status == .badGateway)
+            #expect(try receiver.calls.map(\.verified) == [false])
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "success@example.com") == nil)
+        }
+    }
+
+    @Test func retryingCustomConfirmation() async throws {
+        try await withReceiver { receiver, _, client in
+            #expect(try await client.register("pending-then@example.com").status == .created)
+            let first = try #require(try receiver.calls.last?.body?["tokenId"]?.stringValue)
+            let retry = try await client.call(Path.local("confirm/call"), json: EmailRequest(email: "pending-then@example.com"))
+            #expect(retry.status == .ok)
+            let second = try #require(try receiver.calls.last?.body)
+            #expect(second["tokenId"]?.stringValue != first)
+            // The first token was superseded by the second.
+            #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: "00", tokenId: first)).status == .badRequest)
+            let confirm = try await client.call(
+                Path.local("confirm"), json: ConfirmRequest(token: try #require(second["token"]?.stringValue), tokenId: try #require(second["tokenId"]?.stringValue))
+            )
+            #expect(confirm.status == .ok)
+        }
+    }
+
+    @Test func theResetFunctionNeverSeesThePasswordAndDecides() async throws {
+        try await withReceiver(confirmation: .auto) { receiver, _, client in
+            for email in ["success@example.com", "pending@example.com", "fail@example.com"] {
+                #expect(try await client.register(email, "old password").status == .created)
+            }
+            func reset(_ email: String, _ password: String = "new password") async throws -> Reply {
+                try await client.call(Path.local("reset/call"), json: CallResetFunctionRequest(email: email, password: password, arguments: ["because", 42]))
+            }
+            let login = try await client.login("success@example.com", "old password").decode(LoginResponse.self)
+            #expect(try await reset("success@example.com").status == .ok)
+            #expect(try await client.login("success@example.com", "new password").status == .ok)
+            #expect(try await client.login("success@example.com", "old password").status == .unauthorized)
+            // A reset ends the old sessions.
+            #expect(try await client.call(Path.session, bearer: login.refreshToken).status == .unauthorized)
+
+            #expect(try await reset("pending@example.com").status == .ok)
+            #expect(try await client.login("pending@example.com", "new password").status == .unauthorized)
+            let pending = try #require(try receiver.calls.last?.body)
+            #expect(pending["arguments"] == ["because", 42])
+            let finish = try await client.call(
+                Path.local("reset"),
+                json: ResetPasswordRequest(password: "chosen later", token: try #require(pending["token"]?.stringValue), tokenId: try #require(pending["tokenId"]?.stringValue))
+            )
+            #expect(finish.status == .ok)
+            #expect(try await client.login("pending@example.com", "chosen later").status == .ok)
+
+            let failed = try await reset("fail@example.com")
+            #expect(failed.status == .badRequest)
+            #expect(failed.error?.error == "failed to reset password for user \"fail@example.com\"")
+            #expect(try await client.login("fail@example.com", "old password").status == .ok)
+            // Unknown addresses fail like a refusal (the app does not reveal who has an account), without a call.
+            let calls = try receiver.calls.count
+            #expect(try await reset("nobody@example.com").error?.error == "failed to reset password for user \"nobody@example.com\"")
+            #expect(try receiver.calls.count == calls)
+            #expect(try receiver.calls.allSatisfy { call in call.body?["password"] == nil && !(call.body.map { "\($0)" } ?? "").contains("new password") })
+        }
+    }
+
+    @Test func customFunctionLogin() async throws {
+        try await withReceiver(timeout: 1) { receiver, _, client in
+            let path = Path.app() + "/auth/providers/custom-function/login"
+            let first = try await client.call(path, body: #"{"answer":"user","externalId":"crm-7","name":"Seven","options":{"device":{"platform":"iOS"}}}"#)
+            #expect(first.status == .ok, "\(first.text)")
+            let user = try first.decode(LoginResponse.self)
+            let again = try await client.call(path, body: #"{"answer":"user","externalId":"crm-7"}"#)
+            #expect(try again.decode(LoginResponse.self).userId == user.userId)
+            let profile = try await client.call(Path.profile, .get, bearer: user.accessToken).decode(ProfileResponse.self)
+            #expect(profile.identities.map(\.providerType) == ["custom-function"])
+            #expect(profile.identities.map(\.id) == ["crm-7"])
+            // The payload reached the function without Gatehouse's options.
+            #expect(try receiver.calls.first?.body?["payload"] == ["answer": "user", "externalId": "crm-7", "name": "Seven"])
+
+            let refused = try await client.call(path, body: #"{"answer":"refuse"}"#)
+            #expect(refused.status == .unauthorized)
+            #expect(refused.error?.error == "custom function refused the login: not on the guest list")
+            for answer in ["slow", "garbage", "error"] {
+                #expect(try await client.call(path, body: "{\"answer\":\"\(answer)\"}").status == .badGateway)
+            }
+        }
+    }
+
+    @Test func closuresStandInForWebhooksWhenEmbedded() async throws {
+        var config = testConfiguration()
+        config.apps[0].localUserpass?.confirmation = .function
+        config.apps[0].localUserpass?.reset = .function
+        config.apps[0].customFunction = .some(nil)
+        let functions = FunctionHandlers(
+            confirmation: { call in call.username.hasPrefix("ok") ? .success : .fail },
+            reset: { _ in .fail },
+            customLogin: { appId, payload in
+                guard case .string(let id)? = payload["employee"] else { return .refused("who are you?") }
+                return .user(id: "\(appId)/\(id)", name: nil)
+            }
+        )
+        let gatehouse = try await AuthServer.open(configuration: config, logger: quietLogger, functions: functions)
+        do {
+            try await gatehouse.makeApplication().test(.router) { client in
+                #expect(try await client.register("ok@example.com").status == .created)
+                #expect(try await client.login("ok@example.com").status == .ok)
+                #expect(try await client.register("no@example.com").status == .badRequest)
+                let login = try await client.call(Path.app() + "/auth/providers/custom-function/login", body: #"{"employee":"e-1"}"#)
+                #expect(login.status == .ok)
+                #expect(try await client.call(Path.app() + "/auth/providers/custom-function/login", body: "{}").status == .unauthorized)
+            }
+            try await gatehouse.close()
+        } catch {
+            try? await gatehouse.close()
+            throw error
+        }
+        // Without a webhook or a closure the configuration is refused before anything opens.
+        await #expect(throws: ConfigurationError.self) { _ = try await AuthServer.open(configuration: config, logger: quietLogger) }
+    }
+}

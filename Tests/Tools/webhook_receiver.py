@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""A webhook receiver for Gatehouse's function tests. It checks every call's signature with the official Standard
+Webhooks library (`standardwebhooks` on PyPI), an implementation independent of Gatehouse's, and answers as the
+call asks:
+
+- confirmation and reset calls: by the local part of `username` — `success…`, `pending…`, `fail…` answer that
+  status; `slow…` waits --slow seconds first; `garbage…` answers 200 with a body that is not JSON; `error…` 500.
+- login calls: by `payload.answer` — `user` answers {"id": payload.externalId, "name": payload.name}; `refuse`
+  {"error": "not on the guest list"}; `slow`, `garbage`, `error` as above.
+
+A call whose signature does not verify gets 401. Every call is appended to --log as a JSON line:
+{"verified": bool, "headers": {webhook-id, webhook-timestamp, webhook-signature}, "body": <parsed body>}.
+Prints `READY <port>` once listening on 127.0.0.1; exits when its standard input closes.
+"""
+
+import argparse
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from standardwebhooks.webhooks import Webhook
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--secret", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--slow", type=float, default=3.0)
+    args = parser.parse_args()
+    webhook = Webhook(args.secret)
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_):
+            pass
+
+        def answer(self, status, body):
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self):
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            headers = {name: self.headers.get(name, "") for name in ("webhook-id", "webhook-timestamp", "webhook-signature")}
+            try:
+                webhook.verify(raw, headers)
+                verified = True
+            except Exception:
+                verified = False
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            with lock, open(args.log, "a") as log:
+                log.write(json.dumps({"verified": verified, "headers": headers, "body": body}) + "\n")
+            if not verified:
+                return self.answer(401, {"error": "bad signature"})
+            if body.get("type") == "login":
+                wish = str(body.get("payload", {}).get("answer", ""))
+            else:
+                wish = str(body.get("username", "")).split("@")[0]
+            if wish.startswith("slow"):
+                time.sleep(args.slow)
+                return self.answer(200, {"status": "success", "id": "late"})
+            if wish.startswith("garbage"):
+                return self.answer(200, b"<html>not json</html>")
+            if wish.startswith("error"):
+                return self.answer(500, {"error": "boom"})
+            if body.get("type") == "login":
+                payload = body.get("payload", {})
+                if wish == "user":
+                    return self.answer(200, {"id": payload.get("externalId"), "name": payload.get("name")})
+                return self.answer(200, {"error": "not on the guest list"})
+            for status in ("success", "pending", "fail"):
+                if wish.startswith(status):
+                    return self.answer(200, {"status": status})
+            return self.answer(200, {"status": "fail"})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"READY {server.server_address[1]}", flush=True)
+    sys.stdin.read()
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()

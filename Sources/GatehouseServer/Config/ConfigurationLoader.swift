@@ -120,9 +120,12 @@ public struct ConfigurationLoader: Sendable {
                 parallelism: try uint("parallelism", 1)
             )
         }
-        if let providers = try app.optionalMapping("providers", allowed: ["local-userpass", "anon-user"]) {
+        if let providers = try app.optionalMapping("providers", allowed: ["local-userpass", "anon-user", "api-key"]) {
             if let anonymous = try providers.optionalMapping("anon-user", allowed: ["enabled"]) {
                 config.anonymousUsers = try anonymous.optionalBool("enabled") ?? true
+            }
+            if let apiKeys = try providers.optionalMapping("api-key", allowed: ["enabled"]) {
+                config.apiKeys = try apiKeys.optionalBool("enabled") ?? true
             }
             if let local = try providers.optionalMapping(
                 "local-userpass",

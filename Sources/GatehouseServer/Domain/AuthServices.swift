@@ -39,8 +39,9 @@ struct LoginResult: Sendable, Hashable {
 struct SessionService: Sendable {
     let env: AuthEnvironment
 
-    /// Starts a session for `user` and issues its tokens.
-    func startSession(for user: UserRecord, app: AppSettings, device: [String: JSONValue]) async throws -> LoginResult {
+    /// Starts a session for `user` and issues its tokens. `apiKeyId`: the key the user logged in with, whose
+    /// disabling or deletion ends the session.
+    func startSession(for user: UserRecord, app: AppSettings, device: [String: JSONValue], apiKeyId: String? = nil) async throws -> LoginResult {
         let now = env.clock.now
         let secret = Base64URL.encode(Secrets.randomBytes(32))
         let session = SessionRecord(
@@ -52,7 +53,8 @@ struct SessionService: Sendable {
             secretHash: Secrets.sha256(secret),
             createdAt: now,
             expiresAt: now.addingTimeInterval(TimeInterval(app.refreshTokenTTL)),
-            revokedAt: nil
+            revokedAt: nil,
+            apiKeyId: apiKeyId
         )
         try await env.store.createSession(session)
         let key = env.keys.current
@@ -143,7 +145,7 @@ struct SessionService: Sendable {
                 ProfileIdentity(id: $0.id, providerType: $0.providerType, providerId: Self.providerId(appId: $0.appId, provider: $0.providerType))
             },
             data: data,
-            type: "normal"
+            type: try await APIKeyService.isServerUser(identities, store: env.store) ? "server" : "normal"
         )
     }
 

@@ -3,7 +3,7 @@ import Hummingbird
 import Logging
 
 /// The Client API v2.0 (spec `client-api-v2.md`): provider routes under `/api/client/v2.0/app/{appId}`, session,
-/// profile and delete under `/api/client/v2.0/auth`, where the app comes from the token.
+/// profile, delete and api_keys under `/api/client/v2.0/auth`, where the app comes from the token.
 struct ClientAPIRoutes {
     let env: AuthEnvironment
 
@@ -36,6 +36,15 @@ struct ClientAPIRoutes {
         auth.delete("session", use: logOut)
         auth.get("profile", use: profile)
         auth.delete("delete", use: deleteUser)
+
+        // User API keys, with the refresh token (spec §3.9).
+        let keys = auth.group("api_keys")
+        keys.post(use: createAPIKey)
+        keys.get(use: listAPIKeys)
+        keys.get(":keyId", use: fetchAPIKey)
+        keys.delete(":keyId", use: deleteAPIKey)
+        keys.put(":keyId/enable", use: enableAPIKey)
+        keys.put(":keyId/disable", use: disableAPIKey)
     }
 
     private func appId(_ context: GatehouseRequestContext) throws -> String {
@@ -82,6 +91,14 @@ struct ClientAPIRoutes {
             guard app.anonymousUsers else { throw AuthError.providerNotEnabled(provider) }
             options = try await request.decodeClientAPIBody(AnonymousLoginRequest.self, context: context).options
             (user, _) = try await AnonymousService(env: env).login(appId: app.id)
+        case APIKeyService.providerType:
+            guard app.apiKeys else { throw AuthError.providerNotEnabled(provider) }
+            let body = try await request.decodeClientAPIBody(APIKeyLoginRequest.self, context: context)
+            let (keyUser, key) = try await APIKeyService(env: env).login(appId: app.id, key: body.key)
+            let result = try await sessions.startSession(for: keyUser, app: app, device: body.options?.device ?? [:], apiKeyId: key.id)
+            return try JSONResponse.make(
+                LoginResponse(accessToken: result.accessToken, refreshToken: result.refreshToken, userId: result.userId, deviceId: result.deviceId)
+            )
         default:
             throw AuthError.providerNotEnabled(String(provider.prefix(64)))
         }
@@ -107,6 +124,48 @@ struct ClientAPIRoutes {
 
     @Sendable func deleteUser(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         try await sessions.deleteUser(try request.bearerToken())
+        return JSONResponse.noContent()
+    }
+
+    // MARK: API keys
+
+    private var apiKeys: APIKeyService { APIKeyService(env: env) }
+
+    private func keyId(_ context: GatehouseRequestContext) throws -> String {
+        try context.parameters.require("keyId")
+    }
+
+    /// The caller behind the refresh token, checked before the body is read.
+    private func keyOwner(_ request: Request) async throws -> SessionService.Caller {
+        try await apiKeys.caller(refreshToken: try request.bearerToken())
+    }
+
+    @Sendable func createAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let caller = try await keyOwner(request)
+        let body = try await request.decodeClientAPIBody(CreateAPIKeyRequest.self, context: context)
+        return try JSONResponse.make(.created, try await apiKeys.create(caller: caller, name: body.name))
+    }
+
+    @Sendable func listAPIKeys(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try JSONResponse.make(try await apiKeys.list(caller: try await keyOwner(request)))
+    }
+
+    @Sendable func fetchAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try JSONResponse.make(try await apiKeys.fetch(caller: try await keyOwner(request), id: try keyId(context)))
+    }
+
+    @Sendable func deleteAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await apiKeys.delete(caller: try await keyOwner(request), id: try keyId(context))
+        return JSONResponse.noContent()
+    }
+
+    @Sendable func enableAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await apiKeys.setDisabled(caller: try await keyOwner(request), id: try keyId(context), disabled: false)
+        return JSONResponse.noContent()
+    }
+
+    @Sendable func disableAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await apiKeys.setDisabled(caller: try await keyOwner(request), id: try keyId(context), disabled: true)
         return JSONResponse.noContent()
     }
 }

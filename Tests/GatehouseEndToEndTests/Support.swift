@@ -98,7 +98,7 @@ func withLiveServer(
         apps: [
             AppSettings(
                 id: "test-app", revealUserExistence: reveal, localUserpass: LocalUserpassConfiguration(confirmation: .email), anonymousUsers: true,
-                passwordHash: hash, nativeAuth: nativeAuth
+                apiKeys: true, passwordHash: hash, nativeAuth: nativeAuth
             )
         ]
     )

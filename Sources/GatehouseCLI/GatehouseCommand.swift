@@ -264,7 +264,7 @@ struct Export: AsyncParsableCommand {
         abstract: "Write the users of the configured database as JSON lines (for `gatehouse import`, e.g. SQLite to PostgreSQL).",
         discussion: """
             The file holds every exported user's identities, email/password accounts and password hashes (Argon2id, as \
-            stored): keep it as private as the database. With --sessions it also holds the live sessions and the \
+            stored), and the SHA-256 hashes of their API keys: keep it as private as the database. With --sessions it also holds the live sessions and the \
             private signing keys, so that users stay signed in after the move; anyone with such a file can mint tokens.
             """
     )

@@ -370,6 +370,55 @@ private func object(_ reply: Reply) throws -> [String: Any] {
         }
     }
 
+    /// `gatehouse export` carries the keys (as hashes) with their users, and the sessions' keys; import restores them.
+    @Test func keysMoveWithTheirUsersThroughExportAndImport() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let source = testConfiguration(database: .sqliteFile(folder.appendingPathComponent("source.sqlite").path))
+        let clock = ManualClock()
+        let (owner, userKey, serverKey, keySession) = try await withGatehouseResult(source, clock: clock) { gatehouse, client in
+            let owner = try await client.signUp("mover@example.com")
+            let userKey = try await client.createKey("laptop", refreshToken: owner.refreshToken)
+            let disabled = try await client.createKey("old", refreshToken: owner.refreshToken)
+            #expect(try await client.call(Path.apiKey(disabled.id, "disable"), .put, bearer: owner.refreshToken).status == .noContent)
+            let serverKey = try await gatehouse.createServerAPIKey(appId: "test-app", name: "backend")
+            let keySession = try await client.loginWithKey(userKey.key!).decode(LoginResponse.self)
+            return (owner, userKey, serverKey, keySession)
+        }
+        let lines = try await TransferTests.export(source, clock: clock, sessions: true)
+        #expect(lines.contains { $0.contains(#""apiKeys":["#) && $0.contains(#""name":"laptop""#) && $0.contains(#""name":"old""#) })
+        #expect(lines.contains { $0.contains(#""server":true"#) && $0.contains(#""name":"backend""#) })
+        #expect(!lines.contains { $0.contains(userKey.key!) || $0.contains(serverKey.key!) })
+
+        let (target, drop) = try await TransferTests.target(in: folder)
+        let summary = try await TransferTests.importLines(lines, into: target)
+        #expect(summary.users == 2)
+        #expect(TransferTests.userLines(try await TransferTests.export(target, clock: clock, sessions: true)) == TransferTests.userLines(lines))
+        try await withGatehouse(target, clock: clock) { gatehouse, client in
+            let viaUserKey = try await client.loginWithKey(userKey.key!)
+            #expect(try viaUserKey.decode(LoginResponse.self).userId == owner.userId)
+            #expect(try await client.loginWithKey(serverKey.key!).decode(LoginResponse.self).userId == serverKey.userId)
+            let listed = try await client.call(Path.apiKeys, .get, bearer: owner.refreshToken).decode([APIKeyResponse].self)
+                .sorted { $0.name < $1.name }
+            #expect(listed.map(\.name) == ["laptop", "old"] && listed.map(\.disabled) == [false, true])
+            #expect(try await gatehouse.serverAPIKeys(appId: "test-app").map(\.id) == [serverKey.id])
+            // The moved session still knows its key: disabling the key ends it.
+            #expect(try await client.call(Path.session, bearer: keySession.refreshToken).status == .created)
+            #expect(try await client.call(Path.apiKey(userKey.id, "disable"), .put, bearer: owner.refreshToken).status == .noContent)
+            #expect(try await client.call(Path.session, bearer: keySession.refreshToken).status == .unauthorized)
+        }
+        await drop()
+
+        // A key whose identity is missing is refused, and nothing is written.
+        let (other, dropOther) = try await TransferTests.target(in: folder.appendingPathComponent("second"))
+        var broken = lines
+        let index = try #require(broken.firstIndex { $0.contains(#""name":"laptop""#) })
+        broken[index] = broken[index].replacingOccurrences(of: #""providerType":"api-key""#, with: #""providerType":"custom-token""#)
+        let error = await #expect(throws: TransferError.self) { _ = try await TransferTests.importLines(broken, into: other) }
+        #expect(error?.message.contains("has no api-key identity") == true, "\(String(describing: error))")
+        await dropOther()
+    }
+
     // MARK: Configuration
 
     @Test func theProviderIsOffUnlessConfigured() throws {

@@ -260,13 +260,17 @@ struct SQLStore: GatehouseStore {
     func createAPIKey(_ key: APIKeyRecord, identity: IdentityRecord, serverUser: UserRecord?) async throws {
         try await db.transaction { tx in
             if let serverUser { try await Self.insertUser(serverUser, tx) }
-            try await tx.query(
-                "INSERT INTO api_keys (\(Self.apiKeyColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                .text(key.id), .text(key.appId), SQLValue(key.userId), .text(key.name), .blob(key.keyHash), SQLValue(key.disabled),
-                SQLValue(key.createdAt)
-            )
+            try await Self.insertAPIKey(key, tx)
             try await Self.insertIdentity(identity, tx)
         }
+    }
+
+    static func insertAPIKey(_ key: APIKeyRecord, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
+            "INSERT INTO api_keys (\(apiKeyColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            .text(key.id), .text(key.appId), SQLValue(key.userId), .text(key.name), .blob(key.keyHash), SQLValue(key.disabled),
+            SQLValue(key.createdAt)
+        )
     }
 
     func apiKey(appId: String, id: String) async throws -> APIKeyRecord? {

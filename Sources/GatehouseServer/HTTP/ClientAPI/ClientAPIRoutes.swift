@@ -82,6 +82,8 @@ struct ClientAPIRoutes {
         let provider = try context.parameters.require("provider")
         let user: UserRecord
         let options: LoginOptions?
+        // The key of an api-key login: the session ends when the key is disabled or deleted.
+        var apiKeyId: String?
         switch provider {
         case EmailPasswordService.providerType:
             let body = try await request.decodeClientAPIBody(EmailPasswordLoginRequest.self, context: context)
@@ -94,15 +96,14 @@ struct ClientAPIRoutes {
         case APIKeyService.providerType:
             guard app.apiKeys else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(APIKeyLoginRequest.self, context: context)
-            let (keyUser, key) = try await APIKeyService(env: env).login(appId: app.id, key: body.key)
-            let result = try await sessions.startSession(for: keyUser, app: app, device: body.options?.device ?? [:], apiKeyId: key.id)
-            return try JSONResponse.make(
-                LoginResponse(accessToken: result.accessToken, refreshToken: result.refreshToken, userId: result.userId, deviceId: result.deviceId)
-            )
+            let key: APIKeyRecord
+            (user, key) = try await APIKeyService(env: env).login(appId: app.id, key: body.key)
+            options = body.options
+            apiKeyId = key.id
         default:
             throw AuthError.providerNotEnabled(String(provider.prefix(64)))
         }
-        let result = try await sessions.startSession(for: user, app: app, device: options?.device ?? [:])
+        let result = try await sessions.startSession(for: user, app: app, device: options?.device ?? [:], apiKeyId: apiKeyId)
         return try JSONResponse.make(
             LoginResponse(accessToken: result.accessToken, refreshToken: result.refreshToken, userId: result.userId, deviceId: result.deviceId)
         )

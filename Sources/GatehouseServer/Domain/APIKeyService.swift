@@ -6,13 +6,13 @@ import Logging
 /// the operator with `gatehouse apikeys`), and logging in with either.
 ///
 /// A key is a 256-bit CSPRNG secret, shown once when it is made and stored only as its SHA-256. Each key has an
-/// `api-key` identity whose id within the provider is the key's id: on its owner for a user key (so a login with it
-/// is a login as the owner), and on a user of its own for a server key (a "server" user, profile `type` `server`).
+/// `api-key` identity whose id (and id within the provider) is the key's id: on its owner for a user key (so a
+/// login with it is a login as the owner), and on a user of its own for a server key (profile `type` `server`).
 struct APIKeyService: Sendable {
     let env: AuthEnvironment
 
     static let providerType = "api-key"
-    /// Letters, digits, `_` and `-`, 1 to 64 of them.
+    /// The longest key name, in characters (names are ASCII letters, digits, `_` and `-`).
     static let maxNameLength = 64
 
     /// The app, if it has the provider on.

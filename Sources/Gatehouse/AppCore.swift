@@ -201,6 +201,32 @@ final class AppCore: Sendable {
         }
     }
 
+    /// A request with the current user's refresh token (the API key routes). A 401 means the session is over: the
+    /// user is logged out locally, as Realm clients do (spec §4.2), and the error is rethrown.
+    func withRefreshToken(_ method: String, _ path: String, body: JSONValue? = nil) async throws -> TransportResponse {
+        guard let userId = read({ $0.currentUserId }), let user = read({ $0.user(userId) }), user.loggedIn,
+            let refreshToken = user.refreshToken
+        else { throw ClientError.userNotLoggedIn }
+        do {
+            return try await request(method, path, body: body, bearer: refreshToken)
+        } catch let error as AppError where error.httpStatus == 401 {
+            endSession(userId, refreshToken: refreshToken)
+            throw error
+        }
+    }
+
+    /// Logs the user out locally after the server refused `refreshToken`, unless the user has logged in again since.
+    private func endSession(_ userId: String, refreshToken: String) {
+        try? mutate { users in
+            users.update(userId) { user in
+                guard user.refreshToken == refreshToken else { return }
+                user.loggedIn = false
+                user.accessToken = nil
+                user.refreshToken = nil
+            }
+        }
+    }
+
     /// Refreshes the user's access token. Concurrent calls for one user share one request. A 401 logs the user
     /// out; an answer that arrives after the user logged out (or logged in again) is dropped.
     func refresh(_ userId: String) async throws -> String {
@@ -222,14 +248,7 @@ final class AppCore: Sendable {
         do {
             response = try await request("POST", "/api/client/v2.0/auth/session", bearer: refreshToken)
         } catch let error as AppError where error.httpStatus == 401 {
-            try? mutate { users in
-                users.update(userId) { user in
-                    guard user.refreshToken == refreshToken else { return }
-                    user.loggedIn = false
-                    user.accessToken = nil
-                    user.refreshToken = nil
-                }
-            }
+            endSession(userId, refreshToken: refreshToken)
             throw error
         }
         let session: SessionResponse = try decode(response)

@@ -10,7 +10,7 @@ struct GatehouseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatehouse",
         abstract: "A self-hosted authentication server for Swift apps.",
-        subcommands: [Serve.self, Migrate.self, Users.self, Export.self, Import.self],
+        subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Export.self, Import.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -143,12 +143,128 @@ struct Users: AsyncParsableCommand {
     }
 }
 
+struct APIKeys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apikeys",
+        abstract: "Manage server API keys (logins with one are refused unless the app has providers.api-key on).",
+        discussion: """
+            A login with a server API key logs in as a user that exists only for that key; deleting the key deletes \
+            that user and ends its sessions. Gatehouse keeps only the SHA-256 of a key: `create` prints it once.
+            """,
+        subcommands: [Create.self, List.self, Delete.self, Enable.self, Disable.self]
+    )
+
+    /// Opens the server, runs `body`, closes it; an ``AdminError`` is a message and exit code 65.
+    static func withServer(_ options: ConfigOptions, _ body: (AuthServer) async throws -> Void) async throws {
+        let config = try options.load()
+        let logger = try options.logger()
+        let gatehouse = try await AuthServer.open(configuration: config, logger: logger)
+        do {
+            try await body(gatehouse)
+            try await gatehouse.close()
+        } catch {
+            try? await gatehouse.close()
+            FileHandle.standardError.write(Data("gatehouse: \(error)\n".utf8))
+            throw ExitCode(65)  // EX_DATAERR
+        }
+    }
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Make a server API key and print it (the only time it is shown).")
+
+        @OptionGroup var options: ConfigOptions
+        @Option(name: .long, help: "App id.") var app: String
+        @Option(name: .long, help: "Key name: 1 to 64 letters, digits, '_' or '-', unique in the app.") var name: String
+
+        func run() async throws {
+            let app = self.app, name = self.name
+            try await APIKeys.withServer(options) { gatehouse in
+                let key = try await gatehouse.createServerAPIKey(appId: app, name: name)
+                print("id:      \(key.id)")
+                print("name:    \(key.name)")
+                print("user id: \(key.userId ?? "")")
+                print("key:     \(key.key ?? "")")
+                var note = "gatehouse: store the key now; only its hash is kept and it cannot be shown again\n"
+                if gatehouse.configuration.app(id: app)?.apiKeys == false {
+                    note += "gatehouse: note: app \(app) has providers.api-key off; logins with the key are refused until it is on\n"
+                }
+                FileHandle.standardError.write(Data(note.utf8))
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List an app's server API keys: id, state, created, name.")
+
+        @OptionGroup var options: ConfigOptions
+        @Option(name: .long, help: "App id.") var app: String
+
+        func run() async throws {
+            let app = self.app
+            try await APIKeys.withServer(options) { gatehouse in
+                let formatter = ISO8601DateFormatter()
+                for key in try await gatehouse.serverAPIKeys(appId: app) {
+                    print("\(key.id)  \(key.disabled ? "disabled" : "enabled ")  \(formatter.string(from: key.createdAt))  \(key.name)")
+                }
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a server API key, its user and that user's sessions.")
+
+        @OptionGroup var options: ConfigOptions
+        @Option(name: .long, help: "App id.") var app: String
+        @Option(name: .long, help: "Key id (24 hex digits).") var id: String
+
+        func run() async throws {
+            let app = self.app, id = self.id
+            try await APIKeys.withServer(options) { gatehouse in
+                try await gatehouse.deleteServerAPIKey(appId: app, id: id)
+                print("server API key \(id) deleted")
+            }
+        }
+    }
+
+    struct Enable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Enable a disabled server API key.")
+
+        @OptionGroup var options: ConfigOptions
+        @Option(name: .long, help: "App id.") var app: String
+        @Option(name: .long, help: "Key id (24 hex digits).") var id: String
+
+        func run() async throws {
+            let app = self.app, id = self.id
+            try await APIKeys.withServer(options) { gatehouse in
+                try await gatehouse.setServerAPIKeyDisabled(appId: app, id: id, disabled: false)
+                print("server API key \(id) enabled")
+            }
+        }
+    }
+
+    struct Disable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Disable a server API key and end the sessions logged in with it.")
+
+        @OptionGroup var options: ConfigOptions
+        @Option(name: .long, help: "App id.") var app: String
+        @Option(name: .long, help: "Key id (24 hex digits).") var id: String
+
+        func run() async throws {
+            let app = self.app, id = self.id
+            try await APIKeys.withServer(options) { gatehouse in
+                try await gatehouse.setServerAPIKeyDisabled(appId: app, id: id, disabled: true)
+                print("server API key \(id) disabled")
+            }
+        }
+    }
+}
+
 struct Export: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write the users of the configured database as JSON lines (for `gatehouse import`, e.g. SQLite to PostgreSQL).",
         discussion: """
             The file holds every exported user's identities, email/password accounts and password hashes (Argon2id, as \
-            stored): keep it as private as the database. With --sessions it also holds the live sessions and the \
+            stored), and the SHA-256 hashes of their API keys: keep it as private as the database. With --sessions it also holds the live sessions and the \
             private signing keys, so that users stay signed in after the move; anyone with such a file can mint tokens.
             """
     )

@@ -101,7 +101,7 @@ func withLiveServer(
         apps: [
             AppSettings(
                 id: "test-app", revealUserExistence: reveal, localUserpass: LocalUserpassConfiguration(confirmation: .email), anonymousUsers: true,
-                passwordHash: hash, nativeAuth: nativeAuth,
+                apiKeys: true, passwordHash: hash, nativeAuth: nativeAuth,
                 customToken: CustomTokenSettings(keys: [.secret(liveJWTSecret, kid: nil)], audiences: ["test-app"], metadataFields: [.init(name: "name")])
             )
         ]

@@ -122,6 +122,73 @@ import FoundationNetworking
         }
     }
 
+    /// `apikeys create/list/disable/enable/delete`: the key is printed once and logs in as its server user.
+    @Test func apikeysCommandsManageServerKeys() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("db.sqlite").path))
+        let yaml = """
+            database: { url: "\(url.commandLineValue)" }
+            apps:
+              - id: cli-app
+                providers: { api-key: { enabled: true } }
+                passwordHash: { memoryKiB: 64, iterations: 1, parallelism: 1 }
+              - id: no-keys
+                passwordHash: { memoryKiB: 64, iterations: 1, parallelism: 1 }
+            """
+        try yaml.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
+        let config = try ConfigurationLoader(environment: [:]).load(file: folder.appendingPathComponent("gatehouse.yaml").path)
+
+        let created = try run(["apikeys", "create", "--config", "gatehouse.yaml", "--app", "cli-app", "--name", "backend"], in: folder)
+        #expect(created.status == 0, "\(created.stderr)")
+        let id = String(try #require(created.stdout.firstMatch(of: /(?m)^id:\s+([0-9a-f]{24})$/)?.output.1, "\(created.stdout)"))
+        let key = String(try #require(created.stdout.firstMatch(of: /(?m)^key:\s+([0-9a-f]{64})$/)?.output.1, "\(created.stdout)"))
+        let userId = String(try #require(created.stdout.firstMatch(of: /(?m)^user id:\s+([0-9a-f]{24})$/)?.output.1))
+        #expect(created.stderr.contains("cannot be shown again"))
+
+        let listed = try run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stdout.contains(id) && listed.stdout.contains("enabled") && listed.stdout.contains("backend"))
+        #expect(!listed.stdout.contains(key))
+        let duplicate = try run(["apikeys", "create", "--config", "gatehouse.yaml", "--app", "cli-app", "--name", "backend"], in: folder)
+        #expect(duplicate.status == 65)
+        #expect(duplicate.stderr.contains("already has a server API key"), "\(duplicate.stderr)")
+        let unknownApp = try run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "nope"], in: folder)
+        #expect(unknownApp.status == 65)
+        #expect(unknownApp.stderr.contains("no app with id nope"))
+        // An app with the provider off gets its key, with a warning that it cannot log in yet.
+        let off = try run(["apikeys", "create", "--config", "gatehouse.yaml", "--app", "no-keys", "--name", "early"], in: folder)
+        #expect(off.status == 0)
+        #expect(off.stderr.contains("providers.api-key off"), "\(off.stderr)")
+
+        try await withGatehouse(config) { _, client in
+            let login = try await client.loginWithKey(key, app: "cli-app")
+            #expect(login.status == .ok, "\(login.text)")
+            #expect(try login.decode(LoginResponse.self).userId == userId)
+        }
+
+        #expect(try run(["apikeys", "disable", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder).status == 0)
+        #expect(try run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder).stdout.contains("disabled"))
+        try await withGatehouse(config) { _, client in
+            let refused = try await client.loginWithKey(key, app: "cli-app")
+            #expect(refused.status == .unauthorized)
+        }
+        #expect(try run(["apikeys", "enable", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder).status == 0)
+
+        let deleted = try run(["apikeys", "delete", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder)
+        #expect(deleted.status == 0, "\(deleted.stderr)")
+        #expect(deleted.stdout.contains("deleted"))
+        let again = try run(["apikeys", "delete", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder)
+        #expect(again.status == 65)
+        #expect(again.stderr.contains("no server API key \(id)"))
+        #expect(try run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder).stdout.isEmpty)
+        try await withGatehouse(config) { _, client in
+            let refused = try await client.loginWithKey(key, app: "cli-app")
+            #expect(refused.status == .unauthorized)
+        }
+        await drop()
+    }
+
     /// SQLite → the suite's database (PostgreSQL on its run) through the two commands, by file and by pipe.
     @Test func exportAndImportMoveADeploymentAndRefuseAConflict() async throws {
         let folder = try temporaryFolder()

@@ -12,8 +12,8 @@ import Testing
 /// Cheap Argon2id parameters: tests exercise the real hash, not its cost.
 let testHashParameters = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
 
-/// A test app configuration: `test-app` (email confirmation, anonymous users) and `auto-app` (auto confirmation,
-/// reveals existence, no anonymous users).
+/// A test app configuration: `test-app` (email confirmation, anonymous users, API keys) and `auto-app` (auto
+/// confirmation, reveals existence, no anonymous users, no API keys).
 func testConfiguration(
     database: DatabaseURL = .sqliteMemory,
     mailbox: Bool = true,
@@ -26,7 +26,9 @@ func testConfiguration(
         database: DatabaseSettings(url: database),
         dev: DevSettings(mailbox: mailbox),
         apps: [
-            AppSettings(id: "test-app", revealUserExistence: reveal, localUserpass: localUserpass, anonymousUsers: true, passwordHash: hash),
+            AppSettings(
+                id: "test-app", revealUserExistence: reveal, localUserpass: localUserpass, anonymousUsers: true, apiKeys: true, passwordHash: hash
+            ),
             AppSettings(
                 id: "auto-app", revealUserExistence: true,
                 localUserpass: LocalUserpassConfiguration(confirmation: .auto), passwordHash: hash

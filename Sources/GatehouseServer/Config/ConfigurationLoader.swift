@@ -122,10 +122,15 @@ public struct ConfigurationLoader: Sendable {
         }
         if let providers = try app.optionalMapping(
             "providers",
-            allowed: ["local-userpass", "anon-user", "custom-token", "oauth2-google", "oauth2-apple", "oauth2-facebook", "custom-function"]
+            allowed: [
+                "local-userpass", "anon-user", "api-key", "custom-token", "oauth2-google", "oauth2-apple", "oauth2-facebook", "custom-function",
+            ]
         ) {
             if let anonymous = try providers.optionalMapping("anon-user", allowed: ["enabled"]) {
                 config.anonymousUsers = try anonymous.optionalBool("enabled") ?? true
+            }
+            if let apiKeys = try providers.optionalMapping("api-key", allowed: ["enabled"]) {
+                config.apiKeys = try apiKeys.optionalBool("enabled") ?? true
             }
             try externalProviders(providers, into: &config)
             if let local = try providers.optionalMapping(

@@ -175,6 +175,9 @@ public struct AppSettings: Sendable, Hashable {
     public var localUserpass: LocalUserpassConfiguration?
     /// `providers.anon-user.enabled`: anonymous users (each login a new user). Default off.
     public var anonymousUsers: Bool
+    /// `providers.api-key.enabled`: user API keys (`/api/client/v2.0/auth/api_keys`), server API keys (`gatehouse
+    /// apikeys`), and logging in with either. Default off.
+    public var apiKeys: Bool
     /// A folder of Mustache files replacing built-in email templates (`confirmation.html.mustache`, …).
     public var emailTemplates: String?
     /// At most this many emails per address and kind in ``emailLimitWindow`` seconds. Default 5.
@@ -204,6 +207,7 @@ public struct AppSettings: Sendable, Hashable {
         revealUserExistence: Bool = false,
         localUserpass: LocalUserpassConfiguration? = LocalUserpassConfiguration(),
         anonymousUsers: Bool = false,
+        apiKeys: Bool = false,
         emailTemplates: String? = nil,
         emailLimit: Int = 5,
         emailLimitWindow: Int = 600,
@@ -222,6 +226,7 @@ public struct AppSettings: Sendable, Hashable {
         self.revealUserExistence = revealUserExistence
         self.localUserpass = localUserpass
         self.anonymousUsers = anonymousUsers
+        self.apiKeys = apiKeys
         self.emailTemplates = emailTemplates
         self.emailLimit = emailLimit
         self.emailLimitWindow = emailLimitWindow

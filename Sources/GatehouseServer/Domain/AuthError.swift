@@ -23,6 +23,14 @@ enum AuthError: Error, Hashable, Sendable {
     case passwordPolicy(String)
     /// Too many emails of one kind to one address; try again after that many seconds.
     case tooManyEmails(retryAfter: Int)
+    /// An unknown, disabled or deleted API key at login: the same answer for each.
+    case invalidAPIKey
+    /// No API key with that id belongs to the caller.
+    case apiKeyNotFound
+    /// The caller already has an API key of that name.
+    case apiKeyAlreadyExists
+    /// An API key name breaks the naming rule; the message says how.
+    case invalidAPIKeyName(String)
     /// The database cannot be reached.
     case storeUnavailable
     /// A provider's credential (custom JWT, ID token, access token, auth code) was refused; the message says why.

@@ -45,8 +45,9 @@ struct LoginResult: Sendable, Hashable {
 struct SessionService: Sendable {
     let env: AuthEnvironment
 
-    /// Starts a session for `user` and issues its tokens.
-    func startSession(for user: UserRecord, app: AppSettings, device: [String: JSONValue]) async throws -> LoginResult {
+    /// Starts a session for `user` and issues its tokens. `apiKeyId`: the key the user logged in with, whose
+    /// disabling or deletion ends the session.
+    func startSession(for user: UserRecord, app: AppSettings, device: [String: JSONValue], apiKeyId: String? = nil) async throws -> LoginResult {
         let now = env.clock.now
         let secret = Base64URL.encode(Secrets.randomBytes(32))
         let session = SessionRecord(
@@ -58,7 +59,8 @@ struct SessionService: Sendable {
             secretHash: Secrets.sha256(secret),
             createdAt: now,
             expiresAt: now.addingTimeInterval(TimeInterval(app.refreshTokenTTL)),
-            revokedAt: nil
+            revokedAt: nil,
+            apiKeyId: apiKeyId
         )
         try await env.store.createSession(session)
         let key = env.keys.current
@@ -154,7 +156,7 @@ struct SessionService: Sendable {
                 )
             },
             data: data,
-            type: "normal"
+            type: try await APIKeyService.isServerUser(identities, store: env.store) ? "server" : "normal"
         )
     }
 

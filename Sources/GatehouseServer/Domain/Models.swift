@@ -75,6 +75,22 @@ struct SessionRecord: Sendable, Hashable {
     /// The salt the current secret was derived from the previous one with.
     var rotationSalt: [UInt8]? = nil
     var rotatedAt: Date? = nil
+    /// The API key the session was logged in with: disabling or deleting the key ends the session.
+    var apiKeyId: String? = nil
+}
+
+/// A user or server API key. Only the SHA-256 of its secret is stored. Each key has an `api-key` identity whose
+/// `externalId` is the key's id: on its owner for a user key, on a user of its own for a server key.
+struct APIKeyRecord: Sendable, Hashable {
+    var id: String
+    var appId: String
+    /// The owner of a user key; nil for a server key (made with `gatehouse apikeys`).
+    var userId: String?
+    /// Unique per owner (and among the app's server keys).
+    var name: String
+    var keyHash: [UInt8]
+    var disabled: Bool
+    var createdAt: Date
 }
 
 /// An email waiting in (or delivered from) the transactional outbox.

@@ -38,7 +38,7 @@ protocol GatehouseStore: Sendable {
     func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord?
     func user(id: String) async throws -> UserRecord?
     func identities(userId: String) async throws -> [IdentityRecord]
-    /// Removes the user with every identity, account, session and token.
+    /// Removes the user with every identity, account, session, token and API key.
     func deleteUser(id: String) async throws
     /// Replaces the user's custom data. Returns false when the user does not exist in that app.
     func setCustomData(appId: String, userId: String, data: [String: JSONValue]) async throws -> Bool
@@ -65,6 +65,23 @@ protocol GatehouseStore: Sendable {
     /// Replaces the session's secret hash `old` with `new` (keeping `old` as the previous one, with the salt `new`
     /// was derived with) if `old` is still current and the session alive at `now`. Of racing calls one wins.
     func rotateSessionSecret(id: String, from old: [UInt8], to new: [UInt8], salt: [UInt8], now: Date) async throws -> Bool
+
+    // MARK: API keys
+    /// Stores `key` with its `api-key` identity; for a server key also `serverUser`, the user the identity belongs
+    /// to. One transaction. Throws ``StoreError/conflict`` when the owner (or, for a server key, the app) already
+    /// has a key of that name.
+    func createAPIKey(_ key: APIKeyRecord, identity: IdentityRecord, serverUser: UserRecord?) async throws
+    func apiKey(appId: String, id: String) async throws -> APIKeyRecord?
+    /// The keys of `userId`, or the app's server keys when nil, oldest first.
+    func apiKeys(appId: String, userId: String?) async throws -> [APIKeyRecord]
+    /// The key of the app whose secret hashes to `keyHash`, with the user it logs in as (through its `api-key`
+    /// identity).
+    func apiKeyLogin(appId: String, keyHash: [UInt8]) async throws -> (key: APIKeyRecord, user: UserRecord)?
+    /// Enables or disables the key; disabling also revokes the sessions logged in with it. False when no such key.
+    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, now: Date) async throws -> Bool
+    /// Deletes the key with its identity and revokes the sessions logged in with it; a server key's user goes too.
+    /// False when no such key.
+    func deleteAPIKey(appId: String, id: String, now: Date) async throws -> Bool
 
     // MARK: Native auth flows
     func insertFlow(_ flow: NativeFlowRecord) async throws

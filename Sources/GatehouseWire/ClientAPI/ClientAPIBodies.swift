@@ -249,3 +249,44 @@ public struct ProfileResponse: Codable, Hashable, Sendable {
         case identities, data, type
     }
 }
+
+/// `api-key/login`: a user or server API key.
+public struct APIKeyLoginRequest: Codable, Hashable, Sendable {
+    public var provider: String?
+    /// The key's secret, as shown once when it was created.
+    public var key: String
+    public var options: LoginOptions?
+    public init(key: String, options: LoginOptions? = nil) {
+        self.provider = "api-key"
+        self.key = key
+        self.options = options
+    }
+}
+
+/// `POST /api/client/v2.0/auth/api_keys`.
+public struct CreateAPIKeyRequest: Codable, Hashable, Sendable {
+    public var name: String
+    public init(name: String) { self.name = name }
+}
+
+/// One API key as the `api_keys` routes answer it. `key` is present only in the answer to its creation.
+public struct APIKeyResponse: Codable, Hashable, Sendable {
+    /// 24 hex digits, a plain string (Realm clients refuse `{"$oid": …}` here).
+    public var id: String
+    public var name: String
+    /// The secret; only in the answer to its creation.
+    public var key: String?
+    public var disabled: Bool
+
+    public init(id: String, name: String, key: String? = nil, disabled: Bool) {
+        self.id = id
+        self.name = name
+        self.key = key
+        self.disabled = disabled
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id = "_id"
+        case name, key, disabled
+    }
+}

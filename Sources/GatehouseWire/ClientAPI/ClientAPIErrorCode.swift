@@ -22,6 +22,10 @@ public struct ClientAPIErrorCode: RawRepresentable, Codable, Hashable, Sendable,
     /// A request body over the size limit (HTTP 413).
     public static let readSizeLimitExceeded = Self(rawValue: "ReadSizeLimitExceeded")
     public static let authProviderNotFound = Self(rawValue: "AuthProviderNotFound")
+    /// No API key with that id belongs to the caller (HTTP 404).
+    public static let apiKeyNotFound = Self(rawValue: "APIKeyNotFound")
+    /// The caller already has an API key of that name (HTTP 409).
+    public static let apiKeyAlreadyExists = Self(rawValue: "APIKeyAlreadyExists")
     /// No such app (HTTP 404).
     public static let appNotFound = Self(rawValue: "AppNotFound")
     /// No such route (HTTP 404) or method (HTTP 405).

@@ -61,6 +61,15 @@ extension AuthError {
                 status: .tooManyRequests, code: .tooManyRequests,
                 message: "too many emails to this address; try again in \(retryAfter) seconds", retryAfter: retryAfter
             )
+        case .invalidAPIKey:
+            ClientAPIError(status: .unauthorized, code: .invalidPassword, message: "invalid API key")
+        case .apiKeyNotFound:
+            // Never 401 on an api_keys route: Realm clients log the user out on one (spec §4.2).
+            ClientAPIError(status: .notFound, code: .apiKeyNotFound, message: "API key not found")
+        case .apiKeyAlreadyExists:
+            ClientAPIError(status: .conflict, code: .apiKeyAlreadyExists, message: "API key already exists")
+        case .invalidAPIKeyName(let message):
+            .invalidParameter(message)
         case .storeUnavailable:
             ClientAPIError(status: .serviceUnavailable, code: .maintenanceInProgress, message: "the database is unavailable; try again shortly")
         case .invalidCredential(let message):

@@ -4,7 +4,7 @@ import Hummingbird
 import Logging
 
 /// The Client API v2.0 (spec `client-api-v2.md`): provider routes under `/api/client/v2.0/app/{appId}`, session,
-/// profile and delete under `/api/client/v2.0/auth`, where the app comes from the token.
+/// profile, delete and api_keys under `/api/client/v2.0/auth`, where the app comes from the token.
 struct ClientAPIRoutes {
     let env: AuthEnvironment
 
@@ -43,6 +43,15 @@ struct ClientAPIRoutes {
         auth.delete("session", use: logOut)
         auth.get("profile", use: profile)
         auth.delete("delete", use: deleteUser)
+
+        // User API keys, with the refresh token (spec §3.9).
+        let keys = auth.group("api_keys")
+        keys.post(use: createAPIKey)
+        keys.get(use: listAPIKeys)
+        keys.get(":keyId", use: fetchAPIKey)
+        keys.delete(":keyId", use: deleteAPIKey)
+        keys.put(":keyId/enable", use: enableAPIKey)
+        keys.put(":keyId/disable", use: disableAPIKey)
     }
 
     private func appId(_ context: GatehouseRequestContext) throws -> String {
@@ -89,13 +98,17 @@ struct ClientAPIRoutes {
         }
         let user: UserRecord
         let options: LoginOptions?
+        // The key of an api-key login: the session ends when the key is disabled or deleted.
+        var apiKeyId: String?
         switch try await credential(provider, app: app, request: request, context: context, linking: false) {
         case .user(let found, let sent):
             (user, options) = (found, sent)
+        case .apiKey(let found, let sent, let keyId):
+            (user, options, apiKeyId) = (found, sent, keyId)
         case .external(let identity, let sent):
             (user, options) = (try await IdentityService(env: env).logIn(identity, app: app), sent)
         }
-        let result = try await sessions.startSession(for: user, app: app, device: options?.device ?? [:])
+        let result = try await sessions.startSession(for: user, app: app, device: options?.device ?? [:], apiKeyId: apiKeyId)
         return try JSONResponse.make(
             LoginResponse(accessToken: result.accessToken, refreshToken: result.refreshToken, userId: result.userId, deviceId: result.deviceId)
         )
@@ -105,6 +118,8 @@ struct ClientAPIRoutes {
     private enum Credential {
         /// A user directly (email/password, a new anonymous user).
         case user(UserRecord, LoginOptions?)
+        /// The user of an API key, and the key.
+        case apiKey(UserRecord, LoginOptions?, keyId: String)
         /// An identity a provider vouches for, whose user is found or created.
         case external(ExternalIdentity, LoginOptions?)
     }
@@ -124,6 +139,12 @@ struct ClientAPIRoutes {
             let options = try await request.decodeClientAPIBody(AnonymousLoginRequest.self, context: context).options
             if linking { throw AuthError.cannotLinkAnonymous }
             return .user(try await AnonymousService(env: env).login(appId: app.id).0, options)
+        case APIKeyService.providerType:
+            guard app.apiKeys else { throw AuthError.providerNotEnabled(provider) }
+            let body = try await request.decodeClientAPIBody(APIKeyLoginRequest.self, context: context)
+            if linking { throw ClientAPIError.badRequest("API key credentials cannot be linked to a user") }
+            let (user, key) = try await APIKeyService(env: env).login(appId: app.id, key: body.key)
+            return .apiKey(user, body.options, keyId: key.id)
         case CustomTokenProvider.providerType:
             guard let settings = app.customToken else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(CustomTokenLoginRequest.self, context: context)
@@ -173,6 +194,48 @@ struct ClientAPIRoutes {
 
     @Sendable func deleteUser(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         try await sessions.deleteUser(try request.bearerToken())
+        return JSONResponse.noContent()
+    }
+
+    // MARK: API keys
+
+    private var apiKeys: APIKeyService { APIKeyService(env: env) }
+
+    private func keyId(_ context: GatehouseRequestContext) throws -> String {
+        try context.parameters.require("keyId")
+    }
+
+    /// The caller behind the refresh token, checked before the body is read.
+    private func keyOwner(_ request: Request) async throws -> SessionService.Caller {
+        try await apiKeys.caller(refreshToken: try request.bearerToken())
+    }
+
+    @Sendable func createAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let caller = try await keyOwner(request)
+        let body = try await request.decodeClientAPIBody(CreateAPIKeyRequest.self, context: context)
+        return try JSONResponse.make(.created, try await apiKeys.create(caller: caller, name: body.name))
+    }
+
+    @Sendable func listAPIKeys(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try JSONResponse.make(try await apiKeys.list(caller: try await keyOwner(request)))
+    }
+
+    @Sendable func fetchAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try JSONResponse.make(try await apiKeys.fetch(caller: try await keyOwner(request), id: try keyId(context)))
+    }
+
+    @Sendable func deleteAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await apiKeys.delete(caller: try await keyOwner(request), id: try keyId(context))
+        return JSONResponse.noContent()
+    }
+
+    @Sendable func enableAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await apiKeys.setDisabled(caller: try await keyOwner(request), id: try keyId(context), disabled: false)
+        return JSONResponse.noContent()
+    }
+
+    @Sendable func disableAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await apiKeys.setDisabled(caller: try await keyOwner(request), id: try keyId(context), disabled: true)
         return JSONResponse.noContent()
     }
 }

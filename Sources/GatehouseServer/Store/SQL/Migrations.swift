@@ -182,6 +182,33 @@ enum Migrations {
                 "ALTER TABLE sessions ADD COLUMN rotated_at INTEGER",
             ]
         ),
+        // Version 5 is taken by another branch; each version is applied on its own, so the gap is harmless.
+        Migration(
+            version: 6,
+            name: "api keys",
+            statements: [
+                // User keys (user_id set) and server keys (user_id NULL). Only the SHA-256 of the secret is kept.
+                """
+                CREATE TABLE api_keys (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    user_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    key_hash BLOB NOT NULL,
+                    disabled INTEGER NOT NULL DEFAULT 0,
+                    created_at INTEGER NOT NULL,
+                    UNIQUE (app_id, user_id, name)
+                )
+                """,
+                // NULLs are distinct in UNIQUE, so server key names get a partial index of their own.
+                "CREATE UNIQUE INDEX api_keys_server_name ON api_keys(app_id, name) WHERE user_id IS NULL",
+                "CREATE UNIQUE INDEX api_keys_hash ON api_keys(key_hash)",
+                "CREATE INDEX api_keys_user ON api_keys(user_id)",
+                // The key a session was logged in with, so that disabling or deleting the key ends it.
+                "ALTER TABLE sessions ADD COLUMN api_key_id TEXT",
+                "CREATE INDEX sessions_api_key ON sessions(api_key_id)",
+            ]
+        ),
     ]
 }
 

@@ -115,12 +115,19 @@ struct SQLStore: GatehouseStore {
     }
 
     func deleteUser(id: String) async throws {
-        try await db.transaction { tx in
-            for table in ["sessions", "one_time_tokens", "email_accounts", "identities", "native_flows"] {
-                try await tx.query("DELETE FROM \(table) WHERE user_id = $1", .text(id))
-            }
-            try await tx.query("DELETE FROM users WHERE id = $1", .text(id))
+        try await db.transaction { tx in try await Self.deleteUser(id: id, tx) }
+    }
+
+    private static func deleteUser(id: String, _ tx: any SQLExecutor) async throws {
+        // The keys behind the user's api-key identities: the user's own, and for a server user its server key.
+        try await tx.query(
+            "DELETE FROM api_keys WHERE id IN (SELECT external_id FROM identities WHERE user_id = $1 AND provider_type = 'api-key')",
+            .text(id)
+        )
+        for table in ["sessions", "one_time_tokens", "email_accounts", "identities", "native_flows", "api_keys"] {
+            try await tx.query("DELETE FROM \(table) WHERE user_id = $1", .text(id))
         }
+        try await tx.query("DELETE FROM users WHERE id = $1", .text(id))
     }
 
     func setCustomData(appId: String, userId: String, data: [String: JSONValue]) async throws -> Bool {
@@ -220,17 +227,18 @@ struct SQLStore: GatehouseStore {
 
     static func insertSession(_ session: SessionRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
-            "INSERT INTO sessions (\(sessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            "INSERT INTO sessions (\(sessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             .text(session.id), .text(session.appId), .text(session.userId), .text(session.deviceId),
             .text(try JSONColumn.encode(session.device)), .blob(session.secretHash), SQLValue(session.createdAt),
             SQLValue(session.expiresAt), SQLValue(session.revokedAt), SQLValue(session.clientId),
-            SQLValue(session.previousSecretHash), SQLValue(session.rotationSalt), SQLValue(session.rotatedAt)
+            SQLValue(session.previousSecretHash), SQLValue(session.rotationSalt), SQLValue(session.rotatedAt),
+            SQLValue(session.apiKeyId)
         )
     }
 
     static let sessionColumns = """
         id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, revoked_at, \
-        client_id, previous_secret_hash, rotation_salt, rotated_at
+        client_id, previous_secret_hash, rotation_salt, rotated_at, api_key_id
         """
 
     static func session(_ row: SQLRow) throws -> SessionRecord {
@@ -247,7 +255,8 @@ struct SQLStore: GatehouseStore {
             clientId: try row.optionalText("client_id"),
             previousSecretHash: try row.optionalBlob("previous_secret_hash"),
             rotationSalt: try row.optionalBlob("rotation_salt"),
-            rotatedAt: try row.optionalDate("rotated_at")
+            rotatedAt: try row.optionalDate("rotated_at"),
+            apiKeyId: try row.optionalText("api_key_id")
         )
     }
 
@@ -268,6 +277,105 @@ struct SQLStore: GatehouseStore {
             """,
             .text(id), .blob(old), .blob(new), .blob(salt), SQLValue(now)
         ).isEmpty)
+    }
+
+    // MARK: API keys
+
+    private static let apiKeyColumns = "id, app_id, user_id, name, key_hash, disabled, created_at"
+
+    private static func apiKey(_ row: SQLRow) throws -> APIKeyRecord {
+        APIKeyRecord(
+            id: try row.text("id"),
+            appId: try row.text("app_id"),
+            userId: try row.optionalText("user_id"),
+            name: try row.text("name"),
+            keyHash: try row.blob("key_hash"),
+            disabled: try row.int("disabled") != 0,
+            createdAt: try row.date("created_at")
+        )
+    }
+
+    func createAPIKey(_ key: APIKeyRecord, identity: IdentityRecord, serverUser: UserRecord?) async throws {
+        try await db.transaction { tx in
+            if let serverUser { try await Self.insertUser(serverUser, tx) }
+            try await Self.insertAPIKey(key, tx)
+            try await Self.insertIdentity(identity, tx)
+        }
+    }
+
+    static func insertAPIKey(_ key: APIKeyRecord, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
+            "INSERT INTO api_keys (\(apiKeyColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            .text(key.id), .text(key.appId), SQLValue(key.userId), .text(key.name), .blob(key.keyHash), SQLValue(key.disabled),
+            SQLValue(key.createdAt)
+        )
+    }
+
+    func apiKey(appId: String, id: String) async throws -> APIKeyRecord? {
+        try await db.query("SELECT \(Self.apiKeyColumns) FROM api_keys WHERE app_id = $1 AND id = $2", .text(appId), .text(id))
+            .first.map(Self.apiKey)
+    }
+
+    func apiKeys(appId: String, userId: String?) async throws -> [APIKeyRecord] {
+        if let userId {
+            return try await db.query(
+                "SELECT \(Self.apiKeyColumns) FROM api_keys WHERE app_id = $1 AND user_id = $2 ORDER BY created_at, id",
+                .text(appId), .text(userId)
+            ).map(Self.apiKey)
+        }
+        return try await db.query(
+            "SELECT \(Self.apiKeyColumns) FROM api_keys WHERE app_id = $1 AND user_id IS NULL ORDER BY created_at, id", .text(appId)
+        ).map(Self.apiKey)
+    }
+
+    func apiKeyLogin(appId: String, keyHash: [UInt8]) async throws -> (key: APIKeyRecord, user: UserRecord)? {
+        guard let key = try await db.query(
+            "SELECT \(Self.apiKeyColumns) FROM api_keys WHERE key_hash = $1 AND app_id = $2", .blob(keyHash), .text(appId)
+        ).first.map(Self.apiKey) else { return nil }
+        guard let user = try await db.query(
+            """
+            SELECT u.id, u.app_id, u.created_at, u.disabled, u.custom_data FROM users u
+            JOIN identities i ON i.user_id = u.id
+            WHERE i.app_id = $1 AND i.provider_type = 'api-key' AND i.external_id = $2
+            """,
+            .text(appId), .text(key.id)
+        ).first.map(Self.user) else { return nil }
+        return (key, user)
+    }
+
+    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, now: Date) async throws -> Bool {
+        try await db.transaction { tx in
+            let updated = try await tx.query(
+                "UPDATE api_keys SET disabled = $3 WHERE app_id = $1 AND id = $2 RETURNING id", .text(appId), .text(id), SQLValue(disabled)
+            )
+            guard !updated.isEmpty else { return false }
+            if disabled { try await Self.revokeSessions(apiKeyId: id, now: now, tx) }
+            return true
+        }
+    }
+
+    func deleteAPIKey(appId: String, id: String, now: Date) async throws -> Bool {
+        try await db.transaction { tx in
+            guard let key = try await tx.query(
+                "DELETE FROM api_keys WHERE app_id = $1 AND id = $2 RETURNING \(Self.apiKeyColumns)", .text(appId), .text(id)
+            ).first.map(Self.apiKey) else { return false }
+            let owners = try await tx.query(
+                "DELETE FROM identities WHERE app_id = $1 AND provider_type = 'api-key' AND external_id = $2 RETURNING user_id",
+                .text(appId), .text(id)
+            )
+            try await Self.revokeSessions(apiKeyId: id, now: now, tx)
+            if key.userId == nil {
+                // A server key's user exists only for it.
+                for owner in owners { try await Self.deleteUser(id: try owner.text("user_id"), tx) }
+            }
+            return true
+        }
+    }
+
+    private static func revokeSessions(apiKeyId: String, now: Date, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
+            "UPDATE sessions SET revoked_at = $1 WHERE api_key_id = $2 AND revoked_at IS NULL", SQLValue(now), .text(apiKeyId)
+        )
     }
 
     // MARK: Native auth flows

@@ -7,7 +7,8 @@ import GatehouseWire
 /// 2. with `--sessions` only, one `{"type":"signingKey",…}` line per active signing key (the private key,
 ///    base64): refresh tokens are JWTs signed by them, so sessions are useless without them;
 /// 3. one `{"type":"user",…}` line per user, carrying everything that belongs to the user: its identities, its
-///    email/password account with the Argon2id hash as stored, and (with `--sessions`) its live sessions;
+///    email/password account with the Argon2id hash as stored, the API keys behind its `api-key` identities (their
+///    SHA-256 hashes; absent when none), and (with `--sessions`) its live sessions;
 /// 4. a trailer: `{"type":"end","users":N,"signingKeys":K}`. Import refuses a file without it, so a truncated
 ///    file cannot pass for a complete one.
 ///
@@ -74,6 +75,19 @@ enum TransferFormat {
         var identities: [Identity]
         var emailAccount: EmailAccount?
         var sessions: [Session]?
+        /// Absent when the user has no API key (and in files written before API keys).
+        var apiKeys: [APIKey]? = nil
+    }
+
+    /// A user or server API key, owned by the user of the line it is on (a server key's user exists only for it).
+    struct APIKey: Codable, Equatable {
+        var id: String
+        var name: String
+        var server: Bool
+        /// SHA-256 of the secret, as stored.
+        var keyHash: Bytes
+        var disabled: Bool
+        var createdAt: Timestamp
     }
 
     struct Identity: Codable, Equatable {
@@ -103,6 +117,8 @@ enum TransferFormat {
         var previousSecretHash: Bytes?
         var rotationSalt: Bytes?
         var rotatedAt: Timestamp?
+        /// The API key the session was logged in with.
+        var apiKeyId: String? = nil
     }
 
     struct SigningKey: Codable, Equatable {

@@ -107,6 +107,20 @@ struct UserTransfer {
                         range + [SQLValue(now)]
                     ).map(SQLStore.session), by: \.userId)
                 }
+                var keys: [String: [TransferFormat.APIKey]] = [:]
+                for row in try await tx.query(
+                    """
+                    SELECT k.id, k.user_id, k.name, k.key_hash, k.disabled, k.created_at, i.user_id AS owner FROM api_keys k
+                    JOIN identities i ON i.app_id = k.app_id AND i.provider_type = 'api-key' AND i.external_id = k.id
+                    WHERE i.user_id >= $1 AND i.user_id <= $2 ORDER BY k.created_at, k.id
+                    """,
+                    range
+                ) {
+                    keys[try row.text("owner"), default: []].append(TransferFormat.APIKey(
+                        id: try row.text("id"), name: try row.text("name"), server: try row.optionalText("user_id") == nil,
+                        keyHash: .init(try row.blob("key_hash")), disabled: try row.int("disabled") != 0, createdAt: .init(try row.date("created_at"))
+                    ))
+                }
                 for user in users {
                     let userIdentities = identities[user.id] ?? []
                     let userSessions = sessions ? (live[user.id] ?? []) : nil
@@ -120,9 +134,11 @@ struct UserTransfer {
                             .init(
                                 id: $0.id, deviceId: $0.deviceId, device: $0.device, secretHash: .init($0.secretHash), createdAt: .init($0.createdAt),
                                 expiresAt: .init($0.expiresAt), clientId: $0.clientId, previousSecretHash: $0.previousSecretHash.map(TransferFormat.Bytes.init),
-                                rotationSalt: $0.rotationSalt.map(TransferFormat.Bytes.init), rotatedAt: $0.rotatedAt.map(TransferFormat.Timestamp.init)
+                                rotationSalt: $0.rotationSalt.map(TransferFormat.Bytes.init), rotatedAt: $0.rotatedAt.map(TransferFormat.Timestamp.init),
+                                apiKeyId: $0.apiKeyId
                             )
-                        }
+                        },
+                        apiKeys: keys[user.id]
                     )))
                     summary.users += 1
                     summary.identities += userIdentities.count
@@ -179,6 +195,7 @@ struct UserTransfer {
                         let records = try Self.records(user, apps: apps)
                         try await SQLStore.insertUser(records.user, tx)
                         for identity in records.identities { try await SQLStore.insertIdentity(identity, tx) }
+                        for key in records.apiKeys { try await SQLStore.insertAPIKey(key, tx) }
                         if let (account, createdAt) = records.account { try await SQLStore.insertAccount(account, createdAt: createdAt, tx) }
                         for session in records.sessions { try await SQLStore.insertSession(session, tx) }
                         summary.users += 1
@@ -207,7 +224,7 @@ struct UserTransfer {
 
     /// The rows of one exported user, checked: a line that would make an account no one can sign in to is refused.
     private static func records(_ user: TransferFormat.User, apps: Set<String>) throws -> (
-        user: UserRecord, identities: [IdentityRecord], account: (EmailAccountRecord, Date)?, sessions: [SessionRecord]
+        user: UserRecord, identities: [IdentityRecord], account: (EmailAccountRecord, Date)?, sessions: [SessionRecord], apiKeys: [APIKeyRecord]
     ) {
         guard isObjectID(user.id) else { throw TransferError("user id \"\(user.id)\" is not 24 lowercase hex digits") }
         guard apps.contains(user.appId) else {
@@ -252,11 +269,23 @@ struct UserTransfer {
                 id: session.id, appId: user.appId, userId: user.id, deviceId: session.deviceId, device: session.device,
                 secretHash: session.secretHash.bytes, createdAt: session.createdAt.date, expiresAt: session.expiresAt.date, revokedAt: nil,
                 clientId: session.clientId, previousSecretHash: session.previousSecretHash?.bytes, rotationSalt: session.rotationSalt?.bytes,
-                rotatedAt: session.rotatedAt?.date
+                rotatedAt: session.rotatedAt?.date, apiKeyId: session.apiKeyId
+            )
+        }
+        let apiKeys = try (user.apiKeys ?? []).map { key in
+            guard isObjectID(key.id), key.keyHash.bytes.count == 32, (try? APIKeyService.validate(name: key.name)) != nil else {
+                throw TransferError("user \(user.id) has an API key without a valid id, name or 32-byte key hash")
+            }
+            guard identities.contains(where: { $0.providerType == APIKeyService.providerType && $0.externalId == key.id }) else {
+                throw TransferError("user \(user.id): API key \(key.id) has no api-key identity with that id")
+            }
+            return APIKeyRecord(
+                id: key.id, appId: user.appId, userId: key.server ? nil : user.id, name: key.name, keyHash: key.keyHash.bytes,
+                disabled: key.disabled, createdAt: key.createdAt.date
             )
         }
         let user = UserRecord(id: user.id, appId: user.appId, createdAt: user.createdAt.date, disabled: user.disabled, customData: user.customData)
-        return (user, identities, account, sessions)
+        return (user, identities, account, sessions, apiKeys)
     }
 
     /// Inserts a signing key unless the database has it already (importing into a deployment that was exported

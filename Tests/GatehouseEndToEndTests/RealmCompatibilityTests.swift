@@ -136,7 +136,10 @@ import Testing
             await expectCode(.userNotFound, 404) { try await auth.resendConfirmationEmail("nobody@example.com") }
             await expectCode(.userNotFound, 404) { try await auth.sendResetPasswordEmail("nobody@example.com") }
             await expectCode(.invalidPassword, 401, "unauthorized") { _ = try await app.login(credentials: .emailPassword(email: "codes@example.com", password: "wrong")) }
-            await expectCode(.authProviderNotFound, 404) { _ = try await app.login(credentials: .jwt(token: "a.b.c")) }
+            await expectCode(.authProviderNotFound, 404) { _ = try await app.login(credentials: .facebook(accessToken: "EAA")) }
+            await expectCode(.invalidPassword, 401, "invalid custom auth token: invalid number of segments") {
+                _ = try await app.login(credentials: .jwt(token: "not-a-jwt"))
+            }
             await expectCode(.appNotFound, 404) { _ = try await server.app(id: "no-such-app").login(credentials: .emailPassword(email: "a@b.co", password: "x")) }
         }
     }

@@ -91,6 +91,7 @@ func withLiveServer(
     reveal: Bool = false,
     nativeAuth: NativeAuthSettings = liveNativeAuth,
     clock: ManualClock = ManualClock(),
+    functions: FunctionHandlers? = nil,
     _ body: @Sendable (LiveServer) async throws -> Void
 ) async throws {
     let hash = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
@@ -109,9 +110,15 @@ func withLiveServer(
     var logger = Logger(label: "e2e")
     logger.logLevel = .critical
     var configuration = base
+    if functions != nil {
+        // Closures stand in for the webhooks: confirmation and reset by function, and custom-function login.
+        configuration.apps[0].localUserpass?.confirmation = .function
+        configuration.apps[0].localUserpass?.reset = .function
+        configuration.apps[0].customFunction = .some(nil)
+    }
     let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
     configuration.database.url = url
-    let gatehouse = try await AuthServer.open(configuration: configuration, clock: clock.clock, logger: logger)
+    let gatehouse = try await AuthServer.open(configuration: configuration, clock: clock.clock, logger: logger, functions: functions ?? FunctionHandlers())
     do {
         try await gatehouse.makeApplication().test(.live) { client in
             let port = try #require(client.port)

@@ -169,7 +169,7 @@ import Testing
         ("apps: [{id: 'a b'}]", "apps[0].id"),
         ("apps: [{id: a, accessTokenTTL: -5}]", "apps[0].accessTokenTTL"),
         ("apps: [{id: a, refreshTokenTTL: 10}]", "apps[0].refreshTokenTTL"),
-        ("apps: [{id: a, providers: {local-userpass: {confirmation: function}}}]", "apps[0].providers.local-userpass.confirmation"),
+        ("apps: [{id: a, providers: {local-userpass: {confirmation: sms}}}]", "apps[0].providers.local-userpass.confirmation"),
         ("apps: [{id: a, providers: {local-userpass: {tokenTTL: abc}}}]", "apps[0].providers.local-userpass.tokenTTL"),
         ("apps: [{id: a, providers: {local-userpass: {password: {minLength: 20, maxLength: 10}}}}]", "apps[0].providers.local-userpass.password.maxLength"),
         ("apps: [{id: a, providers: {local-userpass: {emailConfirmationURL: 'not a url'}}}]", "apps[0].providers.local-userpass.emailConfirmationURL"),

@@ -66,9 +66,12 @@ struct HTTPClientOutbound: OutboundHTTP {
         }
     }
 
-    /// A short reason without the URL (which may carry a token in its query).
+    /// A short reason. Connection errors name at most the host and port, never the URL (whose query may carry a
+    /// token).
     private static func reason(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return "\(error)" }
+        if error is HTTPClientError || error is IOError || String(describing: type(of: error)).contains("ConnectionError") {
+            return String(String(describing: error).prefix(200))
+        }
         return String(describing: type(of: error))
     }
 }

@@ -113,7 +113,16 @@ let package = Package(
         // Helpers both server test targets share (the throwaway database per test).
         .target(
             name: "GatehouseTestSupport",
-            dependencies: ["GatehouseServer", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "GatehouseServer",
+                "GatehouseWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             path: "Tests/GatehouseTestSupport",
             swiftSettings: swiftSettings
         ),

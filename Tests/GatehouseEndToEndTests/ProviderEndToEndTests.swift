@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Gatehouse
 import GatehouseServer
+import GatehouseTestSupport
 import Testing
 
 /// The SDK's `Credentials.jwt` and `linkUser` against a live server whose `test-app` trusts a custom JWT secret.
@@ -41,6 +42,42 @@ import Testing
             let error = await #expect(throws: AppError.self) { try await app.login(credentials: .jwt(token: forged)) }
             #expect(error?.code == .invalidPassword)
             #expect(error?.message.contains("signature is invalid") == true, "\(String(describing: error))")
+        }
+    }
+
+    /// Every `Credentials` case of an identity provider, through the SDK, against the test identity provider.
+    @Test func googleAppleAndFacebookThroughTheSDK() async throws {
+        try await withIdentityProvider { idp in
+            let clock = ManualClock(Date())
+            try await withLiveServer(clock: clock, identityProvider: idp) { server in
+                let app = server.app()
+                let now = clock.now
+                let google = try await app.login(credentials: .googleId(token: try idp.token(idp.idTokenClaims(
+                    sub: "g-1", aud: "ios-client.apps.example", now: now, extra: ["email": "g@example.com", "name": "Gee"]
+                ))))
+                #expect(google.identities.map(\.providerType) == ["oauth2-google"])
+                #expect(google.profile.email == "g@example.com")
+                // A server auth code for the same Google user is the same Gatehouse user.
+                let code = idp.issueCode(idp.idTokenClaims(sub: "g-1", aud: TestIdentityProvider.clientId, now: now))
+                #expect(try await app.login(credentials: .google(serverAuthCode: code)).id == google.id)
+
+                let apple = try await app.login(credentials: .apple(idToken: try idp.token(idp.idTokenClaims(sub: "a-1", aud: "com.example.app", now: now), alg: "ES256")))
+                #expect(apple.identities.map(\.providerType) == ["oauth2-apple"])
+                #expect(apple.id != google.id)
+
+                let token = idp.facebookToken(for: .init(id: "f-1", appId: "fb-app", name: "Eff Bee", email: "f@example.com"))
+                let facebook = try await app.login(credentials: .facebook(accessToken: token))
+                #expect(facebook.profile.name == "Eff Bee")
+
+                // Linking: an Apple identity that is another user's is refused; a new one is added (in link order).
+                clock.advance(by: 1)
+                let taken = await #expect(throws: AppError.self) {
+                    _ = try await facebook.linkUser(credentials: .apple(idToken: try idp.token(idp.idTokenClaims(sub: "a-1", aud: "com.example.app", now: now))))
+                }
+                #expect(taken?.code == .accountNameInUse)
+                let linked = try await facebook.linkUser(credentials: .apple(idToken: try idp.token(idp.idTokenClaims(sub: "a-2", aud: "com.example.app", now: now))))
+                #expect(linked.identities.map(\.providerType) == ["oauth2-facebook", "oauth2-apple"])
+            }
         }
     }
 }

@@ -92,6 +92,7 @@ func withLiveServer(
     nativeAuth: NativeAuthSettings = liveNativeAuth,
     clock: ManualClock = ManualClock(),
     functions: FunctionHandlers? = nil,
+    identityProvider idp: TestIdentityProvider? = nil,
     _ body: @Sendable (LiveServer) async throws -> Void
 ) async throws {
     let hash = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
@@ -115,6 +116,15 @@ func withLiveServer(
         configuration.apps[0].localUserpass?.confirmation = .function
         configuration.apps[0].localUserpass?.reset = .function
         configuration.apps[0].customFunction = .some(nil)
+    }
+    if let idp {
+        // Google, Apple and Facebook, played by the test identity provider.
+        configuration.apps[0].google = GoogleSettings(
+            clientIds: ["ios-client.apps.example"], serverClientId: TestIdentityProvider.clientId, clientSecret: TestIdentityProvider.clientSecret,
+            issuers: [idp.baseURL], jwksURL: idp.baseURL + "/jwks", tokenURL: idp.baseURL + "/token"
+        )
+        configuration.apps[0].apple = AppleSettings(clientIds: ["com.example.app"], issuer: idp.baseURL, jwksURL: idp.baseURL + "/jwks")
+        configuration.apps[0].facebook = FacebookSettings(appId: "fb-app", appSecret: "fb-secret", graphURL: idp.baseURL)
     }
     let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
     configuration.database.url = url

@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 @testable import GatehouseServer
+import GatehouseTestSupport
 import GatehouseWire
 import Hummingbird
 import HummingbirdTesting

@@ -1,22 +1,23 @@
-import Crypto
+public import Crypto
+public import CryptoExtras
 import Foundation
-@testable import GatehouseServer
-import GatehouseWire
-import Hummingbird
+public import GatehouseWire
+public import Hummingbird
 import HummingbirdTesting
-import NIOConcurrencyHelpers
-import Testing
-import CryptoExtras
+public import NIOConcurrencyHelpers
 
 /// A stand-in for Google, Apple, Facebook and an app's own backend, served over real HTTP on a loopback port and
 /// speaking their protocols: OpenID discovery, a JSON Web Key Set (RSA and P-256 keys made at test time), an OAuth
 /// token endpoint for auth codes, and Graph API `debug_token` and `me`.
-final class TestIdentityProvider: Sendable {
-    struct FacebookUser: Sendable {
-        var id: String
-        var appId: String
-        var name: String
-        var email: String
+public final class TestIdentityProvider: Sendable {
+    public struct FacebookUser: Sendable {
+        public var id: String
+        public var appId: String
+        public var name: String
+        public var email: String
+        public init(id: String, appId: String, name: String, email: String) {
+            (self.id, self.appId, self.name, self.email) = (id, appId, name, email)
+        }
     }
 
     struct State {
@@ -28,10 +29,10 @@ final class TestIdentityProvider: Sendable {
     }
 
     let state: NIOLockedValueBox<State>
-    let baseURL: String
+    public let baseURL: String
     /// The token endpoint's client credentials.
-    static let clientId = "server-client.apps.example"
-    static let clientSecret = "test-client-secret"
+    public static let clientId = "server-client.apps.example"
+    public static let clientSecret = "test-client-secret"
 
     init(port: Int) throws {
         baseURL = "http://127.0.0.1:\(port)"
@@ -40,7 +41,7 @@ final class TestIdentityProvider: Sendable {
 
     /// One 2048-bit key per test run: generating RSA keys is slow, and tests need fresh ones only for rotation.
     private static let sharedRSA = NIOLockedValueBox<_RSA.Signing.PrivateKey?>(nil)
-    static func rsaKey(fresh: Bool = false) throws -> _RSA.Signing.PrivateKey {
+    public static func rsaKey(fresh: Bool = false) throws -> _RSA.Signing.PrivateKey {
         if fresh { return try _RSA.Signing.PrivateKey(keySize: .bits2048) }
         return try sharedRSA.withLockedValue { key in
             if let key { return key }
@@ -50,10 +51,10 @@ final class TestIdentityProvider: Sendable {
         }
     }
 
-    var jwksRequests: Int { state.withLockedValue { $0.jwksRequests } }
+    public var jwksRequests: Int { state.withLockedValue { $0.jwksRequests } }
 
     /// Publishes a new RSA key (the old ones stay published) and returns its kid.
-    func rotate() throws -> String {
+    public func rotate() throws -> String {
         let key = try Self.rsaKey(fresh: true)
         return state.withLockedValue { state in
             let kid = "rsa-\(state.rsaKeys.count + 1)"
@@ -63,7 +64,7 @@ final class TestIdentityProvider: Sendable {
     }
 
     /// A signed JWT. `alg` RS256 (with the newest RSA key unless `kid` names another) or ES256.
-    func token(_ claims: [String: JSONValue], alg: String = "RS256", kid: String? = nil) throws -> String {
+    public func token(_ claims: [String: JSONValue], alg: String = "RS256", kid: String? = nil) throws -> String {
         let header: [String: JSONValue]
         let sign: (Data) throws -> Data
         switch alg {
@@ -80,7 +81,7 @@ final class TestIdentityProvider: Sendable {
     }
 
     /// Standard claims for an ID token from this issuer.
-    func idTokenClaims(sub: String, aud: String, now: Date, lifetime: TimeInterval = 3600, extra: [String: JSONValue] = [:]) -> [String: JSONValue] {
+    public func idTokenClaims(sub: String, aud: String, now: Date, lifetime: TimeInterval = 3600, extra: [String: JSONValue] = [:]) -> [String: JSONValue] {
         var claims: [String: JSONValue] = [
             "iss": .string(baseURL), "sub": .string(sub), "aud": .string(aud),
             "iat": .int(Int64(now.timeIntervalSince1970)), "exp": .int(Int64(now.addingTimeInterval(lifetime).timeIntervalSince1970)),
@@ -90,24 +91,24 @@ final class TestIdentityProvider: Sendable {
     }
 
     /// An auth code the token endpoint exchanges for an ID token with `claims`.
-    func issueCode(_ claims: [String: JSONValue]) -> String {
+    public func issueCode(_ claims: [String: JSONValue]) -> String {
         let code = "code-" + UUID().uuidString
         state.withLockedValue { $0.codes[code] = claims }
         return code
     }
 
     /// A Facebook user access token.
-    func facebookToken(for user: FacebookUser) -> String {
+    public func facebookToken(for user: FacebookUser) -> String {
         let token = "EAA" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
         state.withLockedValue { $0.facebookTokens[token] = user }
         return token
     }
 
-    static func compact(header: [String: JSONValue], claims: [String: JSONValue], sign: (Data) throws -> Data) throws -> String {
+    public static func compact(header: [String: JSONValue], claims: [String: JSONValue], sign: (Data) throws -> Data) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        let input = Base64URL.encode(try encoder.encode(header)) + "." + Base64URL.encode(try encoder.encode(claims))
-        return input + "." + Base64URL.encode(try sign(Data(input.utf8)))
+        let input = base64URL(try encoder.encode(header)) + "." + base64URL(try encoder.encode(claims))
+        return input + "." + base64URL(try sign(Data(input.utf8)))
     }
 
     var jwks: [String: JSONValue] {
@@ -116,13 +117,13 @@ final class TestIdentityProvider: Sendable {
                 let primitives = try! key.publicKey.getKeyPrimitives()
                 return .object([
                     "kty": "RSA", "alg": "RS256", "use": "sig", "kid": .string(kid),
-                    "n": .string(Base64URL.encode(primitives.modulus)), "e": .string(Base64URL.encode(primitives.publicExponent)),
+                    "n": .string(base64URL(primitives.modulus)), "e": .string(base64URL(primitives.publicExponent)),
                 ])
             }
             let point = state.ecKey.key.publicKey.x963Representation
             keys.append(.object([
                 "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": .string(state.ecKey.kid),
-                "x": .string(Base64URL.encode(point.dropFirst().prefix(32))), "y": .string(Base64URL.encode(point.suffix(32))),
+                "x": .string(base64URL(point.dropFirst().prefix(32))), "y": .string(base64URL(point.suffix(32))),
             ]))
             // Keys a real set may hold and a verifier must skip: an encryption key.
             keys.append(.object(["kty": "RSA", "use": "enc", "kid": "enc-1", "n": "AQAB", "e": "AQAB"]))
@@ -189,7 +190,7 @@ final class TestIdentityProvider: Sendable {
 }
 
 /// Runs a ``TestIdentityProvider`` on a loopback port for `body`.
-func withIdentityProvider<T: Sendable>(_ body: @Sendable (TestIdentityProvider) async throws -> T) async throws -> T {
+public func withIdentityProvider<T: Sendable>(_ body: @Sendable (TestIdentityProvider) async throws -> T) async throws -> T {
     // The router is built once the port is known; requests are forwarded to it.
     let inner = NIOLockedValueBox<RouterResponder<BasicRequestContext>?>(nil)
     let app = Application(
@@ -197,7 +198,8 @@ func withIdentityProvider<T: Sendable>(_ body: @Sendable (TestIdentityProvider) 
         configuration: .init(address: .hostname("127.0.0.1", port: 0))
     )
     return try await app.test(.live) { client in
-        let idp = try TestIdentityProvider(port: try #require(client.port))
+        guard let port = client.port else { throw TestIdentityProviderError() }
+        let idp = try TestIdentityProvider(port: port)
         inner.withLockedValue { $0 = idp.router().buildResponder() }
         return try await body(idp)
     }
@@ -212,4 +214,14 @@ struct ForwardingResponder: HTTPResponder {
         guard let responder = inner.withLockedValue({ $0 }) else { return Response(status: .serviceUnavailable) }
         return try await responder.respond(to: request, context: context)
     }
+}
+
+struct TestIdentityProviderError: Error, CustomStringConvertible {
+    var description: String { "the test identity provider did not get a port" }
+}
+
+/// base64url without padding (RFC 7515 §2).
+public func base64URL(_ data: some DataProtocol) -> String {
+    Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        .replacingOccurrences(of: "=", with: "")
 }

@@ -78,18 +78,19 @@ public final class AuthServer: Sendable {
             let hasher = Argon2PasswordHasher()
             for app in configuration.apps { try await hasher.prepare(app.passwordHash) }
             let publicURL = PublicURL(configuration.server.resolvedPublicURL())
-            let outbound = HTTPClientOutbound()
-            let env = AuthEnvironment(
-                store: store, clock: clock, hasher: hasher, keys: keys, configuration: configuration,
-                publicURLBox: publicURL, logger: logger, templates: templates,
-                outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock), functions: functions
-            )
             var transport: (any MailTransport)?
             if configuration.mail.smtpURL != nil {
                 transport = try SMTPMailer(settings: configuration.mail, logger: logger)
             } else if configuration.dev.mailbox {
                 transport = DevMailboxTransport()
             }
+            // Made last: nothing below throws, and close() shuts it down.
+            let outbound = HTTPClientOutbound()
+            let env = AuthEnvironment(
+                store: store, clock: clock, hasher: hasher, keys: keys, configuration: configuration,
+                publicURLBox: publicURL, logger: logger, templates: templates,
+                outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock), functions: functions
+            )
             return AuthServer(
                 configuration: configuration, env: env, database: database, publicURL: publicURL, mailTransport: transport,
                 readiness: readiness, retry: retry
@@ -278,6 +279,7 @@ public final class AuthServer: Sendable {
 
     /// Closes the database. Call after the application has stopped.
     public func close() async throws {
+        if let outbound = env.outbound as? HTTPClientOutbound { await outbound.shutdown() }
         try await database.close()
     }
 }

@@ -144,6 +144,23 @@ private func object(_ reply: Reply) throws -> [String: Any] {
         }
     }
 
+    @Test func keysCannotBreedKeysAndAreCapped() async throws {
+        try await withGatehouse { _, client in
+            let owner = try await client.signUp("breeder@example.com")
+            let key = try await client.createKey("first", refreshToken: owner.refreshToken)
+            let keyLogin = try await client.loginWithKey(try #require(key.key)).decode(LoginResponse.self)
+            let bred = try await client.call(Path.apiKeys, json: CreateAPIKeyRequest(name: "second"), bearer: keyLogin.refreshToken)
+            #expect(bred.status == .badRequest)
+            #expect(bred.error?.error.contains("not logged in with an API key") == true)
+            for index in 2...APIKeyService.maxKeysPerUser {
+                _ = try await client.createKey("key-\(index)", refreshToken: owner.refreshToken)
+            }
+            let over = try await client.call(Path.apiKeys, json: CreateAPIKeyRequest(name: "one-too-many"), bearer: owner.refreshToken)
+            #expect(over.status == .badRequest)
+            #expect(over.error?.error.contains("at most \(APIKeyService.maxKeysPerUser)") == true)
+        }
+    }
+
     @Test func anotherUsersKeyIsNotFound() async throws {
         try await withGatehouse { _, client in
             let alice = try await client.signUp("alice@example.com")

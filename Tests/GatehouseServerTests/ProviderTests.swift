@@ -221,6 +221,20 @@ import Testing
         }
     }
 
+    @Test func redirectsAreNotFollowed() async throws {
+        try await withIdentityProvider { idp in
+            let clock = ManualClock(Date())
+            var config = Self.configuration(idp)
+            config.apps[0].apple = AppleSettings(clientIds: ["com.example.app"], issuer: idp.baseURL, jwksURL: idp.baseURL + "/moved-jwks")
+            try await withGatehouse(config, clock: clock) { _, client in
+                let token = try idp.token(idp.idTokenClaims(sub: "a", aud: "com.example.app", now: clock.now))
+                let reply = try await client.call(Self.path("oauth2-apple"), json: AppleLoginRequest(idToken: token))
+                #expect(reply.status == .badGateway, "\(reply.text)")
+                #expect(idp.jwksRequests == 0)
+            }
+        }
+    }
+
     @Test func providersThatAreOffAreNotFound() async throws {
         try await withGatehouse { _, client in
             for provider in ["custom-token", "oauth2-google", "oauth2-apple", "oauth2-facebook"] {

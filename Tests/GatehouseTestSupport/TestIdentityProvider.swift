@@ -138,6 +138,10 @@ public final class TestIdentityProvider: Sendable {
                 "issuer": .string(self.baseURL), "jwks_uri": .string(self.baseURL + "/jwks"), "token_endpoint": .string(self.baseURL + "/token"),
             ])
         }
+        // Points elsewhere: verifiers must not follow it.
+        router.get("moved-jwks") { _, _ in
+            Response(status: .temporaryRedirect, headers: [.location: self.baseURL + "/jwks"])
+        }
         router.get("jwks") { _, _ in
             self.state.withLockedValue { $0.jwksRequests += 1 }
             return try Self.json(self.jwks)

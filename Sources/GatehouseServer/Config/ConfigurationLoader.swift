@@ -232,6 +232,10 @@ public struct ConfigurationLoader: Sendable {
             }
             settings.issuers = try strings(custom, "issuer") ?? []
             settings.audiences = try strings(custom, "audience") ?? []
+            if settings.jwksURL != nil, settings.issuers.isEmpty, settings.audiences.isEmpty {
+                // A key set may sign tokens for many apps (a shared identity provider tenant): say whose are welcome.
+                throw ConfigurationError(key: custom.path, message: "with jwksURL, set issuer or audience (or both)")
+            }
             for node in try custom.optionalSequence("metadataFields") ?? [] {
                 let field = try node.mapping(allowed: ["name", "field", "required"])
                 let name = try required(field, "name")

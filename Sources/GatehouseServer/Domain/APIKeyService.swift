@@ -53,9 +53,19 @@ struct APIKeyService: Sendable {
     }
 
     /// `POST auth/api_keys`: a new key of the caller's, with its secret (the only time it is shown).
+    /// API keys one user may have.
+    static let maxKeysPerUser = 20
+
     func create(caller: SessionService.Caller, name: String) async throws -> APIKeyResponse {
         let app = try enabledApp(caller.app)
         try Self.validate(name: name)
+        // A key cannot breed keys: a leaked key (or its session) must not outlive its own revocation.
+        guard caller.session.apiKeyId == nil else {
+            throw AuthError.apiKeyRefused("API keys can only be created from a session that was not logged in with an API key")
+        }
+        guard try await env.store.apiKeys(appId: app.id, userId: caller.user.id).count < Self.maxKeysPerUser else {
+            throw AuthError.apiKeyRefused("a user can have at most \(Self.maxKeysPerUser) API keys; delete one first")
+        }
         let (key, secret, _) = try await insert(app: app, owner: caller.user, name: name)
         env.logger.info("API key created", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "key": "\(key.id)"])
         return APIKeyResponse(id: key.id, name: key.name, key: secret, disabled: key.disabled)

@@ -29,6 +29,8 @@ enum AuthError: Error, Hashable, Sendable {
     case apiKeyNotFound
     /// The caller already has an API key of that name.
     case apiKeyAlreadyExists
+    /// An API key may not be made now (from a key's own session, or beyond the per-user limit); the message says why.
+    case apiKeyRefused(String)
     /// An API key name breaks the naming rule; the message says how.
     case invalidAPIKeyName(String)
     /// The database cannot be reached.

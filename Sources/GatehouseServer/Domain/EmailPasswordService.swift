@@ -50,6 +50,7 @@ struct EmailPasswordService: Sendable {
         case .function:
             // The function decides before anything is written: on `fail` (or when it cannot be reached) no account
             // exists; on `pending` the account waits for `confirm` with the token the function was given.
+            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
             let (record, secret) = makeToken(.confirmation, app: app, local: local, userId: userId)
             let call = ConfirmationCall(appId: app.id, token: secret, tokenId: record.id, username: email.display)
             switch try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) {
@@ -163,12 +164,14 @@ struct EmailPasswordService: Sendable {
             if app.revealUserExistence { throw AuthError.userAlreadyConfirmed }
             return
         }
+        // Function calls count against the same per-address limit as emails.
+        try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
         let (token, secret) = makeToken(.confirmation, app: app, local: local, userId: account.userId)
         try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
         let call = ConfirmationCall(appId: app.id, token: secret, tokenId: token.id, username: email.display)
-        switch try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) {
+        switch try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) } {
         case .success:
-            _ = try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now)
+            guard try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
             env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
         case .pending:
             break
@@ -179,23 +182,27 @@ struct EmailPasswordService: Sendable {
 
     /// `reset/call`: runs the reset function. The function gets a reset token, never the password; on `success` the
     /// new password is set (and every session ends), on `pending` the token waits for `reset` with it and a password,
-    /// on `fail` nothing changes. An unknown address fails the same way unless the app reveals user existence.
+    /// on `fail` nothing changes. An unknown address is answered as a pending reset unless the app reveals user
+    /// existence. Calls count against the app's per-address `emailLimit`.
     func callResetFunction(appId: String, email rawEmail: String, password: String, arguments: [JSONValue]) async throws {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
         guard local.reset == .function else { throw AuthError.functionNotEnabled("the reset function is not enabled for this app") }
         try checkPassword(password, local.password)
+        try await env.checkSendLimit(.passwordReset, app: app, address: email.normalized)
         guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized) else {
             if app.revealUserExistence { throw AuthError.userNotFound }
+            // Answered as a pending reset is, after the same hashing work. (The function's own latency is not
+            // imitated; an app whose function answers fast keeps that difference small.)
             _ = try await env.hasher.hash(password, parameters: app.passwordHash)
-            throw AuthError.resetFailed(email.display)
+            return
         }
         // Hashed first, so that nothing slow happens between the function's answer and the write.
         let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
         let (token, secret) = makeToken(.passwordReset, app: app, local: local, userId: account.userId)
         try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
         let call = ResetCall(appId: app.id, token: secret, tokenId: token.id, username: email.display, arguments: arguments)
-        switch try await FunctionRunner(env: env).reset(call, settings: local.resetFunction) {
+        switch try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).reset(call, settings: local.resetFunction) } {
         case .success:
             guard try await env.store.redeemPasswordResetToken(id: token.id, newPasswordHash: hash, now: env.clock.now) else {
                 throw AuthError.invalidTokenData
@@ -205,6 +212,19 @@ struct EmailPasswordService: Sendable {
             break
         case .fail:
             throw AuthError.resetFailed(email.display)
+        }
+    }
+
+    /// Runs a function that was given `token`; when it fails, refuses or cannot be reached, the token is retired, so
+    /// that a token handed to a function that said no cannot be used later.
+    private func runRetiringOnFailure(_ token: OneTimeTokenRecord, _ run: () async throws -> FunctionStatus) async throws -> FunctionStatus {
+        do {
+            let status = try await run()
+            if status == .fail { try await env.store.retireOneTimeToken(id: token.id, now: env.clock.now) }
+            return status
+        } catch {
+            try? await env.store.retireOneTimeToken(id: token.id, now: env.clock.now)
+            throw error
         }
     }
 

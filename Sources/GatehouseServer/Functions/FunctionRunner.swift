@@ -14,7 +14,7 @@ struct FunctionRunner: Sendable {
 
     func confirm(_ call: ConfirmationCall, settings: WebhookSettings?) async throws(AuthError) -> FunctionStatus {
         if let closure = env.functions.confirmation {
-            do { return try await closure(call) } catch { throw .providerUnavailable("the confirmation function failed: \(error)") }
+            do { return try await closure(call) } catch { throw .providerUnavailable("the confirmation function failed") }
         }
         guard let settings else { throw .providerUnavailable("no confirmation function is configured") }
         let answer = try await webhooks.call(settings, function: "confirmation", body: [
@@ -26,7 +26,7 @@ struct FunctionRunner: Sendable {
 
     func reset(_ call: ResetCall, settings: WebhookSettings?) async throws(AuthError) -> FunctionStatus {
         if let closure = env.functions.reset {
-            do { return try await closure(call) } catch { throw .providerUnavailable("the reset function failed: \(error)") }
+            do { return try await closure(call) } catch { throw .providerUnavailable("the reset function failed") }
         }
         guard let settings else { throw .providerUnavailable("no reset function is configured") }
         let answer = try await webhooks.call(settings, function: "reset", body: [
@@ -40,7 +40,7 @@ struct FunctionRunner: Sendable {
     func login(appId: String, payload: [String: JSONValue], settings: WebhookSettings?) async throws(AuthError) -> ExternalIdentity {
         let outcome: CustomLoginOutcome
         if let closure = env.functions.customLogin {
-            do { outcome = try await closure(appId, payload) } catch { throw .providerUnavailable("the custom-function login failed: \(error)") }
+            do { outcome = try await closure(appId, payload) } catch { throw .providerUnavailable("the custom-function login failed") }
         } else {
             guard let settings else { throw .providerUnavailable("no custom-function webhook is configured") }
             let answer = try await webhooks.call(settings, function: "custom-function", body: ["type": "login", "appId": .string(appId), "payload": .object(payload)])

@@ -39,14 +39,26 @@ protocol OutboundHTTP: Sendable {
     func send(_ request: OutboundRequest) async throws(OutboundError) -> OutboundResponse
 }
 
-/// ``OutboundHTTP`` over AsyncHTTPClient's shared client, with a deadline per request and a cap on answer size.
-struct HTTPClientOutbound: OutboundHTTP {
-    var client: HTTPClient = .shared
+/// ``OutboundHTTP`` over an AsyncHTTPClient of its own: redirects are not followed (a redirect could carry a
+/// webhook's token and signature, or a key set, to another host or to plain HTTP), every request has a deadline,
+/// and answers are capped in size. ``shutdown()`` when the server closes.
+final class HTTPClientOutbound: OutboundHTTP {
+    private let client: HTTPClient
     /// Answers larger than this are refused (a JWKS or a token answer is a few KiB).
-    var maxResponseBytes = 1 << 20
+    let maxResponseBytes = 1 << 20
 
+    init() {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        configuration.httpVersion = .automatic
+        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }
+
+    func shutdown() async {
+        try? await client.shutdown()
+    }
+
+    /// Errors say what went wrong in general terms: they reach clients, so they name no host, address or port.
     func send(_ request: OutboundRequest) async throws(OutboundError) -> OutboundResponse {
-        let host = URL(string: request.url)?.host ?? "the server"
         var outbound = HTTPClientRequest(url: request.url)
         outbound.method = HTTPMethod(rawValue: request.method)
         for (name, value) in request.headers { outbound.headers.add(name: name, value: value) }
@@ -58,20 +70,11 @@ struct HTTPClientOutbound: OutboundHTTP {
             for header in response.headers { headers[header.name.lowercased()] = header.value }
             return OutboundResponse(status: Int(response.status.code), headers: headers, body: Data(body.readableBytesView))
         } catch is NIOTooManyBytesError {
-            throw OutboundError("\(host) answered with more than \(maxResponseBytes) bytes")
+            throw OutboundError("the answer was larger than \(maxResponseBytes) bytes")
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
-            throw OutboundError("\(host) did not answer within \(Int(request.timeout)) s")
+            throw OutboundError("no answer within \(Int(request.timeout)) s")
         } catch {
-            throw OutboundError("cannot reach \(host): \(Self.reason(error))")
+            throw OutboundError("the server could not be reached")
         }
-    }
-
-    /// A short reason. Connection errors name at most the host and port, never the URL (whose query may carry a
-    /// token).
-    private static func reason(_ error: any Error) -> String {
-        if error is HTTPClientError || error is IOError || String(describing: type(of: error)).contains("ConnectionError") {
-            return String(String(describing: error).prefix(200))
-        }
-        return String(describing: type(of: error))
     }
 }

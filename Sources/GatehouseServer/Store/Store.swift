@@ -51,6 +51,8 @@ protocol GatehouseStore: Sendable {
     /// that its timing matches a known one.
     func issueOneTimeToken(_ token: OneTimeTokenRecord, mail: OutboxMessage?, dryRun: Bool) async throws
     func oneTimeToken(id: String) async throws -> OneTimeTokenRecord?
+    /// Makes an unused token unusable (it counts as superseded).
+    func retireOneTimeToken(id: String, now: Date) async throws
     /// Marks the token used if it is unused, not superseded and unexpired at `now`, and confirms its account;
     /// one atomic conditional update, so of many concurrent calls exactly one returns true.
     func redeemConfirmationToken(id: String, now: Date) async throws -> Bool

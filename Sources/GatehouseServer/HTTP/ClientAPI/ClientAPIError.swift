@@ -78,6 +78,8 @@ extension AuthError {
             ClientAPIError(status: .badGateway, code: .httpError, message: message)
         case .identityInUse:
             ClientAPIError(status: .conflict, code: .accountNameInUse, message: "a user already exists with the specified provider")
+        case .apiKeyRefused(let message):
+            .badRequest(message)
         case .cannotLinkAnonymous:
             .badRequest("Cannot add anonymous credentials to an existing user.")
         case .confirmationFailed(let email):

@@ -162,6 +162,12 @@ struct SQLStore: GatehouseStore {
         } catch is RollBack {}
     }
 
+    func retireOneTimeToken(id: String, now: Date) async throws {
+        try await db.query(
+            "UPDATE one_time_tokens SET superseded_at = $1 WHERE id = $2 AND used_at IS NULL AND superseded_at IS NULL", SQLValue(now), .text(id)
+        )
+    }
+
     func oneTimeToken(id: String) async throws -> OneTimeTokenRecord? {
         try await db.query(
             """

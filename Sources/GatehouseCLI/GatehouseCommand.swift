@@ -10,7 +10,7 @@ struct GatehouseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatehouse",
         abstract: "A self-hosted authentication server for Swift apps.",
-        subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Export.self, Import.self],
+        subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Keys.self, Export.self, Import.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -403,5 +403,61 @@ final class LineWriter: @unchecked Sendable {
     private func flushLocked() throws {
         try handle.write(contentsOf: buffer)
         buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage the keys tokens are signed with.",
+        discussion: """
+            rotate adds a key that signs from then on; older keys still verify. retire makes a key stop verifying: \
+            every token it signed stops working, refresh tokens included (users sign in again), so retire a key \
+            once the tokens it signed may expire (refreshTokenTTL after the rotation) or when it may have leaked. \
+            Running servers take changes within a minute.
+            """,
+        subcommands: [List.self, Rotate.self, Retire.self]
+    )
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the signing keys, oldest first.")
+        @OptionGroup var options: ConfigOptions
+
+        func run() async throws {
+            let config = try options.load()
+            let keys = try await AuthServer.signingKeys(configuration: config, logger: try options.logger())
+            let format = Date.ISO8601FormatStyle()
+            for key in keys {
+                let state = key.retiredAt.map { "retired \(format.format($0))" } ?? (key.signing ? "signing" : "verifying")
+                print("\(key.kid)  created \(format.format(key.createdAt))  \(state)")
+            }
+        }
+    }
+
+    struct Rotate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add a key that signs new tokens from now on.")
+        @OptionGroup var options: ConfigOptions
+
+        func run() async throws {
+            let config = try options.load()
+            let key = try await AuthServer.rotateSigningKey(configuration: config, logger: try options.logger())
+            print("new signing key \(key.kid); older keys still verify until you retire them")
+        }
+    }
+
+    struct Retire: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Stop accepting tokens signed with a key.")
+        @OptionGroup var options: ConfigOptions
+        @Argument(help: "The key id (kid), as `gatehouse keys list` shows it.") var kid: String
+
+        func run() async throws {
+            let config = try options.load()
+            do {
+                try await AuthServer.retireSigningKey(configuration: config, kid: kid, logger: try options.logger())
+            } catch let error as AdminError {
+                FileHandle.standardError.write(Data("gatehouse: \(error)\n".utf8))
+                throw ExitCode(65)
+            }
+            print("retired \(kid): tokens it signed are refused from now on")
+        }
     }
 }

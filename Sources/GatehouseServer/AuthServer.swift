@@ -164,6 +164,51 @@ public final class AuthServer: Sendable {
         }
     }
 
+    /// A signing key as `gatehouse keys list` shows it.
+    public struct SigningKeyInfo: Sendable, Hashable {
+        public var kid: String
+        public var createdAt: Date
+        public var retiredAt: Date?
+        /// The newest active key: new tokens are signed with it.
+        public var signing: Bool
+    }
+
+    /// Every signing key of the configured database, oldest first.
+    public static func signingKeys(configuration: GatehouseConfiguration, logger: Logger = Logger(label: "gatehouse")) async throws -> [SigningKeyInfo] {
+        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
+            let all = try await SQLStore(db: database).allSigningKeys()
+            let newest = all.filter { $0.retiredAt == nil }.max { $0.key.createdAt < $1.key.createdAt }?.key.kid
+            return all.map { SigningKeyInfo(kid: $0.key.kid, createdAt: $0.key.createdAt, retiredAt: $0.retiredAt, signing: $0.key.kid == newest) }
+        }
+    }
+
+    /// `gatehouse keys rotate`: a new key that signs from now on (each running instance takes it within
+    /// a minute); older keys still verify until they are retired.
+    public static func rotateSigningKey(
+        configuration: GatehouseConfiguration, clock: GatehouseClock = .system, logger: Logger = Logger(label: "gatehouse")
+    ) async throws -> SigningKeyInfo {
+        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
+            let store = SQLStore(db: database)
+            // The newest key signs: the new one must be newer than every other, even on a clock that stands still.
+            let newest = try await store.allSigningKeys().map(\.key.createdAt).max() ?? .distantPast
+            let record = SigningKeys.makeRecord(now: max(clock.now, newest.addingTimeInterval(0.001)))
+            try await store.insertSigningKey(record)
+            return SigningKeyInfo(kid: record.kid, createdAt: record.createdAt, retiredAt: nil, signing: true)
+        }
+    }
+
+    /// `gatehouse keys retire KID`: the key stops verifying (on every instance within a minute), so every token it
+    /// signed stops working, refresh tokens included. The last active key cannot be retired.
+    public static func retireSigningKey(
+        configuration: GatehouseConfiguration, kid: String, clock: GatehouseClock = .system, logger: Logger = Logger(label: "gatehouse")
+    ) async throws {
+        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
+            guard try await SQLStore(db: database).retireSigningKey(kid: kid, at: clock.now) else {
+                throw AdminError("no active key \(kid), or it is the last active key (rotate first)")
+            }
+        }
+    }
+
     /// Opens the configured database, applies pending migrations, runs `body`, and closes it.
     private static func withMigratedDatabase<T: Sendable>(
         _ configuration: GatehouseConfiguration,

@@ -242,6 +242,28 @@ import FoundationNetworking
         #expect(whole.stderr.contains("imported 1 users, 1 identities, 1 email/password accounts, 0 sessions, 0 signing keys"), "\(whole.stderr)")
     }
 
+    @Test func keysRotateListAndRetire() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        #expect(try run(["migrate"], in: folder).status == 0)
+        // The first key is made at the first start; rotate on an empty database makes one too.
+        let first = try run(["keys", "rotate"], in: folder)
+        #expect(first.status == 0, "\(first.stderr)")
+        let second = try run(["keys", "rotate"], in: folder)
+        let kids = [first, second].compactMap { $0.stdout.firstMatch(of: /new signing key (\S+);/).map { String($0.output.1) } }
+        #expect(kids.count == 2)
+        let list = try run(["keys", "list"], in: folder)
+        let lines = list.stdout.split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(lines.first?.hasPrefix(kids[0]) == true && lines.first?.hasSuffix("verifying") == true)
+        #expect(lines.last?.hasPrefix(kids[1]) == true && lines.last?.hasSuffix("signing") == true)
+        #expect(try run(["keys", "retire", kids[0]], in: folder).status == 0)
+        let last = try run(["keys", "retire", kids[1]], in: folder)
+        #expect(last.status == 65)
+        #expect(last.stderr.contains("last active key"))
+        #expect(try run(["keys", "list"], in: folder).stdout.contains("retired"))
+    }
+
     /// With no configuration: SQLite under `.gatehouse/`, the dev app and mailbox, and a clean exit on SIGTERM
     /// and on SIGINT.
     @Test(arguments: [SIGTERM, SIGINT])

@@ -63,6 +63,8 @@ struct SessionService: Sendable {
             apiKeyId: apiKeyId
         )
         try await env.store.createSession(session)
+        // Keys rotated or retired by `gatehouse keys` reach this instance before it signs.
+        await env.keys.refreshIfNeeded(from: env.store, now: now)
         let key = env.keys.current
         let refresh = TokenClaims(
             sub: user.id, typ: .refresh, sid: session.id, aud: app.id, iss: env.publicURL,
@@ -99,6 +101,7 @@ struct SessionService: Sendable {
     /// Verifies a bearer token of the expected kind: signature, expiry, the session (alive, unexpired, and for
     /// refresh tokens the secret) and the user. Any failure is ``AuthError/invalidSession(_:)``.
     func authenticate(_ token: String, as kind: TokenClaims.Kind) async throws -> Caller {
+        await env.keys.refreshIfNeeded(from: env.store, now: env.clock.now, kid: JWT.kid(token))
         let claims: TokenClaims
         do {
             claims = try JWT.verify(token, keys: env.keys.publicKey(kid:))

@@ -24,6 +24,7 @@ struct ServiceRoutes {
             }
         }
         router.get(".well-known/jwks.json") { _, _ in
+            await env.keys.refreshIfNeeded(from: env.store, now: env.clock.now)
             var response = try JSONResponse.make(env.keys.jwks)
             response.headers[.cacheControl] = "public, max-age=300"
             return response

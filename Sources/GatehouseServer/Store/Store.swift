@@ -12,6 +12,13 @@ protocol GatehouseStore: Sendable {
     /// The active keys, after inserting `first` if there are none: atomic across instances that start together, so
     /// that they all sign with the same first key.
     func signingKeys(insertingIfNone first: SigningKeyRecord) async throws -> [SigningKeyRecord]
+    /// Every key, retired ones too, oldest first, with when each was retired.
+    func allSigningKeys() async throws -> [(key: SigningKeyRecord, retiredAt: Date?)]
+    /// Adds a key; being the newest, it signs from now on.
+    func insertSigningKey(_ key: SigningKeyRecord) async throws
+    /// Retires an active key unless it is the last active one; racing retirements take turns, so they cannot leave
+    /// none. False when the key is unknown, already retired, or the last.
+    func retireSigningKey(kid: String, at: Date) async throws -> Bool
 
     // MARK: Users
     /// Creates a user with a `local-userpass` identity and its account; with the confirmation token and email

@@ -65,6 +65,14 @@ enum JWT {
         return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 
+    /// The `kid` of a token's header, unverified (to pick the key); nil when there is none or the token is malformed.
+    static func kid(_ token: String) -> String? {
+        guard let end = token.firstIndex(of: "."), token.distance(from: token.startIndex, to: end) < 1024,
+            let data = Base64URL.decode(token[..<end]), let header = try? JSONDecoder().decode(Header.self, from: data)
+        else { return nil }
+        return header.kid
+    }
+
     /// Checks the structure, algorithm and signature, and returns the claims. Expiry and kind are the caller's.
     static func verify(_ token: String, keys: (String) -> P256.Signing.PublicKey?) throws(TokenError) -> TokenClaims {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)

@@ -3,7 +3,8 @@ import Foundation
 import NIOConcurrencyHelpers
 
 /// The ES256 keys tokens are signed and verified with. Keys live in the database, so tokens survive restarts
-/// (and, later, verify on every instance); the first start creates one.
+/// and verify on every instance; the first start creates one, and `gatehouse keys rotate` / `retire` change the
+/// set (each instance reloads it at least every ``maxAge`` seconds, and sooner when a token names a key it lacks).
 final class SigningKeys: Sendable {
     struct Key: Sendable {
         var kid: String
@@ -12,30 +13,62 @@ final class SigningKeys: Sendable {
     }
 
     private let keys: NIOLockedValueBox<[Key]>
+    /// When this copy was read from the database.
+    private let loadedAt: NIOLockedValueBox<Date>
+    /// Seconds a copy is used before it is read again.
+    static let maxAge: TimeInterval = 60
+    /// Seconds between reloads caused by tokens naming unknown keys.
+    static let unknownKidInterval: TimeInterval = 5
 
-    init(keys: [Key]) {
+    init(keys: [Key], loadedAt: Date = .distantPast) {
         self.keys = NIOLockedValueBox(keys)
+        self.loadedAt = NIOLockedValueBox(loadedAt)
+    }
+
+    /// Reads the active keys again when this copy is older than ``maxAge``, or when `kid` (of a token being
+    /// verified) is not in it and the copy is older than ``unknownKidInterval``. One caller reloads; a failed read
+    /// keeps the keys as they were.
+    func refreshIfNeeded(from store: any GatehouseStore, now: Date, kid: String? = nil) async {
+        let known = kid.map { kid in keys.withLockedValue { $0.contains { $0.kid == kid } } } ?? true
+        let reload = loadedAt.withLockedValue { loadedAt in
+            let age = now.timeIntervalSince(loadedAt)
+            guard age >= Self.maxAge || (!known && age >= Self.unknownKidInterval) else { return false }
+            loadedAt = now
+            return true
+        }
+        guard reload, let records = try? await store.signingKeys(), !records.isEmpty else { return }
+        let loaded = records.compactMap { record in
+            (try? P256.Signing.PrivateKey(rawRepresentation: record.privateKey)).map { Key(kid: record.kid, privateKey: $0, createdAt: record.createdAt) }
+        }
+        if !loaded.isEmpty { keys.withLockedValue { $0 = loaded } }
     }
 
     /// Loads the keys from the store, creating the first one if there is none.
     static func load(from store: any GatehouseStore, clock: GatehouseClock) async throws -> SigningKeys {
         var records = try await store.signingKeys()
         if records.isEmpty {
-            let key = P256.Signing.PrivateKey()
-            let record = SigningKeyRecord(kid: thumbprint(key.publicKey), privateKey: Array(key.rawRepresentation), createdAt: clock.now)
+            let record = makeRecord(now: clock.now)
             // Another instance starting at the same moment may win: then its key is the one everyone uses.
             records = try await store.signingKeys(insertingIfNone: record)
         }
         let keys = try records.map {
             Key(kid: $0.kid, privateKey: try P256.Signing.PrivateKey(rawRepresentation: $0.privateKey), createdAt: $0.createdAt)
         }
-        return SigningKeys(keys: keys)
+        return SigningKeys(keys: keys, loadedAt: clock.now)
     }
 
     /// Takes the keys of `other` (loaded once the database was reached).
     func replace(with other: SigningKeys) {
         let loaded = other.keys.withLockedValue { $0 }
         keys.withLockedValue { $0 = loaded }
+        let when = other.loadedAt.withLockedValue { $0 }
+        loadedAt.withLockedValue { $0 = when }
+    }
+
+    /// A new key, as `gatehouse keys rotate` makes it.
+    static func makeRecord(now: Date) -> SigningKeyRecord {
+        let key = P256.Signing.PrivateKey()
+        return SigningKeyRecord(kid: thumbprint(key.publicKey), privateKey: Array(key.rawRepresentation), createdAt: now)
     }
 
     /// The key new tokens are signed with: the newest.

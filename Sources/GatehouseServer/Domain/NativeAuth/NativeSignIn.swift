@@ -167,6 +167,7 @@ extension NativeAuthService {
                 iss: env.publicURL, sub: user.id, aud: client.id, exp: now + Int64(app.accessTokenTTL), iat: now,
                 preferredUsername: email ?? user.id, email: email, name: name, oid: user.id, tid: app.id
             )
+            await env.keys.refreshIfNeeded(from: env.store, now: env.clock.now)
             let key = env.keys.current
             idToken = try JWT.sign(claims, key: key.privateKey, kid: key.kid)
         }

@@ -35,6 +35,35 @@ struct SQLStore: GatehouseStore {
         }
     }
 
+    func allSigningKeys() async throws -> [(key: SigningKeyRecord, retiredAt: Date?)] {
+        try await db.query("SELECT kid, private_key, created_at, retired_at FROM signing_keys ORDER BY created_at", []).map { row in
+            (SigningKeyRecord(kid: try row.text("kid"), privateKey: try row.blob("private_key"), createdAt: try row.date("created_at")), try row.optionalDate("retired_at"))
+        }
+    }
+
+    func insertSigningKey(_ key: SigningKeyRecord) async throws {
+        try await db.query(
+            "INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES ($1, 'ES256', $2, $3)",
+            .text(key.kid), .blob(key.privateKey), SQLValue(key.createdAt)
+        )
+    }
+
+    func retireSigningKey(kid: String, at: Date) async throws -> Bool {
+        let dialect = db.dialect
+        return try await db.transaction { tx in
+            // Key changes take turns (PostgreSQL; SQLite has one writer), so two retirements cannot leave none.
+            if dialect == .postgres { try await tx.query("SELECT pg_advisory_xact_lock($1)", .int(Migrations.advisoryLockKey)) }
+            return !(try await tx.query(
+                """
+                UPDATE signing_keys SET retired_at = $2 WHERE kid = $1 AND retired_at IS NULL
+                AND (SELECT COUNT(*) FROM signing_keys WHERE retired_at IS NULL) > 1
+                RETURNING kid
+                """,
+                .text(kid), SQLValue(at)
+            ).isEmpty)
+        }
+    }
+
     // MARK: Users
 
     func createEmailUser(

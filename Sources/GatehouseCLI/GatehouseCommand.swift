@@ -113,7 +113,60 @@ struct Migrate: AsyncParsableCommand {
 }
 
 struct Users: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Manage users.", subcommands: [SetData.self])
+    static let configuration = CommandConfiguration(
+        abstract: "Manage users.", subcommands: [SetData.self, LogOut.self, Disable.self, Enable.self]
+    )
+
+    /// The options every user command takes.
+    struct Target: ParsableArguments {
+        @OptionGroup var options: ConfigOptions
+        @Option(name: .long, help: "App id.") var app: String
+        @Option(name: .long, help: "User id (24 hex digits).") var user: String
+
+        /// Opens the server, runs `action`, closes it; an admin error exits with 65 and its message.
+        func run<T>(_ action: (AuthServer) async throws(AdminError) -> T) async throws -> T {
+            let gatehouse = try await AuthServer.open(configuration: try options.load(), logger: try options.logger())
+            do {
+                let result = try await action(gatehouse)
+                try await gatehouse.close()
+                return result
+            } catch {
+                try? await gatehouse.close()
+                FileHandle.standardError.write(Data("gatehouse: \(error)\n".utf8))
+                throw ExitCode(65)
+            }
+        }
+    }
+
+    struct LogOut: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "logout", abstract: "End every session of a user (log out everywhere).")
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            let count = try await target.run { gatehouse throws(AdminError) in try await gatehouse.logOutEverywhere(appId: target.app, userId: target.user) }
+            print("ended \(count) sessions of user \(target.user)")
+        }
+    }
+
+    struct Disable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Disable a user: every session ends, and logins are refused.")
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            try await target.run { gatehouse throws(AdminError) in try await gatehouse.setUserDisabled(appId: target.app, userId: target.user, disabled: true) }
+            print("user \(target.user) disabled")
+        }
+    }
+
+    struct Enable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Enable a disabled user again.")
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            try await target.run { gatehouse throws(AdminError) in try await gatehouse.setUserDisabled(appId: target.app, userId: target.user, disabled: false) }
+            print("user \(target.user) enabled")
+        }
+    }
 
     struct SetData: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

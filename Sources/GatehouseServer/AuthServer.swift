@@ -295,6 +295,33 @@ public final class AuthServer: Sendable {
         try await close()
     }
 
+    /// Revokes every session of a user ("log out everywhere"): their refresh tokens stop working at once, and so do
+    /// their access tokens (they are checked against their session). Returns how many sessions were live.
+    public func logOutEverywhere(appId: String, userId: String) async throws(AdminError) -> Int {
+        do {
+            guard try await env.store.user(id: userId)?.appId == appId else { throw AdminError("no user \(userId) in app \(appId)") }
+            return try await env.store.revokeAllSessions(userId: userId, now: env.clock.now)
+        } catch let error as AdminError {
+            throw error
+        } catch {
+            throw AdminError("the database refused: \(error)")
+        }
+    }
+
+    /// Disables a user (every session ends; logins answer `UserDisabled`) or enables them again.
+    public func setUserDisabled(appId: String, userId: String, disabled: Bool) async throws(AdminError) {
+        do {
+            guard try await env.store.setUserDisabled(appId: appId, userId: userId, disabled: disabled, now: env.clock.now) else {
+                throw AdminError("no user \(userId) in app \(appId)")
+            }
+        } catch let error as AdminError {
+            throw error
+        } catch {
+            throw AdminError("the database refused: \(error)")
+        }
+        env.logger.info(disabled ? "user disabled" : "user enabled", metadata: ["app": "\(appId)", "user": "\(userId)"])
+    }
+
     /// Replaces a user's custom user data: a JSON object of at most ``maxCustomDataSize`` bytes. It reaches the
     /// user in the `user_data` claim of their next access token (the SDK's `refreshCustomData()`).
     public func setCustomData(appId: String, userId: String, json: String) async throws(AdminError) {

@@ -242,6 +242,41 @@ import FoundationNetworking
         #expect(whole.stderr.contains("imported 1 users, 1 identities, 1 email/password accounts, 0 sessions, 0 signing keys"), "\(whole.stderr)")
     }
 
+    @Test func usersLogoutDisableAndEnable() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let yaml = """
+            database: { url: "sqlite:\(folder.path)/db.sqlite" }
+            apps:
+              - id: cli-app
+                providers: { local-userpass: { confirmation: auto } }
+                passwordHash: { memoryKiB: 64, iterations: 1, parallelism: 1 }
+            """
+        try yaml.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
+        let config = try ConfigurationLoader(environment: [:]).load(file: folder.appendingPathComponent("gatehouse.yaml").path)
+        let login = try await withGatehouseResult(config) { _, client in
+            #expect(try await client.register("cli@example.com", app: "cli-app").status == .created)
+            return try await client.login("cli@example.com", app: "cli-app").decode(LoginResponse.self)
+        }
+        let user = ["--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId]
+        let logout = try run(["users", "logout"] + user, in: folder)
+        #expect(logout.status == 0, "\(logout.stderr)")
+        #expect(logout.stdout.contains("ended 1 sessions"))
+        #expect(try run(["users", "disable"] + user, in: folder).status == 0)
+        try await withGatehouse(config) { _, client in
+            let refused = try await client.login("cli@example.com", app: "cli-app")
+            #expect(refused.error?.errorCode == .userDisabled)
+        }
+        #expect(try run(["users", "enable"] + user, in: folder).status == 0)
+        try await withGatehouse(config) { _, client in
+            let accepted = try await client.login("cli@example.com", app: "cli-app")
+            #expect(accepted.status == .ok)
+        }
+        let unknown = try run(["users", "disable", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", "000000000000000000000000"], in: folder)
+        #expect(unknown.status == 65)
+        #expect(unknown.stderr.contains("no user"))
+    }
+
     @Test func keysRotateListAndRetire() throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -256,6 +256,40 @@ enum Argon2ParametersForTests {
         }
     }
 
+    @Test func logOutEverywhereEndsEverySessionOfTheUserOnly() async throws {
+        try await withGatehouse { _, client in
+            let phone = try await client.signUp("everywhere@example.com")
+            let laptop = try await client.login("everywhere@example.com").decode(LoginResponse.self)
+            let someoneElse = try await client.signUp("bystander@example.com")
+            let reply = try await client.call("/api/client/v2.0/auth/sessions", .delete, bearer: laptop.accessToken)
+            #expect(reply.status == .noContent)
+            for token in [phone.refreshToken, laptop.refreshToken] {
+                #expect(try await client.call(Path.session, bearer: token).status == .unauthorized)
+            }
+            #expect(try await client.call(Path.profile, .get, bearer: phone.accessToken).status == .unauthorized)
+            #expect(try await client.call(Path.session, bearer: someoneElse.refreshToken).status == .created)
+            // The route takes an access token, not a refresh token.
+            #expect(try await client.call("/api/client/v2.0/auth/sessions", .delete, bearer: someoneElse.refreshToken).status == .unauthorized)
+        }
+    }
+
+    @Test func aDisabledUserIsLoggedOutAndRefusedUntilEnabled() async throws {
+        try await withGatehouse { gatehouse, client in
+            let login = try await client.signUp("disabled@example.com")
+            try await gatehouse.setUserDisabled(appId: "test-app", userId: login.userId, disabled: true)
+            #expect(try await client.call(Path.session, bearer: login.refreshToken).status == .unauthorized)
+            let refused = try await client.login("disabled@example.com")
+            #expect(refused.status == .unauthorized)
+            #expect(refused.error?.errorCode == .userDisabled)
+            try await gatehouse.setUserDisabled(appId: "test-app", userId: login.userId, disabled: false)
+            #expect(try await client.login("disabled@example.com").status == .ok)
+            // The old session stays ended.
+            #expect(try await client.call(Path.session, bearer: login.refreshToken).status == .unauthorized)
+            await #expect(throws: AdminError.self) { try await gatehouse.setUserDisabled(appId: "auto-app", userId: login.userId, disabled: true) }
+            await #expect(throws: AdminError.self) { _ = try await gatehouse.logOutEverywhere(appId: "test-app", userId: "000000000000000000000000") }
+        }
+    }
+
     @Test func logoutRevokesThatSessionAtOnceAndOnlyThatOne() async throws {
         try await withGatehouse { _, client in
             let phone = try await client.signUp("cal@example.com")

@@ -71,6 +71,11 @@ protocol GatehouseStore: Sendable {
     func createSession(_ session: SessionRecord) async throws
     func session(id: String) async throws -> SessionRecord?
     func revokeSession(id: String, now: Date) async throws
+    /// Revokes every live session of the user ("log out everywhere"); the number revoked.
+    func revokeAllSessions(userId: String, now: Date) async throws -> Int
+    /// Disables or enables a user of `appId`; disabling also revokes every session, in the same transaction. False
+    /// when there is no such user.
+    func setUserDisabled(appId: String, userId: String, disabled: Bool, now: Date) async throws -> Bool
     /// Replaces the session's secret hash `old` with `new` (keeping `old` as the previous one, with the salt `new`
     /// was derived with) if `old` is still current and the session alive at `now`. Of racing calls one wins.
     func rotateSessionSecret(id: String, from old: [UInt8], to new: [UInt8], salt: [UInt8], now: Date) async throws -> Bool

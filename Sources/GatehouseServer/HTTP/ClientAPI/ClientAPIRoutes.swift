@@ -42,6 +42,7 @@ struct ClientAPIRoutes {
         auth.post("session", use: refresh)
         auth.delete("session", use: logOut)
         auth.get("profile", use: profile)
+        auth.delete("sessions", use: logOutEverywhere)
         auth.delete("delete", use: deleteUser)
 
         // User API keys, with the refresh token (spec §3.9).
@@ -185,6 +186,14 @@ struct ClientAPIRoutes {
 
     @Sendable func logOut(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         try await sessions.logOut(try request.bearerToken())
+        return JSONResponse.noContent()
+    }
+
+    /// `DELETE auth/sessions` (a Gatehouse extension): with an access token, ends every session of its user.
+    @Sendable func logOutEverywhere(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let caller = try await sessions.authenticate(try request.bearerToken(), as: .access)
+        let revoked = try await env.store.revokeAllSessions(userId: caller.user.id, now: env.clock.now)
+        env.logger.info("logged out everywhere", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)", "sessions": "\(revoked)"])
         return JSONResponse.noContent()
     }
 

@@ -303,6 +303,27 @@ struct SQLStore: GatehouseStore {
         try await db.query("UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL", SQLValue(now), .text(id))
     }
 
+    func revokeAllSessions(userId: String, now: Date) async throws -> Int {
+        try await Self.revokeAllSessions(userId: userId, now: now, db)
+    }
+
+    private static func revokeAllSessions(userId: String, now: Date, _ tx: any SQLExecutor) async throws -> Int {
+        try await tx.query(
+            "UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL RETURNING id", SQLValue(now), .text(userId)
+        ).count
+    }
+
+    func setUserDisabled(appId: String, userId: String, disabled: Bool, now: Date) async throws -> Bool {
+        try await db.transaction { tx in
+            let found = try await tx.query(
+                "UPDATE users SET disabled = $1 WHERE id = $2 AND app_id = $3 RETURNING id", SQLValue(disabled), .text(userId), .text(appId)
+            )
+            guard !found.isEmpty else { return false }
+            if disabled { _ = try await Self.revokeAllSessions(userId: userId, now: now, tx) }
+            return true
+        }
+    }
+
     func rotateSessionSecret(id: String, from old: [UInt8], to new: [UInt8], salt: [UInt8], now: Date) async throws -> Bool {
         !(try await db.query(
             """

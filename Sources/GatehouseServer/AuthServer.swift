@@ -240,6 +240,8 @@ public final class AuthServer: Sendable {
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let router = Router(context: GatehouseRequestContext.self)
         router.add(middleware: RequestLogMiddleware())
+        // Outside the error middleware: refusals carry the CORS headers too, so browser clients can read them.
+        router.add(middleware: CORSMiddleware(configuration: configuration))
         router.add(middleware: ClientAPIErrorMiddleware(publicURL: publicURL))
         router.add(middleware: ReadinessMiddleware(readiness: readiness))
         ClientAPIRoutes(env: env).register(on: router)

@@ -92,7 +92,7 @@ public struct ConfigurationLoader: Sendable {
     private func parseApp(_ node: ConfigNode) throws(ConfigurationError) -> AppSettings {
         let app = try node.mapping(allowed: [
             "id", "name", "accessTokenTTL", "refreshTokenTTL", "revealUserExistence", "providers", "passwordHash",
-            "emailTemplates", "emailLimit", "nativeAuth",
+            "emailTemplates", "emailLimit", "nativeAuth", "cors",
         ])
         guard let id = try app.optionalString("id") else {
             throw ConfigurationError(key: app.path + ".id", message: "every app needs an id")
@@ -162,6 +162,17 @@ public struct ConfigurationLoader: Sendable {
             allowed: ["enabled", "clientIds", "signUp", "attributes", "code", "continuationTokenTTL", "refreshTokenReuseWindow"]
         ) {
             config.nativeAuth = try nativeAuth(native)
+        }
+        if let cors = try app.optionalMapping("cors", allowed: ["allowedOrigins"]), let origins = try cors.optionalSequence("allowedOrigins") {
+            for node in origins {
+                let origin = try node.string()
+                // An origin is scheme://host[:port], nothing more; no wildcards: browsers send the exact origin.
+                guard let url = URLComponents(string: origin), let scheme = url.scheme, ["http", "https"].contains(scheme),
+                    let host = url.host, !host.isEmpty, host.allSatisfy({ $0.isLetter || $0.isNumber || "-.[]:".contains($0) }),
+                    url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil
+                else { throw ConfigurationError(key: node.path, message: "expected an origin like https://app.example.com, found \"\(origin)\"") }
+                config.corsOrigins.insert(origin.lowercased())
+            }
         }
         return config
     }

@@ -196,6 +196,9 @@ public struct AppSettings: Sendable, Hashable {
     public var apple: AppleSettings?
     /// `providers.oauth2-facebook`; nil when off.
     public var facebook: FacebookSettings?
+    /// `cors.allowedOrigins`: browser origins allowed to call this app's APIs (exact `scheme://host[:port]`). Empty:
+    /// browsers on other origins cannot read the answers.
+    public var corsOrigins: Set<String> = []
     /// `providers.custom-function`: on when set; its webhook, or nil when the embedding program gives a closure.
     public var customFunction: WebhookSettings??
 

@@ -7,7 +7,8 @@ import Testing
 
 /// The SDK's `retryCustomConfirmation`, `callResetPasswordFunction` and `Credentials.function` against a live
 /// server whose functions are Swift closures (Gatehouse embedded as a library).
-@Suite struct FunctionEndToEndTests {
+// Outbound calls have deadlines; the limit turns anything that still hangs into a named failure.
+@Suite(.timeLimit(.minutes(3))) struct FunctionEndToEndTests {
     /// What the closures were called with.
     final class Calls: Sendable {
         let confirmations = NIOLockedValueBox<[ConfirmationCall]>([])

@@ -6,7 +6,8 @@ import GatehouseTestSupport
 import Testing
 
 /// The SDK's `Credentials.jwt` and `linkUser` against a live server whose `test-app` trusts a custom JWT secret.
-@Suite struct ProviderEndToEndTests {
+// Outbound calls have deadlines; the limit turns anything that still hangs into a named failure.
+@Suite(.timeLimit(.minutes(3))) struct ProviderEndToEndTests {
     /// An HS256 token as the app's backend would mint it.
     static func jwt(sub: String, name: String, now: Date, secret: String = liveJWTSecret) throws -> String {
         func b64(_ data: Data) -> String {

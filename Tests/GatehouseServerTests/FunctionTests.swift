@@ -68,7 +68,8 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 }
 
-@Suite struct FunctionTests {
+// Outbound calls have deadlines; the limit turns anything that still hangs into a named failure.
+@Suite(.timeLimit(.minutes(3))) struct FunctionTests {
     static let secret = "whsec_" + Data("a webhook secret of 32 bytes!!!!".utf8).base64EncodedString()
 
     /// test-app with confirmation and reset functions and the custom-function provider, all on `receiver`.

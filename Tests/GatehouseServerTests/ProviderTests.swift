@@ -10,7 +10,8 @@ import Testing
 
 /// `custom-token`, `oauth2-google`, `oauth2-apple` and `oauth2-facebook` against ``TestIdentityProvider`` over real
 /// HTTP: each provider's success and refusals, and identity linking.
-@Suite struct ProviderTests {
+// Outbound calls have deadlines; the limit turns anything that still hangs into a named failure.
+@Suite(.timeLimit(.minutes(3))) struct ProviderTests {
     static let secret = "a shared secret of at least thirty-two bytes"
 
     static func configuration(_ idp: TestIdentityProvider) -> GatehouseConfiguration {

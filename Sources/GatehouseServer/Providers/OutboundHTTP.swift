@@ -63,12 +63,26 @@ final class HTTPClientOutbound: OutboundHTTP {
         outbound.method = HTTPMethod(rawValue: request.method)
         for (name, value) in request.headers { outbound.headers.add(name: name, value: value) }
         if let body = request.body { outbound.body = .bytes(ByteBuffer(bytes: body)) }
+        let (client, limit, timeout, prepared) = (client, maxResponseBytes, request.timeout, outbound)
         do {
-            let response = try await client.execute(outbound, timeout: .nanoseconds(Int64(request.timeout * 1_000_000_000)))
-            let body = try await response.body.collect(upTo: maxResponseBytes)
-            var headers: [String: String] = [:]
-            for header in response.headers { headers[header.name.lowercased()] = header.value }
-            return OutboundResponse(status: Int(response.status.code), headers: headers, body: Data(body.readableBytesView))
+            // The deadline covers the whole exchange, body included: a server that sends its head and then stalls
+            // (or whose connection half-closes) cannot hold the request past it.
+            return try await withThrowingTaskGroup(of: OutboundResponse.self) { group in
+                group.addTask {
+                    let response = try await client.execute(prepared, timeout: .nanoseconds(Int64(timeout * 1_000_000_000)))
+                    let body = try await response.body.collect(upTo: limit)
+                    var headers: [String: String] = [:]
+                    for header in response.headers { headers[header.name.lowercased()] = header.value }
+                    return OutboundResponse(status: Int(response.status.code), headers: headers, body: Data(body.readableBytesView))
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(Int64(timeout * 1000)))
+                    throw HTTPClientError.deadlineExceeded
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next() else { throw HTTPClientError.deadlineExceeded }
+                return first
+            }
         } catch is NIOTooManyBytesError {
             throw OutboundError("the answer was larger than \(maxResponseBytes) bytes")
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {

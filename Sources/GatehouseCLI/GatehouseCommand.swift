@@ -10,7 +10,7 @@ struct GatehouseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatehouse",
         abstract: "A self-hosted authentication server for Swift apps.",
-        subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Keys.self, Export.self, Import.self],
+        subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Keys.self, Audit.self, Export.self, Import.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -39,6 +39,21 @@ struct ConfigOptions: ParsableArguments {
         } catch {
             FileHandle.standardError.write(Data("gatehouse: configuration error: \(error)\n".utf8))
             throw ExitCode(78)
+        }
+    }
+
+    /// Opens the server, runs `body`, closes it; any error is a message on standard error and exit code 65
+    /// (EX_DATAERR).
+    func withServer<T>(_ body: (AuthServer) async throws -> T) async throws -> T {
+        let gatehouse = try await AuthServer.open(configuration: try load(), logger: try logger())
+        do {
+            let result = try await body(gatehouse)
+            try await gatehouse.close()
+            return result
+        } catch {
+            try? await gatehouse.close()
+            FileHandle.standardError.write(Data("gatehouse: \(error)\n".utf8))
+            throw ExitCode(65)
         }
     }
 
@@ -123,19 +138,7 @@ struct Users: AsyncParsableCommand {
         @Option(name: .long, help: "App id.") var app: String
         @Option(name: .long, help: "User id (24 hex digits).") var user: String
 
-        /// Opens the server, runs `action`, closes it; an admin error exits with 65 and its message.
-        func run<T>(_ action: (AuthServer) async throws(AdminError) -> T) async throws -> T {
-            let gatehouse = try await AuthServer.open(configuration: try options.load(), logger: try options.logger())
-            do {
-                let result = try await action(gatehouse)
-                try await gatehouse.close()
-                return result
-            } catch {
-                try? await gatehouse.close()
-                FileHandle.standardError.write(Data("gatehouse: \(error)\n".utf8))
-                throw ExitCode(65)
-            }
-        }
+        func run<T>(_ action: (AuthServer) async throws -> T) async throws -> T { try await options.withServer(action) }
     }
 
     struct LogOut: AsyncParsableCommand {
@@ -143,7 +146,7 @@ struct Users: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func run() async throws {
-            let count = try await target.run { gatehouse throws(AdminError) in try await gatehouse.logOutEverywhere(appId: target.app, userId: target.user) }
+            let count = try await target.run { gatehouse in try await gatehouse.logOutEverywhere(appId: target.app, userId: target.user) }
             print("ended \(count) sessions of user \(target.user)")
         }
     }
@@ -153,7 +156,7 @@ struct Users: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func run() async throws {
-            try await target.run { gatehouse throws(AdminError) in try await gatehouse.setUserDisabled(appId: target.app, userId: target.user, disabled: true) }
+            try await target.run { gatehouse in try await gatehouse.setUserDisabled(appId: target.app, userId: target.user, disabled: true) }
             print("user \(target.user) disabled")
         }
     }
@@ -163,7 +166,7 @@ struct Users: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func run() async throws {
-            try await target.run { gatehouse throws(AdminError) in try await gatehouse.setUserDisabled(appId: target.app, userId: target.user, disabled: false) }
+            try await target.run { gatehouse in try await gatehouse.setUserDisabled(appId: target.app, userId: target.user, disabled: false) }
             print("user \(target.user) enabled")
         }
     }
@@ -174,24 +177,12 @@ struct Users: AsyncParsableCommand {
             abstract: "Replace a user's custom user data (a JSON object, carried in the user_data claim of access tokens)."
         )
 
-        @OptionGroup var options: ConfigOptions
-        @Option(name: .long, help: "App id.") var app: String
-        @Option(name: .long, help: "User id (24 hex digits).") var user: String
+        @OptionGroup var target: Target
         @Argument(help: "The custom data, a JSON object, e.g. '{\"plan\":\"pro\"}'.") var json: String
 
         func run() async throws {
-            let config = try options.load()
-            let logger = try options.logger()
-            let gatehouse = try await AuthServer.open(configuration: config, logger: logger)
-            do {
-                try await gatehouse.setCustomData(appId: app, userId: user, json: json)
-                try await gatehouse.close()
-            } catch {
-                try? await gatehouse.close()
-                FileHandle.standardError.write(Data("gatehouse: \(error)\n".utf8))
-                throw ExitCode(65)
-            }
-            print("custom data of user \(user) set")
+            try await target.run { gatehouse in try await gatehouse.setCustomData(appId: target.app, userId: target.user, json: json) }
+            print("custom data of user \(target.user) set")
         }
     }
 }
@@ -207,19 +198,11 @@ struct APIKeys: AsyncParsableCommand {
         subcommands: [Create.self, List.self, Delete.self, Enable.self, Disable.self]
     )
 
-    /// Opens the server, runs `body`, closes it; an ``AdminError`` is a message and exit code 65.
-    static func withServer(_ options: ConfigOptions, _ body: (AuthServer) async throws -> Void) async throws {
-        let config = try options.load()
-        let logger = try options.logger()
-        let gatehouse = try await AuthServer.open(configuration: config, logger: logger)
-        do {
-            try await body(gatehouse)
-            try await gatehouse.close()
-        } catch {
-            try? await gatehouse.close()
-            FileHandle.standardError.write(Data("gatehouse: \(error)\n".utf8))
-            throw ExitCode(65)  // EX_DATAERR
-        }
+    /// The options every command on one key takes.
+    struct KeyTarget: ParsableArguments {
+        @OptionGroup var options: ConfigOptions
+        @Option(name: .long, help: "App id.") var app: String
+        @Option(name: .long, help: "Key id (24 hex digits).") var id: String
     }
 
     struct Create: AsyncParsableCommand {
@@ -231,7 +214,7 @@ struct APIKeys: AsyncParsableCommand {
 
         func run() async throws {
             let app = self.app, name = self.name
-            try await APIKeys.withServer(options) { gatehouse in
+            try await options.withServer { gatehouse in
                 let key = try await gatehouse.createServerAPIKey(appId: app, name: name)
                 print("id:      \(key.id)")
                 print("name:    \(key.name)")
@@ -254,7 +237,7 @@ struct APIKeys: AsyncParsableCommand {
 
         func run() async throws {
             let app = self.app
-            try await APIKeys.withServer(options) { gatehouse in
+            try await options.withServer { gatehouse in
                 let formatter = ISO8601DateFormatter()
                 for key in try await gatehouse.serverAPIKeys(appId: app) {
                     print("\(key.id)  \(key.disabled ? "disabled" : "enabled ")  \(formatter.string(from: key.createdAt))  \(key.name)")
@@ -266,15 +249,12 @@ struct APIKeys: AsyncParsableCommand {
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Delete a server API key, its user and that user's sessions.")
 
-        @OptionGroup var options: ConfigOptions
-        @Option(name: .long, help: "App id.") var app: String
-        @Option(name: .long, help: "Key id (24 hex digits).") var id: String
+        @OptionGroup var key: KeyTarget
 
         func run() async throws {
-            let app = self.app, id = self.id
-            try await APIKeys.withServer(options) { gatehouse in
-                try await gatehouse.deleteServerAPIKey(appId: app, id: id)
-                print("server API key \(id) deleted")
+            try await key.options.withServer { gatehouse in
+                try await gatehouse.deleteServerAPIKey(appId: key.app, id: key.id)
+                print("server API key \(key.id) deleted")
             }
         }
     }
@@ -282,15 +262,12 @@ struct APIKeys: AsyncParsableCommand {
     struct Enable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Enable a disabled server API key.")
 
-        @OptionGroup var options: ConfigOptions
-        @Option(name: .long, help: "App id.") var app: String
-        @Option(name: .long, help: "Key id (24 hex digits).") var id: String
+        @OptionGroup var key: KeyTarget
 
         func run() async throws {
-            let app = self.app, id = self.id
-            try await APIKeys.withServer(options) { gatehouse in
-                try await gatehouse.setServerAPIKeyDisabled(appId: app, id: id, disabled: false)
-                print("server API key \(id) enabled")
+            try await key.options.withServer { gatehouse in
+                try await gatehouse.setServerAPIKeyDisabled(appId: key.app, id: key.id, disabled: false)
+                print("server API key \(key.id) enabled")
             }
         }
     }
@@ -298,16 +275,61 @@ struct APIKeys: AsyncParsableCommand {
     struct Disable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Disable a server API key and end the sessions logged in with it.")
 
-        @OptionGroup var options: ConfigOptions
-        @Option(name: .long, help: "App id.") var app: String
-        @Option(name: .long, help: "Key id (24 hex digits).") var id: String
+        @OptionGroup var key: KeyTarget
 
         func run() async throws {
-            let app = self.app, id = self.id
-            try await APIKeys.withServer(options) { gatehouse in
-                try await gatehouse.setServerAPIKeyDisabled(appId: app, id: id, disabled: true)
-                print("server API key \(id) disabled")
+            try await key.options.withServer { gatehouse in
+                try await gatehouse.setServerAPIKeyDisabled(appId: key.app, id: key.id, disabled: true)
+                print("server API key \(key.id) disabled")
             }
+        }
+    }
+}
+
+struct Audit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Read the audit log: logins, refreshes, logouts, resets, key and API key changes, rate limits.",
+        subcommands: [Tail.self]
+    )
+
+    struct Tail: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the newest events, oldest first: time, app, event, user, address, user agent, details."
+        )
+        @OptionGroup var options: ConfigOptions
+        @Option(name: .long, help: "Only this app's events (`*` for server-wide ones: signing keys).") var app: String?
+        @Option(name: .long, help: "Only this user's events.") var user: String?
+        @Option(name: [.customShort("n"), .long], help: "How many events (1–10000).") var lines = 50
+        @Flag(name: [.short, .long], help: "Keep printing new events as they are recorded (every second), until interrupted.")
+        var follow = false
+
+        func validate() throws {
+            guard (1...10_000).contains(lines) else { throw ValidationError("--lines must be 1…10000") }
+        }
+
+        func run() async throws {
+            let config = try options.load()
+            let logger = try options.logger()
+            var last: Int64?
+            repeat {
+                let events = try await AuthServer.auditEvents(
+                    configuration: config, appId: app, userId: user, afterSeq: last, limit: last == nil ? lines : 10_000, logger: logger
+                )
+                for event in events { print(Self.line(event)) }
+                last = events.last?.seq ?? last ?? 0
+                if follow { try await Task.sleep(for: .seconds(1)) }
+            } while follow
+        }
+
+        /// `2026-11-22T10:00:00.123Z  app  login_failed  user=…  ip=…  ua="…"  provider=local-userpass`
+        static func line(_ event: AuthServer.AuditEntry) -> String {
+            var fields = [
+                event.at.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)), event.appId, event.kind,
+                "user=\(event.userId ?? "-")", "ip=\(event.ip ?? "-")",
+            ]
+            if let agent = event.userAgent { fields.append("ua=\(String(reflecting: agent))") }
+            fields += event.detail.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            return fields.joined(separator: "  ")
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseWire
+import HTTPTypes
 public import Hummingbird
 public import Logging
 import ServiceLifecycle
@@ -193,6 +194,9 @@ public final class AuthServer: Sendable {
             let newest = try await store.allSigningKeys().map(\.key.createdAt).max() ?? .distantPast
             let record = SigningKeys.makeRecord(now: max(clock.now, newest.addingTimeInterval(0.001)))
             try await store.insertSigningKey(record)
+            try await store.appendAuditEvent(
+                AuditEvent(at: clock.now, appId: AuthEnvironment.serverWideApp, kind: AuditKind.keyRotated.rawValue, detail: ["kid": record.kid])
+            )
             return SigningKeyInfo(kid: record.kid, createdAt: record.createdAt, retiredAt: nil, signing: true)
         }
     }
@@ -203,8 +207,42 @@ public final class AuthServer: Sendable {
         configuration: GatehouseConfiguration, kid: String, clock: GatehouseClock = .system, logger: Logger = Logger(label: "gatehouse")
     ) async throws {
         try await withMigratedDatabase(configuration, logger: logger) { database, _ in
-            guard try await SQLStore(db: database).retireSigningKey(kid: kid, at: clock.now) else {
+            let store = SQLStore(db: database)
+            guard try await store.retireSigningKey(kid: kid, at: clock.now) else {
                 throw AdminError("no active key \(kid), or it is the last active key (rotate first)")
+            }
+            try await store.appendAuditEvent(
+                AuditEvent(at: clock.now, appId: AuthEnvironment.serverWideApp, kind: AuditKind.keyRetired.rawValue, detail: ["kid": kid])
+            )
+        }
+    }
+
+    /// One line of the audit log, as `gatehouse audit tail` prints it.
+    public struct AuditEntry: Sendable, Hashable {
+        public var seq: Int64
+        public var at: Date
+        /// The app, or `*` for server-wide events (signing keys).
+        public var appId: String
+        /// `login_succeeded`, `login_failed`, `refresh`, … (the README lists them).
+        public var kind: String
+        public var userId: String?
+        public var ip: String?
+        public var userAgent: String?
+        public var detail: [String: String]
+    }
+
+    /// The newest `limit` audit events, oldest first, of one app and one user when given (`gatehouse audit tail`);
+    /// with `afterSeq`, only those recorded after that one (to follow the log).
+    public static func auditEvents(
+        configuration: GatehouseConfiguration, appId: String?, userId: String?, afterSeq: Int64? = nil, limit: Int,
+        logger: Logger = Logger(label: "gatehouse")
+    ) async throws -> [AuditEntry] {
+        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
+            try await SQLStore(db: database).auditEvents(appId: appId, userId: userId, afterSeq: afterSeq, limit: limit).map {
+                AuditEntry(
+                    seq: $0.seq ?? 0, at: $0.at, appId: $0.appId, kind: $0.kind, userId: $0.userId, ip: $0.ip, userAgent: $0.userAgent,
+                    detail: $0.detail
+                )
             }
         }
     }
@@ -240,6 +278,7 @@ public final class AuthServer: Sendable {
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let router = Router(context: GatehouseRequestContext.self)
         router.add(middleware: RequestLogMiddleware())
+        router.add(middleware: RequestOriginMiddleware(clientIPHeader: configuration.server.clientIPHeader.flatMap { HTTPField.Name($0) }))
         // Outside the error middleware: refusals carry the CORS headers too, so browser clients can read them.
         router.add(middleware: CORSMiddleware(configuration: configuration))
         router.add(middleware: ClientAPIErrorMiddleware(publicURL: publicURL))
@@ -302,7 +341,9 @@ public final class AuthServer: Sendable {
     public func logOutEverywhere(appId: String, userId: String) async throws(AdminError) -> Int {
         do {
             guard try await env.store.user(id: userId)?.appId == appId else { throw AdminError("no user \(userId) in app \(appId)") }
-            return try await env.store.revokeAllSessions(userId: userId, now: env.clock.now)
+            let revoked = try await env.store.revokeAllSessions(userId: userId, now: env.clock.now)
+            await env.audit(.logoutEverywhere, app: appId, user: userId, detail: ["sessions": "\(revoked)", "by": "admin"])
+            return revoked
         } catch let error as AdminError {
             throw error
         } catch {
@@ -322,6 +363,7 @@ public final class AuthServer: Sendable {
             throw AdminError("the database refused: \(error)")
         }
         env.logger.info(disabled ? "user disabled" : "user enabled", metadata: ["app": "\(appId)", "user": "\(userId)"])
+        await env.audit(disabled ? .userDisabled : .userEnabled, app: appId, user: userId, detail: ["by": "admin"])
     }
 
     /// Replaces a user's custom user data: a JSON object of at most ``maxCustomDataSize`` bytes. It reaches the

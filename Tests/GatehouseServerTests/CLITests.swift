@@ -275,6 +275,15 @@ import FoundationNetworking
         let unknown = try run(["users", "disable", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", "000000000000000000000000"], in: folder)
         #expect(unknown.status == 65)
         #expect(unknown.stderr.contains("no user"))
+
+        // Everything above is in the audit log, oldest first; --user and --lines narrow it.
+        let audit = try run(["audit", "tail", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder)
+        #expect(audit.status == 0, "\(audit.stderr)")
+        let kinds = audit.stdout.split(separator: "\n").map { $0.components(separatedBy: "  ")[2] }
+        #expect(kinds == ["registration", "login_succeeded", "logout_everywhere", "user_disabled", "login_failed", "user_enabled", "login_succeeded"])
+        let mine = try run(["audit", "tail", "--config", "gatehouse.yaml", "--user", login.userId, "-n", "2"], in: folder)
+        #expect(mine.stdout.split(separator: "\n").count == 2)
+        #expect(mine.stdout.split(separator: "\n").first?.contains("user_enabled  user=\(login.userId)") == true)
     }
 
     @Test func keysRotateListAndRetire() throws {
@@ -297,6 +306,9 @@ import FoundationNetworking
         #expect(last.status == 65)
         #expect(last.stderr.contains("last active key"))
         #expect(try run(["keys", "list"], in: folder).stdout.contains("retired"))
+        let audit = try run(["audit", "tail", "--app", "*"], in: folder).stdout.split(separator: "\n")
+        #expect(audit.map { $0.components(separatedBy: "  ")[2] } == ["signing_key_rotated", "signing_key_rotated", "signing_key_retired"])
+        #expect(audit.last?.hasSuffix("kid=\(kids[0])") == true)
     }
 
     /// With no configuration: SQLite under `.gatehouse/`, the dev app and mailbox, and a clean exit on SIGTERM

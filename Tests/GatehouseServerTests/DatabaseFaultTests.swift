@@ -18,10 +18,10 @@ struct DatabaseFaultTests {
         settings.connectTimeout = 2
         let proxyPort = settings.port
         let configuration = testConfiguration(database: .postgres(settings))
+        let gatehouse = try await AuthServer.open(
+            configuration: configuration, logger: quietLogger, waitForDatabase: true, retry: RetrySchedule(initial: 0.05, maximum: 0.5)
+        )
         do {
-            let gatehouse = try await AuthServer.open(
-                configuration: configuration, logger: quietLogger, waitForDatabase: true, retry: RetrySchedule(initial: 0.05, maximum: 0.5)
-            )
             #expect(!gatehouse.isReady)
             try await gatehouse.makeApplication().test(.live) { client in
                 // Down at start: alive, not ready, every other route 503 in its envelope.
@@ -56,6 +56,8 @@ struct DatabaseFaultTests {
             try await gatehouse.close()
             await drop()
         } catch {
+            // Closed on every path: a server dropped unclosed traps in its HTTP client's deinit, taking the run down.
+            try? await gatehouse.close()
             await drop()
             throw error
         }

@@ -82,10 +82,17 @@ import Testing
         var config = testConfiguration()
         config.apps[0].localUserpass?.password = PasswordPolicy(minLength: 10, maxLength: 20)
         try await withGatehouse(config) { gatehouse, client in
-            for password in ["short", String(repeating: "p", count: 21)] {
+            let refusals = [
+                ("short", "password_too_short: password must be at least 10 characters"),
+                (String(repeating: "p", count: 21), "password_too_long: password must be at most 20 characters"),
+                ("Password123", "password_banned: this password is one of the most commonly used; choose another"),
+                ("DAVE@example.com", "password_is_invalid: password must not be the email address"),
+            ]
+            for (password, message) in refusals {
                 let reply = try await client.register("dave@example.com", password)
                 #expect(reply.status == .badRequest)
-                #expect(reply.error?.error == "password must be between 10 and 20 characters")
+                #expect(reply.error?.errorCode == .badRequest)
+                #expect(reply.error?.error == message)
             }
             #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "dave@example.com") == nil)
             #expect(try await client.register("dave@example.com", "just right!").status == .created)
@@ -200,10 +207,15 @@ import Testing
             let service = EmailPasswordService(env: env)
 
             for send in [service.resendConfirmation, service.sendPasswordReset] {
+                // The audit log's reset_requested is written for both (it tells nothing either); set apart here.
+                let isAudit = { (statement: String) in statement.hasPrefix("INSERT INTO audit_events") }
                 try await send("test-app", "leo@example.com")
-                let known = recording.drain()
+                let knownAll = recording.drain()
                 try await send("test-app", "nobody@example.com")
-                let unknown = recording.drain()
+                let unknownAll = recording.drain()
+                #expect(knownAll.filter(isAudit).count == unknownAll.filter(isAudit).count)
+                let known = knownAll.filter { !isAudit($0) }
+                let unknown = unknownAll.filter { !isAudit($0) }
                 #expect(known.count > 3)
                 #expect(known.dropLast() == unknown.dropLast())
                 #expect(known.last == "COMMIT")

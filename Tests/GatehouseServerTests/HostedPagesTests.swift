@@ -136,7 +136,7 @@ import Testing
             let short = try await post(client, "/app/test-app/reset", fields, cookie: csrf)
             #expect(short.status == .badRequest)
             #expect(short.text.contains("id=\"password-error\" role=\"alert\""))
-            #expect(short.text.contains("Password must be between 8 and 256 characters."))
+            #expect(short.text.contains("Password must be at least 8 characters."))
             #expect(short.text.contains("aria-invalid=\"true\""))
 
             fields["password"] = "a brand new secret"

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseArgon2
+import HTTPTypes
 import Yams
 
 /// Builds a ``GatehouseConfiguration`` from, in increasing order of precedence: the built-in defaults, a YAML file
@@ -59,8 +60,9 @@ public struct ConfigurationLoader: Sendable {
         let top = try ConfigNode(node: root, path: "").mapping(allowed: ["server", "database", "dev", "mail", "apps"])
 
         var config = GatehouseConfiguration(apps: [])
-        if let server = try top.optionalMapping("server", allowed: ["host", "port", "publicURL", "location"]) {
+        if let server = try top.optionalMapping("server", allowed: ["host", "port", "publicURL", "location", "clientIPHeader"]) {
             if let host = try server.optionalString("host") { config.server.host = host }
+            config.server.clientIPHeader = try server.optionalString("clientIPHeader")
             if let port = try server.optionalInt("port") { config.server.port = port }
             config.server.publicURL = try server.optionalString("publicURL")
             if let location = try server.optionalString("location") { config.server.location = location }
@@ -92,7 +94,7 @@ public struct ConfigurationLoader: Sendable {
     private func parseApp(_ node: ConfigNode) throws(ConfigurationError) -> AppSettings {
         let app = try node.mapping(allowed: [
             "id", "name", "accessTokenTTL", "refreshTokenTTL", "revealUserExistence", "providers", "passwordHash",
-            "emailTemplates", "emailLimit", "nativeAuth", "cors",
+            "emailTemplates", "emailLimit", "nativeAuth", "cors", "rateLimits", "loginBackoff", "sessionIdleTimeout",
         ])
         guard let id = try app.optionalString("id") else {
             throw ConfigurationError(key: app.path + ".id", message: "every app needs an id")
@@ -105,6 +107,25 @@ public struct ConfigurationLoader: Sendable {
         if let limit = try app.optionalMapping("emailLimit", allowed: ["count", "window"]) {
             if let count = try limit.optionalInt("count") { config.emailLimit = count }
             if let window = try limit.optionalInt("window") { config.emailLimitWindow = window }
+        }
+        if let idle = try app.optionalInt("sessionIdleTimeout") { config.sessionIdleTimeout = idle }
+        if let limits = try app.optionalMapping("rateLimits", allowed: Set(["enabled"] + RateLimitSettings.Kind.allCases.map(\.rawValue))) {
+            if let enabled = try limits.optionalBool("enabled") { config.rateLimits.enabled = enabled }
+            for kind in RateLimitSettings.Kind.allCases {
+                guard let rule = try limits.optionalMapping(kind.rawValue, allowed: ["perIP", "perIdentifier"]) else { continue }
+                var parsed = config.rateLimits.rules[kind] ?? RateLimitSettings.Rule(perIP: nil, perIdentifier: nil)
+                if let text = try rule.optionalString("perIP") { parsed.perIP = try Self.limit(text, key: rule.path + ".perIP") }
+                if let text = try rule.optionalString("perIdentifier") {
+                    parsed.perIdentifier = try Self.limit(text, key: rule.path + ".perIdentifier")
+                }
+                config.rateLimits.rules[kind] = parsed
+            }
+        }
+        if let backoff = try app.optionalMapping("loginBackoff", allowed: ["enabled", "freeFailures", "baseDelay", "maxDelay"]) {
+            if let enabled = try backoff.optionalBool("enabled") { config.loginBackoff.enabled = enabled }
+            if let value = try backoff.optionalInt("freeFailures") { config.loginBackoff.freeFailures = value }
+            if let value = try backoff.optionalInt("baseDelay") { config.loginBackoff.baseDelay = value }
+            if let value = try backoff.optionalInt("maxDelay") { config.loginBackoff.maxDelay = value }
         }
         if let hash = try app.optionalMapping("passwordHash", allowed: ["memoryKiB", "iterations", "parallelism"]) {
             func uint(_ key: String, _ fallback: UInt32) throws(ConfigurationError) -> UInt32 {
@@ -150,9 +171,11 @@ public struct ConfigurationLoader: Sendable {
                 if let ttl = try local.optionalInt("tokenTTL") { lp.tokenTTL = ttl }
                 lp.confirmationFunction = try webhook(local, "confirmationFunction")
                 lp.resetFunction = try webhook(local, "resetFunction")
-                if let password = try local.optionalMapping("password", allowed: ["minLength", "maxLength"]) {
+                if let password = try local.optionalMapping("password", allowed: ["minLength", "maxLength", "refuseCommon", "refuseEmail"]) {
                     if let min = try password.optionalInt("minLength") { lp.password.minLength = min }
                     if let max = try password.optionalInt("maxLength") { lp.password.maxLength = max }
+                    if let refuse = try password.optionalBool("refuseCommon") { lp.password.refuseCommon = refuse }
+                    if let refuse = try password.optionalBool("refuseEmail") { lp.password.refuseEmail = refuse }
                 }
                 config.localUserpass = (try local.optionalBool("enabled") ?? true) ? lp : nil
             }
@@ -175,6 +198,28 @@ public struct ConfigurationLoader: Sendable {
             }
         }
         return config
+    }
+
+    /// A rate limit written `COUNT/WINDOW`, the window in seconds or with a unit (`100/5m`, `10/30s`, `1000/1h`), or
+    /// `off`.
+    static func limit(_ text: String, key: String) throws(ConfigurationError) -> RateLimitSettings.Limit? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        if trimmed == "off" { return nil }
+        let parts = trimmed.split(separator: "/", omittingEmptySubsequences: false)
+        var window = parts.count == 2 ? String(parts[1]) : ""
+        var unit = 1
+        if let last = window.last, let scale = ["s": 1, "m": 60, "h": 3600][String(last)] {
+            unit = scale
+            window.removeLast()
+        }
+        guard parts.count == 2, let count = Int(parts[0]), (1...1_000_000).contains(count), let length = Int(window.isEmpty ? "1" : window),
+            (1...86_400).contains(length * unit)
+        else {
+            throw ConfigurationError(
+                key: key, message: "expected COUNT/WINDOW like 100/5m (count 1…1000000, window 1s…24h) or off, found \"\(text)\""
+            )
+        }
+        return RateLimitSettings.Limit(count, per: length * unit)
     }
 
     /// A webhook: `{ url, secret, timeout }`, the secret a Standard Webhooks `whsec_…` secret.
@@ -364,6 +409,9 @@ public struct ConfigurationLoader: Sendable {
         guard (0...65535).contains(config.server.port) else {
             throw ConfigurationError(key: "server.port", message: "expected 0…65535, found \(config.server.port)")
         }
+        if let header = config.server.clientIPHeader, header.isEmpty || HTTPField.Name(header) == nil {
+            throw ConfigurationError(key: "server.clientIPHeader", message: "expected a header name like X-Forwarded-For, found \"\(header)\"")
+        }
         guard !config.server.host.isEmpty else {
             throw ConfigurationError(key: "server.host", message: "must not be empty")
         }
@@ -409,6 +457,23 @@ public struct ConfigurationLoader: Sendable {
             }
             guard (1...86_400).contains(app.emailLimitWindow) else {
                 throw ConfigurationError(key: path + ".emailLimit.window", message: "expected 1…86400 seconds, found \(app.emailLimitWindow)")
+            }
+            guard app.sessionIdleTimeout == 0 || (300...15_552_000).contains(app.sessionIdleTimeout) else {
+                throw ConfigurationError(
+                    key: path + ".sessionIdleTimeout", message: "expected 0 (off) or 300…15552000 seconds, found \(app.sessionIdleTimeout)"
+                )
+            }
+            let backoff = app.loginBackoff
+            guard (1...100).contains(backoff.freeFailures) else {
+                throw ConfigurationError(key: path + ".loginBackoff.freeFailures", message: "expected 1…100, found \(backoff.freeFailures)")
+            }
+            guard (1...3600).contains(backoff.baseDelay) else {
+                throw ConfigurationError(key: path + ".loginBackoff.baseDelay", message: "expected 1…3600 seconds, found \(backoff.baseDelay)")
+            }
+            guard (backoff.baseDelay...86_400).contains(backoff.maxDelay) else {
+                throw ConfigurationError(
+                    key: path + ".loginBackoff.maxDelay", message: "expected baseDelay…86400 seconds, found \(backoff.maxDelay)"
+                )
             }
             let hash = app.passwordHash
             guard (1...64).contains(hash.parallelism) else {

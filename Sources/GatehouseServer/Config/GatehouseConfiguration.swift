@@ -55,6 +55,11 @@ public struct ServerSettings: Sendable, Hashable {
     public var publicURL: String?
     /// `location` answered by `/location`.
     public var location: String
+    /// The header a reverse proxy in front of Gatehouse puts the client's address in (`X-Forwarded-For`,
+    /// `X-Real-IP`); its last entry is taken, the one the nearest proxy added. Nil (the default): the address of the
+    /// connection's peer. Set it only behind a proxy that overwrites or appends the header, or clients can pick the
+    /// address their rate limits are counted against.
+    public var clientIPHeader: String?
 
     public init(host: String = "127.0.0.1", port: Int = 9090, publicURL: String? = nil, location: String = "self-hosted") {
         self.host = host
@@ -201,6 +206,13 @@ public struct AppSettings: Sendable, Hashable {
     public var corsOrigins: Set<String> = []
     /// `providers.custom-function`: on when set; its webhook, or nil when the embedding program gives a closure.
     public var customFunction: WebhookSettings??
+    /// `rateLimits`: requests per client address and per identifier, per kind of request.
+    public var rateLimits = RateLimitSettings()
+    /// `loginBackoff`: growing delays after repeated wrong passwords for one account.
+    public var loginBackoff = LoginBackoffSettings()
+    /// `sessionIdleTimeout`: a session whose refresh token has not been used for this many seconds ends (its refresh
+    /// token is refused); 0 turns it off. Default 2592000 (30 days). `refreshTokenTTL` is the absolute lifetime.
+    public var sessionIdleTimeout = 2_592_000
 
     public init(
         id: String,
@@ -304,34 +316,76 @@ public struct LocalUserpassConfiguration: Sendable, Hashable {
     }
 }
 
-/// `providers.local-userpass.password`.
+/// `providers.local-userpass.password`: the rules every new password of the app must meet (registration, resets,
+/// native sign-up and reset). Existing passwords are not checked again at login.
 public struct PasswordPolicy: Sendable, Hashable {
     /// Minimum length in characters. Default 8.
     public var minLength: Int
     /// Maximum length in characters. Default 256; hashing cost does not depend on it, but request size does.
     public var maxLength: Int
-    public init(minLength: Int = 8, maxLength: Int = 256) {
+    /// `refuseCommon`: refuse the passwords of the bundled list of the 19,640 most common ones (compared without
+    /// regard to case). Default true.
+    public var refuseCommon: Bool
+    /// `refuseEmail`: refuse a password that is the account's email address, or its part before the `@`. Default true.
+    public var refuseEmail: Bool
+
+    public init(minLength: Int = 8, maxLength: Int = 256, refuseCommon: Bool = true, refuseEmail: Bool = true) {
         self.minLength = minLength
         self.maxLength = maxLength
+        self.refuseCommon = refuseCommon
+        self.refuseEmail = refuseEmail
     }
 
-    /// A rule a password breaks.
-    enum Violation: Sendable, Hashable {
-        case tooShort, tooLong
+    /// A rule a password breaks. The raw value is its name in both APIs: the native auth `suberror`, and the start
+    /// of the Client API's error message.
+    public enum Violation: String, Sendable, Hashable {
+        case tooShort = "password_too_short"
+        case tooLong = "password_too_long"
+        case banned = "password_banned"
+        /// The password is the email address (or its local part).
+        case isEmail = "password_is_invalid"
     }
 
-    /// The first rule `password` breaks, or nil. Lengths count characters (grapheme clusters).
-    func violation(_ password: String) -> Violation? {
+    /// The first rule `password` breaks, or nil. Lengths count characters (grapheme clusters). `email`: the account's
+    /// normalized address, when known.
+    func violation(_ password: String, email: String? = nil) -> Violation? {
         let length = password.count
         if length < minLength { return .tooShort }
         if length > maxLength { return .tooLong }
+        let folded = password.lowercased()
+        if refuseEmail, let email {
+            let local = email.split(separator: "@", maxSplits: 1).first.map(String.init) ?? email
+            if folded == email || folded == local { return .isEmail }
+        }
+        if refuseCommon, CommonPasswords.contains(folded) { return .banned }
         return nil
     }
 
     /// What to tell the user about `violation`.
     func message(_ violation: Violation) -> String {
-        "password must be between \(minLength) and \(maxLength) characters"
+        switch violation {
+        case .tooShort: "password must be at least \(minLength) characters"
+        case .tooLong: "password must be at most \(maxLength) characters"
+        case .banned: "this password is one of the most commonly used; choose another"
+        case .isEmail: "password must not be the email address"
+        }
     }
+}
+
+/// The bundled list of common passwords (`Resources/common-passwords.txt`): Django 5.2's list (BSD-3-Clause),
+/// 19,640 passwords lowercased and deduplicated, made by Royce Williams from breach corpora. Loaded once, on first use.
+enum CommonPasswords {
+    private static let list: Set<String> = {
+        guard let url = Bundle.module.url(forResource: "common-passwords", withExtension: "txt"),
+            let text = try? String(contentsOf: url, encoding: .utf8)
+        else { fatalError("the bundled common-passwords.txt is missing from the GatehouseServer resources") }
+        return Set(text.split(whereSeparator: \.isNewline).map(String.init))
+    }()
+
+    /// Whether `lowercased` (already folded) is on the list.
+    static func contains(_ lowercased: String) -> Bool { list.contains(lowercased) }
+
+    static var count: Int { list.count }
 }
 
 /// A configuration problem, naming the key: `apps[0].accessTokenTTL: expected a positive integer, found "x"`.

@@ -38,6 +38,8 @@ struct APIKeyService: Sendable {
     func login(appId: String, key secret: String) async throws -> (UserRecord, APIKeyRecord) {
         let app = try enabledApp(try env.app(appId))
         let hash = Secrets.sha256(secret)
+        // Per key too (by its hash): a leaked key used from many addresses is still slowed down.
+        try await env.checkRateLimit(.login, app: app, identifier: Secrets.hex(hash))
         guard let found = try await env.store.apiKeyLogin(appId: app.id, keyHash: hash),
             Secrets.constantTimeEquals(found.key.keyHash, hash), !found.key.disabled
         else { throw AuthError.invalidAPIKey }
@@ -68,6 +70,7 @@ struct APIKeyService: Sendable {
         }
         let (key, secret, _) = try await insert(app: app, owner: caller.user, name: name)
         env.logger.info("API key created", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "key": "\(key.id)"])
+        await env.audit(.apiKeyCreated, app: app.id, user: caller.user.id, detail: ["apiKey": key.id, "name": key.name])
         return APIKeyResponse(id: key.id, name: key.name, key: secret, disabled: key.disabled)
     }
 
@@ -87,6 +90,7 @@ struct APIKeyService: Sendable {
         let (app, key) = try await owned(caller: caller, id: id)
         guard try await env.store.deleteAPIKey(appId: app.id, id: key.id, now: env.clock.now) else { throw AuthError.apiKeyNotFound }
         env.logger.info("API key deleted", metadata: ["app": "\(app.id)", "key": "\(key.id)"])
+        await env.audit(.apiKeyDeleted, app: app.id, user: caller.user.id, detail: ["apiKey": key.id])
     }
 
     /// `PUT auth/api_keys/{id}/enable` and `…/disable`. Disabling ends the sessions logged in with the key.
@@ -95,6 +99,7 @@ struct APIKeyService: Sendable {
         guard try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: disabled, now: env.clock.now) else {
             throw AuthError.apiKeyNotFound
         }
+        await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, user: caller.user.id, detail: ["apiKey": key.id])
     }
 
     /// The caller's key `id`; another user's key, a server key or an unknown id are all ``AuthError/apiKeyNotFound``.
@@ -114,6 +119,7 @@ struct APIKeyService: Sendable {
         try Self.validate(name: name)
         let made = try await insert(app: app, owner: nil, name: name)
         env.logger.info("server API key created", metadata: ["app": "\(app.id)", "key": "\(made.key.id)"])
+        await env.audit(.apiKeyCreated, app: app.id, user: made.userId, detail: ["apiKey": made.key.id, "name": name, "server": "true"])
         return made
     }
 
@@ -127,13 +133,19 @@ struct APIKeyService: Sendable {
     func deleteServerKey(appId: String, id: String) async throws -> Bool {
         let app = try env.app(appId)
         guard try await serverKey(app: app, id: id) != nil else { return false }
-        return try await env.store.deleteAPIKey(appId: app.id, id: id.lowercased(), now: env.clock.now)
+        guard try await env.store.deleteAPIKey(appId: app.id, id: id.lowercased(), now: env.clock.now) else { return false }
+        await env.audit(.apiKeyDeleted, app: app.id, detail: ["apiKey": id.lowercased(), "server": "true"])
+        return true
     }
 
     func setServerKeyDisabled(appId: String, id: String, disabled: Bool) async throws -> Bool {
         let app = try env.app(appId)
         guard try await serverKey(app: app, id: id) != nil else { return false }
-        return try await env.store.setAPIKeyDisabled(appId: app.id, id: id.lowercased(), disabled: disabled, now: env.clock.now)
+        guard try await env.store.setAPIKeyDisabled(appId: app.id, id: id.lowercased(), disabled: disabled, now: env.clock.now) else {
+            return false
+        }
+        await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, detail: ["apiKey": id.lowercased(), "server": "true"])
+        return true
     }
 
     private func serverKey(app: AppSettings, id: String) async throws -> APIKeyRecord? {

@@ -20,9 +20,13 @@ enum AuthError: Error, Hashable, Sendable {
     case invalidSession(String)
     case invalidEmail
     /// The password breaks the app's policy; the message says which rule.
-    case passwordPolicy(String)
+    case passwordPolicy(PasswordPolicy.Violation, String)
     /// Too many emails of one kind to one address; try again after that many seconds.
     case tooManyEmails(retryAfter: Int)
+    /// Too many requests of one kind from one client address or for one identifier (``RateLimitSettings``).
+    case rateLimited(retryAfter: Int)
+    /// Too many wrong passwords for this account lately: the next attempt must wait (``LoginBackoffSettings``).
+    case loginDelayed(retryAfter: Int)
     /// An unknown, disabled or deleted API key at login: the same answer for each.
     case invalidAPIKey
     /// No API key with that id belongs to the caller.

@@ -121,15 +121,31 @@ struct SessionService: Sendable {
             guard let secret = claims.jti, Secrets.constantTimeEquals(Secrets.sha256(secret), session.secretHash) else {
                 throw AuthError.invalidSession("invalid session")
             }
+            guard !Self.isIdle(session, app: app, now: now) else {
+                throw AuthError.invalidSession("invalid session: unused for too long, log in again")
+            }
+            try await env.checkRateLimit(.refresh, app: app, identifier: session.id)
+            try await env.store.touchSession(id: session.id, now: now, notBefore: now.addingTimeInterval(-Self.touchGranularity(app)))
         }
         guard let user = try await env.store.user(id: claims.sub) else { throw AuthError.invalidSession("invalid session") }
         guard !user.disabled else { throw AuthError.invalidSession("invalid session: user disabled") }
         return Caller(user: user, session: session, app: app)
     }
 
+    /// Whether `session` has gone unused longer than the app's `sessionIdleTimeout`.
+    static func isIdle(_ session: SessionRecord, app: AppSettings, now: Date) -> Bool {
+        app.sessionIdleTimeout > 0 && now.timeIntervalSince(session.lastActiveAt) > TimeInterval(app.sessionIdleTimeout)
+    }
+
+    /// How stale a session's recorded last use may be: a minute, or a tenth of the idle timeout when that is shorter.
+    static func touchGranularity(_ app: AppSettings) -> TimeInterval {
+        app.sessionIdleTimeout > 0 ? min(60, TimeInterval(app.sessionIdleTimeout) / 10) : 60
+    }
+
     /// `POST auth/session`: a fresh access token (with current custom data) for a valid refresh token.
     func refresh(_ refreshToken: String) async throws -> String {
         let caller = try await authenticate(refreshToken, as: .refresh)
+        await env.audit(.refresh, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id])
         return try accessToken(for: caller.user, session: caller.session, app: caller.app)
     }
 
@@ -137,6 +153,7 @@ struct SessionService: Sendable {
     func logOut(_ refreshToken: String) async throws {
         let caller = try await authenticate(refreshToken, as: .refresh)
         try await env.store.revokeSession(id: caller.session.id, now: env.clock.now)
+        await env.audit(.logout, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id])
     }
 
     /// `GET auth/profile`.
@@ -168,6 +185,7 @@ struct SessionService: Sendable {
         let caller = try await authenticate(accessToken, as: .access)
         try await env.store.deleteUser(id: caller.user.id)
         env.logger.info("user deleted", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)"])
+        await env.audit(.userDeleted, app: caller.app.id, user: caller.user.id)
     }
 
     /// A stable 24-hex id for an app's provider configuration (App Services' `provider_id`).

@@ -11,6 +11,8 @@ struct EmailPasswordService: Sendable {
     let env: AuthEnvironment
 
     static let providerType = "local-userpass"
+    /// A user id no user has (ObjectIds are hex), looked up for unknown addresses so that they cost the same queries.
+    static let absentUserId = "absent-user"
 
     private func provider(_ appId: String) throws(AuthError) -> (AppSettings, LocalUserpassConfiguration) {
         let app = try env.app(appId)
@@ -18,15 +20,16 @@ struct EmailPasswordService: Sendable {
         return (app, local)
     }
 
-    private func checkPassword(_ password: String, _ policy: PasswordPolicy) throws(AuthError) {
-        if let violation = policy.violation(password) { throw .passwordPolicy(policy.message(violation)) }
+    private func checkPassword(_ password: String, email: EmailAddress?, _ policy: PasswordPolicy) throws(AuthError) {
+        if let violation = policy.violation(password, email: email?.normalized) { throw .passwordPolicy(violation, policy.message(violation)) }
     }
 
     /// `register`: a pending account and a confirmation email, or (with `confirmation: auto`) a confirmed account.
     func register(appId: String, email rawEmail: String, password: String) async throws {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
-        try checkPassword(password, local.password)
+        try await env.checkRateLimit(.registration, app: app, identifier: email.normalized)
+        try checkPassword(password, email: email, local.password)
         if try await env.store.emailAccount(appId: app.id, email: email.normalized) != nil {
             throw AuthError.accountNameInUse
         }
@@ -68,6 +71,7 @@ struct EmailPasswordService: Sendable {
             throw AuthError.accountNameInUse
         }
         env.logger.info("user registered", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
+        await env.audit(.registration, app: app.id, user: userId, detail: ["provider": Self.providerType, "confirmed": "\(confirmed)"])
     }
 
     /// A new token of `kind` (the record to store, and its secret).
@@ -145,6 +149,7 @@ struct EmailPasswordService: Sendable {
         }
         guard try await env.store.redeemConfirmationToken(id: record.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
         env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
+        await env.audit(.confirmation, app: app.id, user: record.userId)
     }
 
     /// `confirm/call`: runs the confirmation function again for a pending account, with a new token (older ones
@@ -173,6 +178,7 @@ struct EmailPasswordService: Sendable {
         case .success:
             guard try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
             env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
+            await env.audit(.confirmation, app: app.id, user: account.userId, detail: ["by": "function"])
         case .pending:
             break
         case .fail:
@@ -188,7 +194,7 @@ struct EmailPasswordService: Sendable {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
         guard local.reset == .function else { throw AuthError.functionNotEnabled("the reset function is not enabled for this app") }
-        try checkPassword(password, local.password)
+        try checkPassword(password, email: email, local.password)
         try await env.checkSendLimit(.passwordReset, app: app, address: email.normalized)
         guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized) else {
             if app.revealUserExistence { throw AuthError.userNotFound }
@@ -208,6 +214,7 @@ struct EmailPasswordService: Sendable {
                 throw AuthError.invalidTokenData
             }
             env.logger.info("password reset by function", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
+            await env.audit(.resetCompleted, app: app.id, user: account.userId, detail: ["by": "function"])
         case .pending:
             break
         case .fail:
@@ -235,20 +242,24 @@ struct EmailPasswordService: Sendable {
         let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
         if app.revealUserExistence, account == nil { throw AuthError.userNotFound }
         try await issue(.passwordReset, app: app, local: local, email: email, account: account)
+        await env.audit(.resetRequested, app: app.id, user: account?.userId)
     }
 
     /// `reset`: sets a new password with a valid reset token, once, and ends every session of the user.
     func resetPassword(appId: String, token: String, tokenId: String, password: String) async throws {
         let (app, local) = try provider(appId)
-        try checkPassword(password, local.password)
         guard let record = try await validToken(token: token, tokenId: tokenId, kind: .passwordReset, app: app) else {
             throw AuthError.invalidTokenData
         }
+        // Checked against the account's own address: the password may not be the email.
+        let account = try await env.store.identities(userId: record.userId).first { $0.providerType == Self.providerType }
+        try checkPassword(password, email: account.flatMap { EmailAddress($0.externalId) }, local.password)
         let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
         guard try await env.store.redeemPasswordResetToken(id: record.id, newPasswordHash: hash, now: env.clock.now) else {
             throw AuthError.invalidTokenData
         }
         env.logger.info("password reset", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
+        await env.audit(.resetCompleted, app: app.id, user: record.userId)
     }
 
     /// Where a one-time token stands. Only a caller holding the token's secret learns more than `invalid`.
@@ -280,6 +291,7 @@ struct EmailPasswordService: Sendable {
     private func validToken(token: String, tokenId: String, kind: OneTimeTokenKind, app: AppSettings) async throws
         -> OneTimeTokenRecord?
     {
+        try await env.checkRateLimit(.code, app: app, identifier: tokenId)
         guard case .valid(let record) = try await tokenState(appId: app.id, token: token, tokenId: tokenId, kind: kind) else { return nil }
         return record
     }
@@ -293,21 +305,38 @@ struct EmailPasswordService: Sendable {
     /// The user for a correct email and password of a confirmed, enabled account, for any sign-in path (the Client
     /// API, native auth). Unknown addresses cost a dummy hash, so that they answer at the same speed; a hash made
     /// with older parameters is upgraded.
+    ///
+    /// Counted against the app's `login` rate limits (per address and per username) and its login backoff: after a
+    /// run of wrong passwords for the username, known or not, attempts must wait (``AuthError/loginDelayed(retryAfter:)``).
     func authenticate(app: AppSettings, username: String, password: String) async throws -> UserRecord {
-        guard password.count <= app.passwordPolicy.maxLength, let email = EmailAddress(username),
+        let email = EmailAddress(username)
+        let identifier = email?.normalized ?? String(username.prefix(256))
+        try await env.checkRateLimit(.login, app: app, identifier: identifier)
+        let backoff = LoginBackoff(env: env, app: app, identifier: identifier)
+        let hadRun = try await backoff.admit()
+        func wrongPassword(_ userId: String?) async throws -> Never {
+            try await backoff.failed(userId: userId)
+            throw AuthError.invalidCredentials
+        }
+        guard password.count <= app.passwordPolicy.maxLength, let email,
             let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
         else {
+            // The same work as for a known account: the user lookup (of an id that cannot exist) and a hash.
+            _ = try await env.store.user(id: Self.absentUserId)
             try await env.hasher.burnVerify(password, parameters: app.passwordHash)
-            throw AuthError.invalidCredentials
+            try await wrongPassword(nil)
         }
         guard !account.passwordHash.isEmpty else {
             // An account made by native sign-up with codes only: it has no password to check.
+            _ = try await env.store.user(id: account.userId)
             try await env.hasher.burnVerify(password, parameters: app.passwordHash)
-            throw AuthError.invalidCredentials
+            try await wrongPassword(account.userId)
         }
-        guard try await env.hasher.verify(password, against: account.passwordHash) else { throw AuthError.invalidCredentials }
+        let user = try await env.store.user(id: account.userId)
+        guard try await env.hasher.verify(password, against: account.passwordHash) else { try await wrongPassword(account.userId) }
+        try await backoff.succeeded(hadRun: hadRun)
         guard account.confirmedAt != nil else { throw AuthError.confirmationRequired }
-        guard let user = try await env.store.user(id: account.userId) else { throw AuthError.invalidCredentials }
+        guard let user else { throw AuthError.invalidCredentials }
         guard !user.disabled else { throw AuthError.userDisabled }
         if env.hasher.needsRehash(account.passwordHash, parameters: app.passwordHash) {
             let upgraded = try await env.hasher.hash(password, parameters: app.passwordHash)

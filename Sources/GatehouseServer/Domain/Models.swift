@@ -77,6 +77,11 @@ struct SessionRecord: Sendable, Hashable {
     var rotatedAt: Date? = nil
     /// The API key the session was logged in with: disabling or deleting the key ends the session.
     var apiKeyId: String? = nil
+    /// When the refresh token was last used (at most a minute off); nil until its first use.
+    var lastUsedAt: Date? = nil
+
+    /// When the session was last active: its last refresh, rotation or login.
+    var lastActiveAt: Date { [lastUsedAt, rotatedAt, createdAt].compactMap { $0 }.max()! }
 }
 
 /// A user or server API key. Only the SHA-256 of its secret is stored. Each key has an `api-key` identity whose
@@ -120,4 +125,37 @@ struct SigningKeyRecord: Sendable, Hashable {
     /// Raw P-256 private key (32 bytes).
     var privateKey: [UInt8]
     var createdAt: Date
+}
+
+/// A rate limit counter: `key` names the app, the kind of request and the client address or hashed identifier.
+struct RateCounter: Sendable, Hashable {
+    var key: String
+    /// Seconds.
+    var window: Int
+}
+
+/// What a counter holds after a hit.
+struct RateCount: Sendable, Hashable {
+    var hits: Int
+    var windowStart: Date
+}
+
+/// A run of consecutive failed password checks for one identifier.
+struct LoginFailureRecord: Sendable, Hashable {
+    var failures: Int
+    var lastAttemptAt: Date
+}
+
+/// One line of the audit log: a security event, never a secret.
+struct AuditEvent: Sendable, Hashable {
+    /// Assigned by the store; nil before it is stored.
+    var seq: Int64? = nil
+    var at: Date
+    var appId: String
+    var kind: String
+    var userId: String?
+    var ip: String?
+    var userAgent: String?
+    /// Non-secret facts about the event (the provider, the reason of a failure, a key id).
+    var detail: [String: String] = [:]
 }

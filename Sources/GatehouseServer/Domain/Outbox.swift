@@ -14,8 +14,9 @@ extension AuthEnvironment {
 
     /// Counts one email request of `kind` to `address` (normalized) against the app's send limit, whether or not
     /// the address has an account (so the limit reveals nothing); throws ``AuthError/tooManyEmails(retryAfter:)``
-    /// beyond it.
+    /// beyond it. Counted against the app's `email` rate limits too (per client address and per address).
     func checkSendLimit(_ kind: MailKind, app: AppSettings, address: String) async throws {
+        try await checkRateLimit(.email, app: app, identifier: address)
         let now = clock.now
         let since = now.addingTimeInterval(-TimeInterval(app.emailLimitWindow))
         guard try await store.recordSend(appId: app.id, address: address, kind: kind.rawValue, now: now, since: since, limit: app.emailLimit)

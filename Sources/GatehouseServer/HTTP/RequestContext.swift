@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
@@ -6,9 +7,12 @@ import NIOCore
 /// Request context of every Gatehouse route: request bodies are capped at 64 KiB.
 struct GatehouseRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
+    /// The address of the connection's peer.
+    var peerIP: String?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
+        peerIP = source.channel.remoteAddress?.ipAddress
     }
 
     /// The largest request body accepted; larger ones answer 413.
@@ -45,3 +49,21 @@ enum JSONResponse {
     }
 }
 
+
+/// Sets ``RequestOrigin/current`` for the rest of the request: the client's address (the peer's, or the last entry
+/// of the configured proxy header) and its user agent.
+struct RequestOriginMiddleware: RouterMiddleware {
+    typealias Context = GatehouseRequestContext
+    /// `server.clientIPHeader`.
+    let clientIPHeader: HTTPField.Name?
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var ip = context.peerIP
+        if let clientIPHeader, let forwarded = request.headers[values: clientIPHeader].last {
+            let last = forwarded.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            if !last.isEmpty, last.count <= 64 { ip = last }
+        }
+        let origin = RequestOrigin(ip: ip, userAgent: request.headers[.userAgent].map { String($0.prefix(256)) })
+        return try await RequestOrigin.$current.withValue(origin) { try await next(request, context) }
+    }
+}

@@ -71,6 +71,9 @@ protocol GatehouseStore: Sendable {
     func createSession(_ session: SessionRecord) async throws
     func session(id: String) async throws -> SessionRecord?
     func revokeSession(id: String, now: Date) async throws
+    /// Records that the session's refresh token was used `now`, unless that was already recorded after `notBefore`
+    /// (so that busy sessions cost a write at most once a minute).
+    func touchSession(id: String, now: Date, notBefore: Date) async throws
     /// Revokes every live session of the user ("log out everywhere"); the number revoked.
     func revokeAllSessions(userId: String, now: Date) async throws -> Int
     /// Disables or enables a user of `appId`; disabling also revokes every session, in the same transaction. False
@@ -114,6 +117,28 @@ protocol GatehouseStore: Sendable {
     func recordSend(appId: String, address: String, kind: String, now: Date, since: Date, limit: Int) async throws -> Bool
     /// When the oldest request still in the window was made (to compute Retry-After).
     func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date?
+
+    // MARK: Rate limits and login backoff
+    /// Counts one request against each counter (a key and its window in seconds), all in one statement, and returns
+    /// per key the requests counted in its current window and when the window started. A window that has run out
+    /// starts again at `now`.
+    func hitRateLimits(_ counters: [RateCounter], now: Date) async throws -> [String: RateCount]
+    /// Deletes the counters whose windows ended before `now`.
+    func purgeRateLimits(now: Date) async throws
+    /// The current run of failed password checks for `key`, if any.
+    func loginFailures(key: String) async throws -> LoginFailureRecord?
+    /// Moves the run's last attempt from `previous` to `now` if no other request moved it first: of racing attempts
+    /// on a delayed account exactly one proceeds.
+    func claimLoginAttempt(key: String, previous: Date, now: Date) async throws -> Bool
+    /// Counts a failed password check; returns the failures in the run.
+    func recordLoginFailure(key: String, now: Date) async throws -> Int
+    /// Ends the run (a correct password).
+    func clearLoginFailures(key: String) async throws
+
+    // MARK: Audit log
+    func appendAuditEvent(_ event: AuditEvent) async throws
+    /// The newest `limit` events of the app (all apps when nil) and user (all when nil), oldest first, after `afterSeq`.
+    func auditEvents(appId: String?, userId: String?, afterSeq: Int64?, limit: Int) async throws -> [AuditEvent]
 
     // MARK: Outbox
     func enqueue(_ mail: OutboxMessage) async throws

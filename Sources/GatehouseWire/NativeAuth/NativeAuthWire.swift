@@ -104,6 +104,14 @@ public enum NativeAuthErrorCode {
     public static let attributeValidationFailed = 9_900_005
     public static let tooManyEmails = 9_900_006
     public static let invalidScope = 9_900_008
+    /// HTTP 429 `slow_down`: too many requests from one address or for one username.
+    public static let rateLimited = 9_900_009
+    /// HTTP 429 `slow_down`: too many wrong passwords for this account lately; wait `retry_after` seconds.
+    public static let loginDelayed = 9_900_010
+    /// `invalid_grant` + `password_banned`: one of the most common passwords.
+    public static let passwordBanned = 9_900_011
+    /// `invalid_grant` + `password_is_invalid`: the password is the email address.
+    public static let passwordIsEmail = 9_900_012
 }
 
 /// The body of every native auth error (HTTP 400): `error`, `error_description`, `error_codes`, `suberror` and the

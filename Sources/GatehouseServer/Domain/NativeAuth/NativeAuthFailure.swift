@@ -90,6 +90,22 @@ struct NativeAuthFailure: Error, Hashable, Sendable {
         )
     }
 
+    /// Too many requests from this address or for this username (answered with HTTP 429).
+    static func rateLimited(retryAfter: Int) -> Self {
+        Self(
+            error: .slowDown, description: "too many requests; try again in \(retryAfter) seconds",
+            codes: [NativeAuthErrorCode.rateLimited], retryAfter: retryAfter
+        )
+    }
+
+    /// Too many wrong passwords for this account lately (answered with HTTP 429).
+    static func loginDelayed(retryAfter: Int) -> Self {
+        Self(
+            error: .slowDown, description: "too many failed sign-ins for this account; try again in \(retryAfter) seconds",
+            codes: [NativeAuthErrorCode.loginDelayed], retryAfter: retryAfter
+        )
+    }
+
     // MARK: Accounts
 
     static var userAlreadyExists: Self {
@@ -114,10 +130,14 @@ struct NativeAuthFailure: Error, Hashable, Sendable {
 
     /// A password that breaks the app's policy.
     static func password(_ violation: PasswordPolicy.Violation, policy: PasswordPolicy) -> Self {
-        Self(
-            error: .invalidGrant, description: policy.message(violation), codes: [NativeAuthErrorCode.passwordTooWeak],
-            suberror: violation == .tooShort ? .passwordTooShort : .passwordTooLong
-        )
+        let (suberror, code): (NativeAuthSuberror, Int) =
+            switch violation {
+            case .tooShort: (.passwordTooShort, NativeAuthErrorCode.passwordTooWeak)
+            case .tooLong: (.passwordTooLong, NativeAuthErrorCode.passwordTooWeak)
+            case .banned: (.passwordBanned, NativeAuthErrorCode.passwordBanned)
+            case .isEmail: (.passwordIsInvalid, NativeAuthErrorCode.passwordIsEmail)
+            }
+        return Self(error: .invalidGrant, description: policy.message(violation), codes: [code], suberror: suberror)
     }
 
     static func attributeValidationFailed(_ names: [String]) -> Self {

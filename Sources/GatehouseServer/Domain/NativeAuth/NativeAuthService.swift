@@ -184,6 +184,7 @@ struct NativeAuthService: Sendable {
     /// `invalid_oob_value` for a wrong or expired code (the token stays valid for another try or a resend).
     func checkCode(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client, form: NativeAuthForm) async throws {
         let code = try form.required("oob")
+        try await env.checkRateLimit(.code, app: client.app, identifier: flow.id)
         try await recordAttempt(flow, token: token, client: client)
         guard let expected = flow.codeHash, code.utf8.count <= 32,
             Secrets.constantTimeEquals(OneTimeCode.hash(code, flowId: flow.id), expected)
@@ -196,10 +197,15 @@ struct NativeAuthService: Sendable {
     // MARK: Passwords
 
     /// Checks `password` against the app's policy and hashes it.
-    func hashNewPassword(_ password: String, client: Client) async throws -> String {
-        let policy = client.app.passwordPolicy
-        if let violation = policy.violation(password) { throw NativeAuthFailure.password(violation, policy: policy) }
+    func hashNewPassword(_ password: String, email: String, client: Client) async throws -> String {
+        try checkNewPassword(password, email: email, client: client)
         return try await env.hasher.hash(password, parameters: client.app.passwordHash)
+    }
+
+    /// Refuses a password that breaks the app's policy, with the rule's suberror. `email`: the flow's (normalized).
+    func checkNewPassword(_ password: String, email: String, client: Client) throws(NativeAuthFailure) {
+        let policy = client.app.passwordPolicy
+        if let violation = policy.violation(password, email: email) { throw NativeAuthFailure.password(violation, policy: policy) }
     }
 
     /// The request's `redirect` answer, logged: the client cannot do what the app needs.

@@ -26,6 +26,7 @@ extension NativeAuthService {
             return redirect("a password reset needs a one-time code, and the client does not take codes (oob)", client: client)
         }
         let token = try await startFlow(.resetPassword, client: client, email: email, userId: account?.userId, challengeTypes: types)
+        await env.audit(.resetRequested, app: client.app.id, user: account?.userId, detail: ["via": "native auth"])
         return NativeAuthStepResponse(continuationToken: token.encoded)
     }
 
@@ -57,10 +58,11 @@ extension NativeAuthService {
     /// `resetpassword/v1.0/submit`: sets the new password.
     func resetPasswordSubmit(client: Client, form: NativeAuthForm) async throws -> NativeAuthSubmitResponse {
         let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.newPassword])
-        let hash = try await hashNewPassword(try form.required("new_password"), client: client)
+        let hash = try await hashNewPassword(try form.required("new_password"), email: flow.username, client: client)
         guard let userId = flow.userId else { throw NativeAuthFailure.invalidContinuationToken() }
         let (_, next) = try await advance(flow, from: token, to: .submitted, client: client, effects: [.resetPassword(userId: userId, passwordHash: hash)])
         env.logger.info("password reset", metadata: ["app": "\(client.app.id)", "user": "\(userId)", "via": "native auth"])
+        await env.audit(.resetCompleted, app: client.app.id, user: userId, detail: ["via": "native auth"])
         return NativeAuthSubmitResponse(continuationToken: next.encoded, pollInterval: Self.pollInterval)
     }
 

@@ -13,6 +13,7 @@ extension NativeAuthService {
     func signInInitiate(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
         let types = try challengeTypes(form)
         let email = try username(form)
+        try await env.checkRateLimit(.login, app: client.app, identifier: email.normalized)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
         if account == nil, client.app.revealUserExistence { throw NativeAuthFailure.userNotFound }
         guard types.contains(.oob) || types.contains(.password) else {
@@ -83,6 +84,7 @@ extension NativeAuthService {
             do {
                 user = try await EmailPasswordService(env: env).authenticate(app: client.app, username: flow.username, password: password)
             } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
+                await env.audit(.loginFailed, app: client.app.id, user: flow.userId, detail: ["via": "native auth", "provider": "password"])
                 throw NativeAuthFailure.invalidCredentials
             } catch AuthError.userDisabled {
                 throw NativeAuthFailure.userDisabled
@@ -143,6 +145,10 @@ extension NativeAuthService {
         if confirmEmail { effects.insert(.confirmEmail(userId: user.id), at: 0) }
         _ = try await advance(flow, from: token, to: .finished, client: client, effects: effects)
         env.logger.info("user signed in", metadata: ["app": "\(client.app.id)", "user": "\(user.id)", "via": "native auth \(flow.kind.rawValue)"])
+        if flow.kind == .signUp {
+            await env.audit(.registration, app: client.app.id, user: user.id, detail: ["via": "native auth"])
+        }
+        await env.audit(.loginSucceeded, app: client.app.id, user: user.id, detail: ["via": "native auth \(flow.kind.rawValue)"])
         return try await tokens(user: user, session: session, refreshSecret: refresh.secret, client: client, scopes: scopes)
     }
 
@@ -190,7 +196,10 @@ extension NativeAuthService {
         else { throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid") }
         let now = env.clock.now
         guard session.revokedAt == nil else { throw NativeAuthFailure.invalidRefreshToken("the session was revoked; sign in again") }
-        guard session.expiresAt > now else { throw NativeAuthFailure.expiredRefreshToken }
+        guard session.expiresAt > now, !SessionService.isIdle(session, app: client.app, now: now) else {
+            throw NativeAuthFailure.expiredRefreshToken
+        }
+        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
         let presentedHash = presented.hash
         var secret: [UInt8]?
         if Secrets.constantTimeEquals(presentedHash, session.secretHash) {
@@ -215,6 +224,7 @@ extension NativeAuthService {
                     "refresh token reused after rotation; session revoked",
                     metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "session": "\(session.id)"]
                 )
+                await env.audit(.refreshTokenReused, app: client.app.id, user: session.userId, detail: ["session": session.id])
                 throw NativeAuthFailure.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
             }
             secret = next
@@ -223,6 +233,7 @@ extension NativeAuthService {
             throw NativeAuthFailure.invalidRefreshToken("the user no longer exists")
         }
         guard !user.disabled else { throw NativeAuthFailure.userDisabled }
+        await env.audit(.refresh, app: client.app.id, user: user.id, detail: ["session": session.id])
         return try await tokens(user: user, session: session, refreshSecret: secret!, client: client, scopes: scopes)
     }
 

@@ -10,6 +10,7 @@ extension NativeAuthService {
     func signUpStart(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
         let types = try challengeTypes(form)
         let email = try username(form)
+        try await env.checkRateLimit(.registration, app: client.app, identifier: email.normalized)
         let settings = client.settings
         guard types.contains(.oob) else {
             return redirect("this app verifies email addresses with a one-time code, and the client does not take codes (oob)", client: client)
@@ -22,14 +23,12 @@ extension NativeAuthService {
             throw NativeAuthFailure.invalidRequest("this app signs up with email codes only; send no password")
         }
         let attributes = try parseAttributes(form.optional("attributes"), settings: settings)
-        if let password, let violation = client.app.passwordPolicy.violation(password) {
-            throw NativeAuthFailure.password(violation, policy: client.app.passwordPolicy)
-        }
+        if let password { try checkNewPassword(password, email: email.normalized, client: client) }
         if try await env.store.emailAccount(appId: client.app.id, email: email.normalized) != nil {
             throw NativeAuthFailure.userAlreadyExists
         }
         // Hashing is slow; it runs before the flow is written and never inside a transaction.
-        let hash = try await password.asyncMap { try await hashNewPassword($0, client: client) }
+        let hash = try await password.asyncMap { try await hashNewPassword($0, email: email.normalized, client: client) }
         let token = try await startFlow(
             .signUp, client: client, email: email, userId: nil, challengeTypes: types, passwordHash: hash, attributes: attributes
         )
@@ -66,7 +65,7 @@ extension NativeAuthService {
             flow.codeHash = nil
         case .password:
             (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.password])
-            flow.passwordHash = try await hashNewPassword(try form.required("password"), client: client)
+            flow.passwordHash = try await hashNewPassword(try form.required("password"), email: flow.username, client: client)
         case .attributes:
             (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.attributes])
             let given = try parseAttributes(try form.required("attributes"), settings: client.settings)

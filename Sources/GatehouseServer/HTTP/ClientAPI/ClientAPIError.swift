@@ -54,12 +54,23 @@ extension AuthError {
             .invalidSession(message)
         case .invalidEmail:
             .badRequest("email invalid")
-        case .passwordPolicy(let message):
-            .badRequest(message)
+        case .passwordPolicy(let violation, let message):
+            // Realm SDKs see `BadRequest`; the message starts with the rule's name, as native auth's suberror.
+            .badRequest("\(violation.rawValue): \(message)")
         case .tooManyEmails(let retryAfter):
             ClientAPIError(
                 status: .tooManyRequests, code: .tooManyRequests,
                 message: "too many emails to this address; try again in \(retryAfter) seconds", retryAfter: retryAfter
+            )
+        case .rateLimited(let retryAfter):
+            ClientAPIError(
+                status: .tooManyRequests, code: .tooManyRequests, message: "too many requests; try again in \(retryAfter) seconds",
+                retryAfter: retryAfter
+            )
+        case .loginDelayed(let retryAfter):
+            ClientAPIError(
+                status: .tooManyRequests, code: .tooManyRequests,
+                message: "too many failed logins for this account; try again in \(retryAfter) seconds", retryAfter: retryAfter
             )
         case .invalidAPIKey:
             ClientAPIError(status: .unauthorized, code: .invalidPassword, message: "invalid API key")

@@ -101,15 +101,29 @@ struct ClientAPIRoutes {
         let options: LoginOptions?
         // The key of an api-key login: the session ends when the key is disabled or deleted.
         var apiKeyId: String?
-        switch try await credential(provider, app: app, request: request, context: context, linking: false) {
-        case .user(let found, let sent):
-            (user, options) = (found, sent)
-        case .apiKey(let found, let sent, let keyId):
-            (user, options, apiKeyId) = (found, sent, keyId)
-        case .external(let identity, let sent):
-            (user, options) = (try await IdentityService(env: env).logIn(identity, app: app), sent)
+        // Password logins are counted per address and username inside `authenticate`; the others per address here.
+        if provider != EmailPasswordService.providerType { try await env.checkRateLimit(.login, app: app) }
+        do {
+            switch try await credential(provider, app: app, request: request, context: context, linking: false) {
+            case .user(let found, let sent):
+                (user, options) = (found, sent)
+            case .apiKey(let found, let sent, let keyId):
+                (user, options, apiKeyId) = (found, sent, keyId)
+            case .external(let identity, let sent):
+                (user, options) = (try await IdentityService(env: env).logIn(identity, app: app), sent)
+            }
+        } catch let error as AuthError {
+            switch error {
+            case .invalidCredentials, .invalidCredential, .invalidAPIKey, .confirmationRequired, .userDisabled:
+                await env.audit(.loginFailed, app: app.id, detail: ["provider": String(provider.prefix(64)), "reason": "\(error)"])
+            default: break
+            }
+            throw error
         }
         let result = try await sessions.startSession(for: user, app: app, device: options?.device ?? [:], apiKeyId: apiKeyId)
+        var detail = ["provider": provider]
+        if let apiKeyId { detail["apiKey"] = apiKeyId }
+        await env.audit(.loginSucceeded, app: app.id, user: user.id, detail: detail)
         return try JSONResponse.make(
             LoginResponse(accessToken: result.accessToken, refreshToken: result.refreshToken, userId: result.userId, deviceId: result.deviceId)
         )
@@ -172,7 +186,13 @@ struct ClientAPIRoutes {
             guard let settings = app.customFunction else { throw AuthError.providerNotEnabled(provider) }
             // The body is the payload itself (Realm sends no `provider` key here); `options` is Gatehouse's.
             var payload = try await request.decodeClientAPIBody([String: JSONValue].self, context: context)
-            let options = payload.removeValue(forKey: "options").flatMap { try? JSONDecoder().decode(LoginOptions.self, from: JSONEncoder().encode($0)) }
+            var options: LoginOptions?
+            if let sent = payload.removeValue(forKey: "options") {
+                guard let decoded = try? JSONDecoder().decode(LoginOptions.self, from: JSONEncoder().encode(sent)) else {
+                    throw ClientAPIError.invalidParameter("parameter 'options' must be an object like {\"device\": {…}}")
+                }
+                options = decoded
+            }
             return .external(try await FunctionRunner(env: env).login(appId: app.id, payload: payload, settings: settings), options)
         default:
             throw AuthError.providerNotEnabled(String(provider.prefix(64)))
@@ -194,6 +214,7 @@ struct ClientAPIRoutes {
         let caller = try await sessions.authenticate(try request.bearerToken(), as: .access)
         let revoked = try await env.store.revokeAllSessions(userId: caller.user.id, now: env.clock.now)
         env.logger.info("logged out everywhere", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)", "sessions": "\(revoked)"])
+        await env.audit(.logoutEverywhere, app: caller.app.id, user: caller.user.id, detail: ["sessions": "\(revoked)"])
         return JSONResponse.noContent()
     }
 

@@ -66,7 +66,8 @@ extension Request {
     }
 }
 
-/// Renders errors under `/native/` in the native auth envelope: ``NativeAuthFailure`` as HTTP 400; an unreachable
+/// Renders errors under `/native/` in the native auth envelope: ``NativeAuthFailure`` as HTTP 400; rate limits and
+/// login delays as 429 `slow_down` with `Retry-After` (MSAL reports these as general errors); an unreachable
 /// database as 503 (MSAL retries 5xx); unknown endpoints as 404 and oversized bodies as 413, both with the same
 /// JSON body; anything unexpected as a logged 500 without detail.
 enum NativeAuthErrorResponse {
@@ -78,6 +79,10 @@ enum NativeAuthErrorResponse {
         switch error {
         case let error as NativeAuthFailure:
             (status, failure) = (.badRequest, error)
+        case AuthError.rateLimited(let retryAfter):
+            (status, failure) = (.tooManyRequests, .rateLimited(retryAfter: retryAfter))
+        case AuthError.loginDelayed(let retryAfter):
+            (status, failure) = (.tooManyRequests, .loginDelayed(retryAfter: retryAfter))
         case StoreError.unavailable(let reason):
             logger.error("database unavailable", metadata: ["reason": "\(reason)"])
             (status, failure) = (.serviceUnavailable, NativeAuthFailure(error: .invalidRequest, description: "the database is unavailable; try again shortly", codes: []))

@@ -126,7 +126,7 @@ struct HostedPages {
                     title: "Your password is changed",
                     body: "<p class=\"ok\" role=\"status\">Your new password is set, and every device that was signed in has been signed out. Sign in to \(htmlEscape(app.name)) with your new password.</p>"
                 )
-            } catch AuthError.passwordPolicy(let message) {
+            } catch AuthError.passwordPolicy(_, let message) {
                 return resetForm(app: app, token: token, tokenId: tokenId, csrf: csrf, error: message.prefix(1).uppercased() + message.dropFirst() + ".")
             } catch AuthError.invalidTokenData {
                 return resetOutcome(try await service.tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .passwordReset), csrf: csrf)

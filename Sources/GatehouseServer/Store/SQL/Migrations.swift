@@ -20,9 +20,11 @@ enum Migrations {
         }
     }
 
-    /// The schema is written once, in SQLite's types; PostgreSQL differs only in their names.
+    /// The schema is written once, in SQLite's types; PostgreSQL differs only in their names (and in how a column counts
+    /// itself up: `INTEGER PRIMARY KEY AUTOINCREMENT` is `BIGSERIAL PRIMARY KEY` there).
     static func postgres(_ statement: String) -> String {
         statement.replacing(/\bINTEGER\b/, with: "BIGINT").replacing(/\bBLOB\b/, with: "BYTEA")
+            .replacing("BIGINT PRIMARY KEY AUTOINCREMENT", with: "BIGSERIAL PRIMARY KEY")
     }
 
     /// Serializes migrations across instances that start together (PostgreSQL; SQLite has one writer anyway).
@@ -207,6 +209,47 @@ enum Migrations {
                 // The key a session was logged in with, so that disabling or deleting the key ends it.
                 "ALTER TABLE sessions ADD COLUMN api_key_id TEXT",
                 "CREATE INDEX sessions_api_key ON sessions(api_key_id)",
+            ]
+        ),
+        Migration(
+            version: 7,
+            name: "rate limits, login backoff, session idle time, audit log",
+            statements: [
+                // One fixed-window counter per (app, kind of request, client address or identifier); the key holds
+                // no secret and no email: identifiers are hashed.
+                """
+                CREATE TABLE rate_limits (
+                    key TEXT PRIMARY KEY,
+                    window_start INTEGER NOT NULL,
+                    window_ms INTEGER NOT NULL,
+                    hits INTEGER NOT NULL
+                )
+                """,
+                "CREATE INDEX rate_limits_expiry ON rate_limits(window_start)",
+                // Consecutive failed password checks per (app, hashed identifier), known accounts or not.
+                """
+                CREATE TABLE login_failures (
+                    key TEXT PRIMARY KEY,
+                    failures INTEGER NOT NULL,
+                    last_attempt_at INTEGER NOT NULL
+                )
+                """,
+                // When the session's refresh token was last used (coarsely: at most once a minute), for idle timeouts.
+                "ALTER TABLE sessions ADD COLUMN last_used_at INTEGER",
+                """
+                CREATE TABLE audit_events (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    at INTEGER NOT NULL,
+                    app_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    user_id TEXT,
+                    ip TEXT,
+                    user_agent TEXT,
+                    detail TEXT NOT NULL DEFAULT '{}'
+                )
+                """,
+                "CREATE INDEX audit_events_app ON audit_events(app_id, seq)",
+                "CREATE INDEX audit_events_user ON audit_events(user_id, seq)",
             ]
         ),
     ]

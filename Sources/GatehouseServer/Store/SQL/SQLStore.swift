@@ -262,18 +262,18 @@ struct SQLStore: GatehouseStore {
 
     static func insertSession(_ session: SessionRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
-            "INSERT INTO sessions (\(sessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            "INSERT INTO sessions (\(sessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
             .text(session.id), .text(session.appId), .text(session.userId), .text(session.deviceId),
             .text(try JSONColumn.encode(session.device)), .blob(session.secretHash), SQLValue(session.createdAt),
             SQLValue(session.expiresAt), SQLValue(session.revokedAt), SQLValue(session.clientId),
             SQLValue(session.previousSecretHash), SQLValue(session.rotationSalt), SQLValue(session.rotatedAt),
-            SQLValue(session.apiKeyId)
+            SQLValue(session.apiKeyId), SQLValue(session.lastUsedAt)
         )
     }
 
     static let sessionColumns = """
         id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, revoked_at, \
-        client_id, previous_secret_hash, rotation_salt, rotated_at, api_key_id
+        client_id, previous_secret_hash, rotation_salt, rotated_at, api_key_id, last_used_at
         """
 
     static func session(_ row: SQLRow) throws -> SessionRecord {
@@ -291,7 +291,8 @@ struct SQLStore: GatehouseStore {
             previousSecretHash: try row.optionalBlob("previous_secret_hash"),
             rotationSalt: try row.optionalBlob("rotation_salt"),
             rotatedAt: try row.optionalDate("rotated_at"),
-            apiKeyId: try row.optionalText("api_key_id")
+            apiKeyId: try row.optionalText("api_key_id"),
+            lastUsedAt: try row.optionalDate("last_used_at")
         )
     }
 
@@ -301,6 +302,13 @@ struct SQLStore: GatehouseStore {
 
     func revokeSession(id: String, now: Date) async throws {
         try await db.query("UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL", SQLValue(now), .text(id))
+    }
+
+    func touchSession(id: String, now: Date, notBefore: Date) async throws {
+        try await db.query(
+            "UPDATE sessions SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)",
+            .text(id), SQLValue(now), SQLValue(notBefore)
+        )
     }
 
     func revokeAllSessions(userId: String, now: Date) async throws -> Int {

@@ -1,0 +1,113 @@
+import Foundation
+import GatehouseWire
+
+/// Rate limit counters, login failure runs and the audit log.
+extension SQLStore {
+    // MARK: Rate limits
+
+    func hitRateLimits(_ counters: [RateCounter], now: Date) async throws -> [String: RateCount] {
+        guard !counters.isEmpty else { return [:] }
+        // One multi-row upsert: a counter whose window has ended restarts at now with one hit; otherwise it counts
+        // up. Both SQLite and PostgreSQL evaluate every SET expression against the row as it was.
+        var binds: [SQLValue] = [SQLValue(now)]
+        var rows: [String] = []
+        for counter in counters {
+            binds.append(.text(counter.key))
+            binds.append(.int(Int64(counter.window) * 1000))
+            rows.append("($\(binds.count - 1), $1, $\(binds.count), 1)")
+        }
+        let expired = "rate_limits.window_start + rate_limits.window_ms <= excluded.window_start"
+        let result = try await db.query(
+            """
+            INSERT INTO rate_limits (key, window_start, window_ms, hits) VALUES \(rows.joined(separator: ", "))
+            ON CONFLICT (key) DO UPDATE SET
+                hits = CASE WHEN \(expired) THEN 1 ELSE rate_limits.hits + 1 END,
+                window_start = CASE WHEN \(expired) THEN excluded.window_start ELSE rate_limits.window_start END,
+                window_ms = excluded.window_ms
+            RETURNING key, hits, window_start
+            """,
+            binds
+        )
+        var counts: [String: RateCount] = [:]
+        for row in result {
+            counts[try row.text("key")] = RateCount(hits: Int(try row.int("hits")), windowStart: try row.date("window_start"))
+        }
+        return counts
+    }
+
+    func purgeRateLimits(now: Date) async throws {
+        try await db.query("DELETE FROM rate_limits WHERE window_start + window_ms < $1", SQLValue(now))
+    }
+
+    // MARK: Login backoff
+
+    func loginFailures(key: String) async throws -> LoginFailureRecord? {
+        try await db.query("SELECT failures, last_attempt_at FROM login_failures WHERE key = $1", .text(key)).first.map { row in
+            LoginFailureRecord(failures: Int(try row.int("failures")), lastAttemptAt: try row.date("last_attempt_at"))
+        }
+    }
+
+    func claimLoginAttempt(key: String, previous: Date, now: Date) async throws -> Bool {
+        !(try await db.query(
+            "UPDATE login_failures SET last_attempt_at = $3 WHERE key = $1 AND last_attempt_at = $2 RETURNING key",
+            .text(key), SQLValue(previous), SQLValue(now)
+        ).isEmpty)
+    }
+
+    func recordLoginFailure(key: String, now: Date) async throws -> Int {
+        let rows = try await db.query(
+            """
+            INSERT INTO login_failures (key, failures, last_attempt_at) VALUES ($1, 1, $2)
+            ON CONFLICT (key) DO UPDATE SET failures = login_failures.failures + 1, last_attempt_at = excluded.last_attempt_at
+            RETURNING failures
+            """,
+            .text(key), SQLValue(now)
+        )
+        return Int(try rows.first?.int("failures") ?? 1)
+    }
+
+    func clearLoginFailures(key: String) async throws {
+        try await db.query("DELETE FROM login_failures WHERE key = $1", .text(key))
+    }
+
+    // MARK: Audit log
+
+    func appendAuditEvent(_ event: AuditEvent) async throws {
+        let detail = try JSONColumn.encode(event.detail.mapValues { .string($0) })
+        try await db.query(
+            "INSERT INTO audit_events (at, app_id, kind, user_id, ip, user_agent, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            SQLValue(event.at), .text(event.appId), .text(event.kind), SQLValue(event.userId), SQLValue(event.ip),
+            SQLValue(event.userAgent), .text(detail)
+        )
+    }
+
+    func auditEvents(appId: String?, userId: String?, afterSeq: Int64?, limit: Int) async throws -> [AuditEvent] {
+        var conditions: [String] = []
+        var binds: [SQLValue] = []
+        if let appId {
+            binds.append(.text(appId))
+            conditions.append("app_id = $\(binds.count)")
+        }
+        if let userId {
+            binds.append(.text(userId))
+            conditions.append("user_id = $\(binds.count)")
+        }
+        if let afterSeq {
+            binds.append(.int(afterSeq))
+            conditions.append("seq > $\(binds.count)")
+        }
+        binds.append(.int(Int64(limit)))
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        let rows = try await db.query(
+            "SELECT seq, at, app_id, kind, user_id, ip, user_agent, detail FROM audit_events \(filter) ORDER BY seq DESC LIMIT $\(binds.count)",
+            binds
+        )
+        return try rows.reversed().map { row in
+            AuditEvent(
+                seq: try row.int("seq"), at: try row.date("at"), appId: try row.text("app_id"), kind: try row.text("kind"),
+                userId: try row.optionalText("user_id"), ip: try row.optionalText("ip"), userAgent: try row.optionalText("user_agent"),
+                detail: try JSONColumn.decode(row.text("detail")).compactMapValues { if case .string(let s) = $0 { s } else { nil } }
+            )
+        }
+    }
+}

@@ -1,0 +1,358 @@
+import Foundation
+@testable import GatehouseServer
+import GatehouseTestSupport
+import GatehouseWire
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// A configuration whose client addresses come from `X-Forwarded-For` (so that one test process can be many
+/// clients), with the app's rate limits replaced by `rules`.
+private func limitedConfiguration(_ rules: [RateLimitSettings.Kind: RateLimitSettings.Rule], native: Bool = false) -> GatehouseConfiguration {
+    var config = native ? nativeConfiguration() : testConfiguration()
+    config.server.clientIPHeader = "X-Forwarded-For"
+    config.apps[0].rateLimits = RateLimitSettings(rules: rules)
+    return config
+}
+
+private extension TestClientProtocol {
+    /// A password login from client address `ip`.
+    func login(_ email: String, _ password: String = "correct horse", from ip: String) async throws -> Reply {
+        let body = try JSONEncoder().encode(EmailPasswordLoginRequest(username: email, password: password))
+        let headers: HTTPFields = [.contentType: "application/json", HTTPField.Name("X-Forwarded-For")!: "203.0.113.250, \(ip)"]
+        return try await execute(uri: Path.local("login"), method: .post, headers: headers, body: ByteBuffer(bytes: body)) { response in
+            Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
+        }
+    }
+}
+
+/// Rate limits per client address and per identifier, kept in the database (issue 8, point 1).
+@Suite struct RateLimitTests {
+    @Test func loginsPerAddressAreLimitedWith429AndRetryAfterUntilTheWindowEnds() async throws {
+        let clock = ManualClock()
+        let config = limitedConfiguration([.login: .init(perIP: .init(3, per: 60), perIdentifier: nil)])
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.signUp("rita@example.com")  // one login from no address (the helper sends no header)
+            for _ in 0..<3 { #expect(try await client.login("rita@example.com", from: "198.51.100.7").status == .ok) }
+            clock.advance(by: 20)
+            let refused = try await client.login("rita@example.com", from: "198.51.100.7")
+            #expect(refused.status == .tooManyRequests)
+            #expect(refused.error?.errorCode == .tooManyRequests)
+            #expect(refused.headers[.retryAfter] == "40")
+            // Another address has its own count; the last entry of X-Forwarded-For (the nearest proxy's) is the one.
+            #expect(try await client.login("rita@example.com", from: "198.51.100.8").status == .ok)
+            clock.advance(by: 40)
+            #expect(try await client.login("rita@example.com", from: "198.51.100.7").status == .ok)
+        }
+    }
+
+    @Test func loginsPerIdentifierAreLimitedWhateverTheAddress() async throws {
+        let clock = ManualClock()
+        let config = limitedConfiguration([.login: .init(perIP: nil, perIdentifier: .init(2, per: 300))])
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.register("sam@example.com")
+            for ip in ["192.0.2.1", "192.0.2.2"] { #expect(try await client.login("SAM@example.com", "wrong", from: ip).status == .unauthorized) }
+            // The same address however it is spelled, known or not: the answer reveals nothing about the account.
+            let refused = try await client.login("sam@EXAMPLE.com", from: "192.0.2.3")
+            #expect(refused.status == .tooManyRequests)
+            #expect(refused.headers[.retryAfter] == "300")
+            #expect(try await client.login("nobody@example.com", "wrong", from: "192.0.2.3").status == .unauthorized)
+        }
+    }
+
+    @Test func nativeAuthAnswers429InItsOwnEnvelope() async throws {
+        let clock = ManualClock()
+        let config = limitedConfiguration([.login: .init(perIP: .init(1, per: 60), perIdentifier: nil)], native: true)
+        try await withGatehouse(config, clock: clock) { _, client in
+            let headers: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "198.51.100.20"]
+            let fields = ["username": "una@example.com", "challenge_type": allChallengeTypes]
+            #expect(try await client.native(.signInInitiate, headers: headers, fields).status == .ok)
+            let refused = try await client.native(.signInInitiate, headers: headers, fields)
+            expectNativeError(refused, .slowDown, code: NativeAuthErrorCode.rateLimited, status: .tooManyRequests)
+            #expect(refused.nativeError?.retryAfter == 60)
+            #expect(refused.headers[.retryAfter] == "60")
+        }
+    }
+
+    @Test func registrationsEmailsCodeChecksAndRefreshesAreCountedToo() async throws {
+        let clock = ManualClock()
+        let one = RateLimitSettings.Rule(perIP: nil, perIdentifier: .init(1, per: 60))
+        var config = limitedConfiguration([.registration: one, .code: one, .refresh: one, .email: .init(perIP: .init(1, per: 60), perIdentifier: nil)])
+        config.apps[0].localUserpass?.confirmation = .auto
+        try await withGatehouse(config, clock: clock) { _, client in
+            #expect(try await client.register("vic@example.com").status == .created)
+            #expect(try await client.register("vic@example.com").status == .tooManyRequests)
+            let login = try await client.login("vic@example.com").decode(LoginResponse.self)
+            #expect(try await client.call(Path.session, .post, bearer: login.refreshToken).status == .created)
+            #expect(try await client.call(Path.session, .post, bearer: login.refreshToken).status == .tooManyRequests)
+            let forwarded: HTTPFields = [.contentType: "application/json", HTTPField.Name("X-Forwarded-For")!: "192.0.2.9"]
+            let send = try JSONEncoder().encode(EmailRequest(email: "vic@example.com"))
+            for expected in [HTTPResponse.Status.ok, .tooManyRequests] {
+                let status = try await client.execute(
+                    uri: Path.local("reset/send"), method: .post, headers: forwarded, body: ByteBuffer(bytes: send)
+                ) { $0.status }
+                #expect(status == expected)
+            }
+            let bogus = ConfirmRequest(token: String(repeating: "0", count: 64), tokenId: "0123456789abcdef01234567")
+            #expect(try await client.call(Path.local("confirm"), json: bogus).status == .badRequest)
+            #expect(try await client.call(Path.local("confirm"), json: bogus).status == .tooManyRequests)
+        }
+    }
+
+    /// Two instances on one database count together: a client cannot double its allowance by being balanced
+    /// across them.
+    @Test func instancesSharingADatabaseShareTheCounts() async throws {
+        let clock = ManualClock()
+        var config = limitedConfiguration([.login: .init(perIP: nil, perIdentifier: .init(3, per: 60))])
+        let (url, drop) = try await TestDatabase.fresh(.sqliteFile(FileManager.default.temporaryDirectory.appendingPathComponent("limits-\(UUID()).sqlite").path))
+        config.database.url = url
+        let shared = config
+        try await withGatehouse(shared, clock: clock) { _, first in
+            try await withGatehouse(shared, clock: clock) { _, second in
+                var statuses: [HTTPResponse.Status] = []
+                for client in [first, second, first, second] {
+                    statuses.append(try await client.login("wes@example.com", "wrong", from: "192.0.2.40").status)
+                }
+                #expect(statuses == [.unauthorized, .unauthorized, .unauthorized, .tooManyRequests])
+            }
+        }
+        await drop()
+    }
+
+    @Test func limitsCanBeTurnedOffPerApp() async throws {
+        var config = limitedConfiguration([.login: .init(perIP: .init(1, per: 60), perIdentifier: .init(1, per: 60))])
+        config.apps[0].rateLimits.enabled = false
+        config.apps[0].loginBackoff.enabled = false
+        try await withGatehouse(config) { _, client in
+            for _ in 0..<5 {
+                let status = try await client.login("xan@example.com", "wrong", from: "192.0.2.50").status
+                #expect(status == .unauthorized)
+            }
+        }
+    }
+}
+
+/// Growing delays after repeated wrong passwords (issue 8, point 2).
+@Suite struct LoginBackoffTests {
+    @Test func delaysGrowAfterTheFreeFailuresAndASuccessClearsThem() async throws {
+        let clock = ManualClock()
+        var config = testConfiguration()
+        config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: 3, baseDelay: 2, maxDelay: 8)
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.signUp("yara@example.com")
+            for _ in 0..<3 { #expect(try await client.login("yara@example.com", "wrong").status == .unauthorized) }
+            // 3 failures: the next attempt waits 2 s, even with the right password (it is not even checked).
+            let early = try await client.login("yara@example.com")
+            #expect(early.status == .tooManyRequests)
+            #expect(early.headers[.retryAfter] == "2")
+            #expect(early.error?.error.contains("failed logins") == true)
+            clock.advance(by: 2)
+            #expect(try await client.login("yara@example.com", "wrong").status == .unauthorized)
+            // 4 failures: 4 s; 5: 8 s; then capped at maxDelay.
+            clock.advance(by: 3)
+            #expect(try await client.login("yara@example.com").headers[.retryAfter] == "1")
+            clock.advance(by: 1)
+            #expect(try await client.login("yara@example.com", "wrong").status == .unauthorized)
+            clock.advance(by: 7)
+            #expect(try await client.login("yara@example.com").status == .tooManyRequests)
+            clock.advance(by: 1)
+            #expect(try await client.login("yara@example.com").status == .ok)
+            // Cleared: three more free failures.
+            for _ in 0..<3 { #expect(try await client.login("yara@example.com", "wrong").status == .unauthorized) }
+            #expect(try await client.login("yara@example.com").status == .tooManyRequests)
+        }
+    }
+
+    /// Unknown addresses get the same delays, so a delay says nothing about whether an account exists.
+    @Test func unknownAccountsAreDelayedAlike() async throws {
+        let clock = ManualClock()
+        var config = testConfiguration()
+        config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: 2, baseDelay: 5, maxDelay: 60)
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.signUp("zed@example.com")
+            for email in ["zed@example.com", "ghost@example.com"] {
+                for _ in 0..<2 { #expect(try await client.login(email, "wrong").status == .unauthorized) }
+                let refused = try await client.login(email, "wrong")
+                #expect(refused.status == .tooManyRequests)
+                #expect(refused.headers[.retryAfter] == "5")
+            }
+        }
+    }
+
+    /// When a delay ends, racing guesses get one try between them, not one each.
+    @Test func racingAttemptsAfterADelayGetOneTry() async throws {
+        let clock = ManualClock()
+        var config = testConfiguration()
+        config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: 1, baseDelay: 10, maxDelay: 60)
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.register("amy@example.com")
+            #expect(try await client.login("amy@example.com", "wrong").status == .unauthorized)
+            clock.advance(by: 10)
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for i in 0..<8 { group.addTask { try await client.login("amy@example.com", "guess \(i)").status } }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .unauthorized }.count == 1)
+            #expect(statuses.filter { $0 == .tooManyRequests }.count == 7)
+        }
+    }
+
+    @Test func nativeSignInIsDelayedToo() async throws {
+        let clock = ManualClock()
+        var config = nativeConfiguration()
+        config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: 1, baseDelay: 30, maxDelay: 60)
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.signUp("bea@example.com")
+            var statuses: [Reply] = []
+            for _ in 0..<2 {
+                let ct1 = try #require(try await client.nativeStep(.signInInitiate, ["username": "bea@example.com", "challenge_type": allChallengeTypes]).continuationToken)
+                let ct2 = try #require(try await client.nativeStep(.signInChallenge, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).continuationToken)
+                statuses.append(try await client.native(.token, ["continuation_token": ct2, "grant_type": "password", "password": "wrong horse"]))
+            }
+            expectNativeError(statuses[0], .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
+            expectNativeError(statuses[1], .slowDown, code: NativeAuthErrorCode.loginDelayed, status: .tooManyRequests)
+            #expect(statuses[1].headers[.retryAfter] == "30")
+        }
+    }
+
+    @Test func theDelayScheduleDoublesAndCaps() {
+        let backoff = LoginBackoffSettings(freeFailures: 5, baseDelay: 1, maxDelay: 900)
+        #expect((0...16).map { backoff.delay(afterFailures: $0) } == [0, 0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900, 900])
+        #expect(backoff.delay(afterFailures: 10_000) == 900)
+        #expect(LoginBackoffSettings(enabled: false).delay(afterFailures: 50) == 0)
+    }
+}
+
+/// The bundled common-password list and the rule against using the email (issue 8, point 4).
+@Suite struct PasswordPolicyTests {
+    @Test func theBundledListHasTheMostCommonPasswords() {
+        #expect(CommonPasswords.count >= 10_000)
+        for common in ["123456", "password", "qwerty", "iloveyou", "password1"] { #expect(CommonPasswords.contains(common)) }
+        #expect(!CommonPasswords.contains("correct horse battery"))
+    }
+
+    @Test func rulesAreCheckedInOrderAndCanBeTurnedOff() {
+        let policy = PasswordPolicy()
+        #expect(policy.violation("1234567") == .tooShort)
+        #expect(policy.violation("Sunshine1") == .banned)
+        #expect(policy.violation("Maya.Lin@example.com", email: "maya.lin@example.com") == .isEmail)
+        #expect(policy.violation("MAYA.LIN", email: "maya.lin@example.com") == .isEmail)
+        #expect(policy.violation("a sturdy passphrase", email: "maya.lin@example.com") == nil)
+        let lenient = PasswordPolicy(refuseCommon: false, refuseEmail: false)
+        #expect(lenient.violation("Sunshine1") == nil)
+        #expect(lenient.violation("maya.lin@example.com", email: "maya.lin@example.com") == nil)
+    }
+
+    @Test func nativeAuthNamesTheRuleInItsSuberror() async throws {
+        try await withGatehouse(nativeConfiguration()) { _, client in
+            let banned = try await client.native(.signUpStart, ["username": "cy@example.com", "password": "qwerty123", "challenge_type": allChallengeTypes])
+            expectNativeError(banned, .invalidGrant, code: NativeAuthErrorCode.passwordBanned, suberror: .passwordBanned)
+            let email = try await client.native(.signUpStart, ["username": "cy@example.com", "password": "CY@example.com", "challenge_type": allChallengeTypes])
+            expectNativeError(email, .invalidGrant, code: NativeAuthErrorCode.passwordIsEmail, suberror: .passwordIsInvalid)
+        }
+    }
+
+    @Test func aResetToACommonPasswordIsRefusedAndTheTokenStillWorks() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.signUp("dee@example.com")
+            _ = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "dee@example.com"))
+            let link = try await client.latestLink("dee@example.com")
+            let refused = try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "letmein123", token: link.token, tokenId: link.tokenId))
+            #expect(refused.status == .badRequest)
+            #expect(refused.error?.error.hasPrefix("password_banned:") == true)
+            let done = try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "a new long secret", token: link.token, tokenId: link.tokenId))
+            #expect(done.status == .ok)
+        }
+    }
+}
+
+/// Absolute lifetime and idle timeout of refresh tokens (issue 8, point 5).
+@Suite struct SessionLifetimeTests {
+    @Test func anUnusedSessionEndsAfterTheIdleTimeoutAndAUsedOneLivesOn() async throws {
+        let clock = ManualClock()
+        var config = testConfiguration()
+        config.apps[0].sessionIdleTimeout = 3600
+        try await withGatehouse(config, clock: clock) { _, client in
+            let idle = try await client.signUp("eve@example.com")
+            let busy = try #require(try await client.login("eve@example.com").decode(LoginResponse.self))
+            for _ in 0..<3 {
+                clock.advance(by: 3000)
+                #expect(try await client.call(Path.session, .post, bearer: busy.refreshToken).status == .created)
+            }
+            // 9000 s after login: the busy session was used every 3000 s; the idle one not since its login.
+            let refused = try await client.call(Path.session, .post, bearer: idle.refreshToken)
+            #expect(refused.status == .unauthorized)
+            #expect(refused.error?.errorCode == .invalidSession)
+            #expect(try await client.call(Path.session, .post, bearer: busy.refreshToken).status == .created)
+        }
+    }
+
+    @Test func theAbsoluteLifetimeEndsEvenABusySession() async throws {
+        let clock = ManualClock()
+        var config = testConfiguration()
+        config.apps[0].refreshTokenTTL = 7200
+        config.apps[0].sessionIdleTimeout = 3600
+        try await withGatehouse(config, clock: clock) { _, client in
+            let login = try await client.signUp("fin@example.com")
+            for _ in 0..<2 {
+                clock.advance(by: 3500)
+                #expect(try await client.call(Path.session, .post, bearer: login.refreshToken).status == .created)
+            }
+            clock.advance(by: 201)  // 7201 s after login, 201 s after its last use
+            #expect(try await client.call(Path.session, .post, bearer: login.refreshToken).status == .unauthorized)
+        }
+    }
+
+    @Test func nativeRefreshTokensIdleOutToo() async throws {
+        let clock = ManualClock()
+        var config = nativeConfiguration()
+        config.apps[0].sessionIdleTimeout = 600
+        try await withGatehouse(config, clock: clock) { _, client in
+            let ct = try await client.nativeSignUp("gil@example.com", password: "a fine passphrase")
+            let tokens = try await client.nativeTokens(ct, username: "gil@example.com")
+            let refresh = try #require(tokens.refreshToken)
+            clock.advance(by: 601)
+            let refused = try await client.native(.token, ["grant_type": "refresh_token", "refresh_token": refresh])
+            expectNativeError(refused, .expiredRefreshToken, code: NativeAuthErrorCode.expiredRefreshToken)
+        }
+    }
+}
+
+/// The audit log: security events with time, app, user, address and user agent, never a secret (issue 8, point 7).
+@Suite struct AuditLogTests {
+    @Test func securityEventsAreRecordedWithTheirOriginAndNoSecrets() async throws {
+        var config = testConfiguration()
+        config.server.clientIPHeader = "X-Forwarded-For"
+        try await withGatehouse(config) { gatehouse, client in
+            _ = try await client.signUp("hal@example.com", "hal's passphrase")
+            #expect(try await client.login("hal@example.com", "not hal's passphrase").status == .unauthorized)
+            let headers: HTTPFields = [
+                .contentType: "application/json", .userAgent: "AuditTest/1.0", HTTPField.Name("X-Forwarded-For")!: "198.51.100.77",
+            ]
+            let body = try JSONEncoder().encode(EmailPasswordLoginRequest(username: "hal@example.com", password: "hal's passphrase"))
+            let login = try await client.execute(uri: Path.local("login"), method: .post, headers: headers, body: ByteBuffer(bytes: body)) {
+                try JSONDecoder().decode(LoginResponse.self, from: Data($0.body.readableBytesView))
+            }
+            #expect(try await client.call(Path.session, .post, bearer: login.refreshToken).status == .created)
+            #expect(try await client.call(Path.session, .delete, bearer: login.refreshToken).status == .noContent)
+
+            let events = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 50)
+            let kinds = events.map(\.kind)
+            #expect(kinds == ["registration", "confirmation", "login_succeeded", "login_failed", "login_succeeded", "refresh", "logout"])
+            let userId = login.userId
+            #expect(events.filter { $0.kind != "login_failed" }.allSatisfy { $0.userId == userId })
+            let second = try #require(events.last { $0.kind == "login_succeeded" })
+            #expect(second.ip == "198.51.100.77")
+            #expect(second.userAgent == "AuditTest/1.0")
+            #expect(second.detail["provider"] == "local-userpass")
+            // No password, token or secret anywhere in the log.
+            let everything = events.map { "\($0)" }.joined()
+            for secret in ["hal's passphrase", login.refreshToken, login.accessToken, String(login.refreshToken.split(separator: ".")[2])] {
+                #expect(!everything.contains(secret))
+            }
+            #expect(try await gatehouse.env.store.auditEvents(appId: nil, userId: userId, afterSeq: nil, limit: 2).map(\.kind) == ["refresh", "logout"])
+        }
+    }
+}

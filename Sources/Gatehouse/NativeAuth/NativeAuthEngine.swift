@@ -56,7 +56,8 @@ final class NativeAuthEngine: Sendable {
 
     /// POSTs `fields` to `endpoint` and returns the body of a 200 answer that is not the redirect fallback.
     ///
-    /// A 5xx answer or a failed connection is retried once. A 400 or 401 with the native auth error body becomes
+    /// A 5xx answer or a failed connection is retried once. A 400, 401 or 429 (a rate limit or login delay, whose
+    /// body's `retry_after` says how long to wait) with the native auth error body becomes
     /// ``NativeAuthFailure/Reason/server(_:)``; any other status, or a body that cannot be read, a general failure.
     func post(_ endpoint: NativeAuthEndpoint, _ fields: [(String, String)], correlationId: UUID) async throws(NativeAuthFailure) -> Data {
         let address = configuration.baseURL + endpoint.path(appId: configuration.appId)
@@ -91,7 +92,7 @@ final class NativeAuthEngine: Sendable {
                     throw NativeAuthFailure(reason: .redirect(reason: fallback.redirectReason), correlationId: answerId)
                 }
                 return response.body
-            case 400, 401:
+            case 400, 401, 429:
                 guard let body = try? JSONDecoder().decode(NativeAuthErrorBody.self, from: response.body) else {
                     throw .general("Unexpected HTTP \(response.statusCode) answer: \(Self.excerpt(response.body))", answerId)
                 }

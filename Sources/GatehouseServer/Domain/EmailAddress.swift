@@ -1,28 +1,53 @@
 import Foundation
 
-/// An email address as accounts are keyed by it: trimmed, and matched case-insensitively.
+/// An email address as accounts are keyed by it: trimmed, in Unicode canonical form (NFC), matched
+/// case-insensitively.
 struct EmailAddress: Hashable, Sendable {
-    /// Trimmed, as the user typed it; shown in the profile and used as the recipient.
+    /// Trimmed and NFC-normalized, as the user typed it otherwise; shown in the profile and used as the recipient.
     let display: String
-    /// Trimmed and lowercased; the account key.
+    /// ``display`` lowercased; the account key. `é` typed precomposed or as `e` + accent is one account.
     let normalized: String
 
-    /// Parses and checks an address. Deliberately permissive about the local part (RFC 5321 allows a lot), strict
-    /// about what would break mail or lookups: one `@`, no spaces or control characters, a dotted domain, sane lengths.
+    /// Parses and checks an address. Deliberately permissive about the local part (RFC 5321 and 6531 allow a lot),
+    /// strict about what would break mail or lookups or fool a reader: one `@`, no spaces, control or invisible
+    /// formatting characters (bidirectional overrides, zero-width joiners), no private-use or unassigned code points,
+    /// a dotted domain of letters, digits and hyphens (international letters included), sane lengths.
     init?(_ raw: String) {
-        let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping
         guard trimmed.utf8.count <= 254, let at = trimmed.lastIndex(of: "@") else { return nil }
         let local = trimmed[..<at]
         let domain = trimmed[trimmed.index(after: at)...]
         guard !local.isEmpty, local.utf8.count <= 64, !domain.isEmpty else { return nil }
-        guard !trimmed.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F }) else {
-            return nil
-        }
+        guard !trimmed.unicodeScalars.contains(where: Self.isForbidden) else { return nil }
         guard !local.contains("@"), !domain.contains("@") else { return nil }
         let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
-        guard labels.count >= 2, labels.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 63 && !$0.hasPrefix("-") && !$0.hasSuffix("-") })
+        guard labels.count >= 2,
+            labels.allSatisfy({ label in
+                !label.isEmpty && label.utf8.count <= 63 && !label.hasPrefix("-") && !label.hasSuffix("-")
+                    && label.unicodeScalars.allSatisfy(Self.isDomainCharacter)
+            })
         else { return nil }
         display = trimmed
         normalized = trimmed.lowercased()
+    }
+
+    /// Characters no address may hold: whitespace, controls, invisible formatting, private-use, unassigned.
+    private static func isForbidden(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.properties.isWhitespace { return true }
+        switch scalar.properties.generalCategory {
+        case .control, .format, .privateUse, .unassigned, .surrogate, .lineSeparator, .paragraphSeparator: return true
+        default: return false
+        }
+    }
+
+    /// Letters, digits and `-` (ASCII or international: an IDN domain in Unicode form).
+    private static func isDomainCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.isASCII { return scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "-" }
+        switch scalar.properties.generalCategory {
+        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter, .nonspacingMark, .spacingMark,
+            .decimalNumber:
+            return true
+        default: return false
+        }
     }
 }

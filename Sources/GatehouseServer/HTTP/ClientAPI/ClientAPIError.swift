@@ -160,6 +160,7 @@ extension Request {
     func decodeClientAPIBody<T: Decodable>(_ type: T.Type, context: some RequestContext) async throws -> T {
         let buffer = try await body.collect(upTo: context.maxUploadSize)
         guard buffer.readableBytes > 0 else { throw ClientAPIError.badRequest("request body is empty; expected a JSON object") }
+        if let problem = BodyGuard.jsonProblem(buffer.readableBytesView) { throw ClientAPIError.badRequest(problem) }
         do {
             return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
         } catch let DecodingError.keyNotFound(key, context) {

@@ -62,6 +62,9 @@ extension Request {
         guard let fields = FormURLEncoding.decode(Data(buffer.readableBytesView)) else {
             throw NativeAuthFailure.invalidRequest("the body is not valid form encoding")
         }
+        if let field = fields.first(where: { BodyGuard.containsNUL($0.key) || BodyGuard.containsNUL($0.value) }) {
+            throw NativeAuthFailure.invalidRequest("AADSTS90100: \(field.key.prefix(64)) contains a NUL character.")
+        }
         return NativeAuthForm(fields)
     }
 }

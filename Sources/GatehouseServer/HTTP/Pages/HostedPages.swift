@@ -259,6 +259,9 @@ struct HostedPages {
         do {
             let body = try await request.body.collect(upTo: context.maxUploadSize)
             let form = Self.parseForm(String(buffer: body))
+            if form.contains(where: { BodyGuard.containsNUL($0.key) || BodyGuard.containsNUL($0.value) }) {
+                return Page(status: .badRequest, title: "Check the form", body: "<p>The form held characters that cannot be used.</p>").response()
+            }
             let cookie = request.cookies["gh_csrf"]?.value ?? ""
             let field = form["csrf"] ?? ""
             guard !cookie.isEmpty, Secrets.constantTimeEquals(Array(cookie.utf8), Array(field.utf8)) else {
@@ -278,6 +281,13 @@ struct HostedPages {
             return Page(status: .contentTooLarge, title: "Too much data", body: "<p>The form was too large.</p>").response()
         }
         switch error {
+        case AuthError.rateLimited(let retryAfter), AuthError.loginDelayed(let retryAfter):
+            var page = Page(
+                status: .tooManyRequests, title: "Too many attempts",
+                body: "<p>There were too many attempts from here. Try again in \(retryAfter) seconds.</p>"
+            ).response()
+            page.headers[.retryAfter] = String(retryAfter)
+            return page
         case AuthError.providerNotEnabled:
             return Page(status: .notFound, title: "Page not found", body: "<p>Email and password accounts are not enabled for this app.</p>").response()
         case AuthError.storeUnavailable, StoreError.unavailable:

@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "Gatehouse", targets: ["Gatehouse"]),
         .library(name: "GatehouseWire", targets: ["GatehouseWire"]),
         .executable(name: "argon2-bench", targets: ["Argon2Bench"]),
+        .executable(name: "enumeration-timing", targets: ["EnumerationTiming"]),
         .executable(name: "gatehouse-example", targets: ["GatehouseExample"]),
         .executable(name: "gatehouse-native-example", targets: ["GatehouseNativeExample"]),
     ],
@@ -107,6 +108,20 @@ let package = Package(
             name: "Argon2Bench",
             dependencies: ["GatehouseArgon2"],
             path: "Benchmarks/Argon2Bench",
+            swiftSettings: swiftSettings
+        ),
+
+        // Known vs unknown accounts: the timing difference an attacker could measure (issue 8, point 3).
+        .executableTarget(
+            name: "EnumerationTiming",
+            dependencies: [
+                "GatehouseServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Benchmarks/EnumerationTiming",
             swiftSettings: swiftSettings
         ),
 

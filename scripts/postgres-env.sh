@@ -43,7 +43,7 @@ start)
     echo gatehouse > "$dir/password"
     [ "$(id -u)" = "0" ] && chown postgres "$dir/password"
     as_owner "'$bin/initdb' -D '$dir/data' -U gatehouse --pwfile='$dir/password' --auth=scram-sha-256 -E UTF8 --no-locale" >/dev/null
-    as_owner "'$bin/pg_ctl' -D '$dir/data' -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300\" -l '$dir/log' -w start" >/dev/null
+    as_owner "'$bin/pg_ctl' -D '$dir/data' -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=1000\" -l '$dir/log' -w start" >/dev/null
     echo "$port" > "$dir/port"
     echo "postgres://gatehouse:gatehouse@127.0.0.1:$port/postgres"
     ;;

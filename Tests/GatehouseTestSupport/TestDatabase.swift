@@ -18,7 +18,10 @@ public enum TestDatabase {
         var quiet = Logger(label: "test-db")
         quiet.logLevel = .critical
         let logger = quiet
-        let settings = try await PostgresAdmin.createDatabase(named: String(name), admin: admin, logger: logger)
+        var settings = try await PostgresAdmin.createDatabase(named: String(name), admin: admin, logger: logger)
+        // Dozens of tests run at once, each with its own server: a small pool each keeps the cluster under its
+        // connection limit (scripts/postgres-env.sh) however many run together.
+        settings.poolSize = 4
         return (.postgres(settings), { try? await PostgresAdmin.dropDatabase(named: String(name), admin: admin, logger: logger) })
     }
 }

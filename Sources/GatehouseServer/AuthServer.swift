@@ -87,10 +87,15 @@ public final class AuthServer: Sendable {
             }
             // Made last: nothing below throws, and close() shuts it down.
             let outbound = HTTPClientOutbound()
+            // custom-token keys are parsed once here, not at every login (the loader already checked them).
+            var customTokenKeys: [String: [JWTVerificationKey]] = [:]
+            for app in configuration.apps {
+                if let settings = app.customToken { customTokenKeys[app.id] = try settings.verificationKeys() }
+            }
             let env = AuthEnvironment(
                 store: store, clock: clock, hasher: hasher, keys: keys, configuration: configuration,
                 publicURLBox: publicURL, logger: logger, templates: templates,
-                outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock), functions: functions
+                outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock), customTokenKeys: customTokenKeys, functions: functions
             )
             return AuthServer(
                 configuration: configuration, env: env, database: database, publicURL: publicURL, mailTransport: transport,

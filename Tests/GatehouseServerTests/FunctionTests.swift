@@ -227,6 +227,13 @@ final class WebhookReceiver: @unchecked Sendable {
             // The payload reached the function without Gatehouse's options.
             #expect(try receiver.calls.first?.body?["payload"] == ["answer": "user", "externalId": "crm-7", "name": "Seven"])
 
+            // Malformed options are the caller's mistake: 400, and the function is not called.
+            let callsBefore = try receiver.calls.count
+            let badOptions = try await client.call(path, body: #"{"answer":"user","externalId":"crm-7","options":"iOS"}"#)
+            #expect(badOptions.status == .badRequest)
+            #expect(badOptions.error?.errorCode == .invalidParameter)
+            #expect(try receiver.calls.count == callsBefore)
+
             let refused = try await client.call(path, body: #"{"answer":"refuse"}"#)
             #expect(refused.status == .unauthorized)
             #expect(refused.error?.error == "custom function refused the login: not on the guest list")

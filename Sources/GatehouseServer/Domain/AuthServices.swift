@@ -19,6 +19,8 @@ struct AuthEnvironment: Sendable {
     var outbound: any OutboundHTTP
     /// Identity providers' signing keys.
     var jwks: JWKSCache
+    /// The configured `custom-token` keys of each app, parsed.
+    var customTokenKeys: [String: [JWTVerificationKey]] = [:]
     /// Closures standing in for webhooks (embedding programs).
     var functions: FunctionHandlers = FunctionHandlers()
 

@@ -7,14 +7,15 @@ struct CustomTokenProvider: Sendable {
     static let providerType = "custom-token"
 
     let settings: CustomTokenSettings
+    /// `settings.keys`, parsed (once, when the server opened).
+    let keys: [JWTVerificationKey]
     let jwks: JWKSCache
     let clock: GatehouseClock
 
     func identity(token: String) async throws(AuthError) -> ExternalIdentity {
         let header: (alg: String, kid: String?)
         do { header = try ExternalJWT.header(token) } catch { throw .invalidCredential("invalid custom auth token: \(error)") }
-        var keys: [JWTVerificationKey]
-        do { keys = try settings.verificationKeys() } catch { throw .providerUnavailable("custom-token keys are misconfigured") }
+        var keys = self.keys
         if let url = settings.jwksURL {
             keys += try await jwks.keys(at: url, kid: header.kid)
         }

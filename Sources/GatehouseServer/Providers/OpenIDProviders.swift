@@ -8,6 +8,12 @@ struct OpenIDTokenVerifier: Sendable {
     let jwks: JWKSCache
     let clock: GatehouseClock
 
+    /// The identity a valid ID token names: its `sub`, with the profile claims.
+    func identity(_ token: String, provider: String) async throws(AuthError) -> ExternalIdentity {
+        let verified = try await verify(token, provider: provider)
+        return ExternalIdentity(providerType: provider, externalId: verified.subject!, data: OpenIDProfile.data(verified))
+    }
+
     func verify(_ token: String, provider: String) async throws(AuthError) -> VerifiedJWT {
         let header: (alg: String, kid: String?)
         do { header = try ExternalJWT.header(token) } catch { throw .invalidCredential("invalid id token: \(error)") }
@@ -37,8 +43,7 @@ struct GoogleProvider: Sendable {
     let clock: GatehouseClock
 
     func identity(idToken: String) async throws(AuthError) -> ExternalIdentity {
-        let verified = try await OpenIDTokenVerifier(settings: settings.openID, jwks: jwks, clock: clock).verify(idToken, provider: Self.providerType)
-        return ExternalIdentity(providerType: Self.providerType, externalId: verified.subject!, data: OpenIDProfile.data(verified))
+        try await OpenIDTokenVerifier(settings: settings.openID, jwks: jwks, clock: clock).identity(idToken, provider: Self.providerType)
     }
 
     func identity(authCode: String) async throws(AuthError) -> ExternalIdentity {
@@ -72,8 +77,7 @@ struct GoogleProvider: Sendable {
         // The ID token of a code exchange is issued to the server client id.
         var openID = settings.openID
         openID.clientIds.append(clientId)
-        let verified = try await OpenIDTokenVerifier(settings: openID, jwks: jwks, clock: clock).verify(idToken, provider: Self.providerType)
-        return ExternalIdentity(providerType: Self.providerType, externalId: verified.subject!, data: OpenIDProfile.data(verified))
+        return try await OpenIDTokenVerifier(settings: openID, jwks: jwks, clock: clock).identity(idToken, provider: Self.providerType)
     }
 }
 
@@ -86,7 +90,6 @@ struct AppleProvider: Sendable {
     let clock: GatehouseClock
 
     func identity(idToken: String) async throws(AuthError) -> ExternalIdentity {
-        let verified = try await OpenIDTokenVerifier(settings: settings.openID, jwks: jwks, clock: clock).verify(idToken, provider: Self.providerType)
-        return ExternalIdentity(providerType: Self.providerType, externalId: verified.subject!, data: OpenIDProfile.data(verified))
+        try await OpenIDTokenVerifier(settings: settings.openID, jwks: jwks, clock: clock).identity(idToken, provider: Self.providerType)
     }
 }

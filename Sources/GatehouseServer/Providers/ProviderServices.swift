@@ -2,8 +2,8 @@
 struct ProviderServices: Sendable {
     let env: AuthEnvironment
 
-    func customToken(_ settings: CustomTokenSettings) -> CustomTokenProvider {
-        CustomTokenProvider(settings: settings, jwks: env.jwks, clock: env.clock)
+    func customToken(_ settings: CustomTokenSettings, app: AppSettings) -> CustomTokenProvider {
+        CustomTokenProvider(settings: settings, keys: env.customTokenKeys[app.id] ?? [], jwks: env.jwks, clock: env.clock)
     }
 
     func google(_ settings: GoogleSettings) -> GoogleProvider {

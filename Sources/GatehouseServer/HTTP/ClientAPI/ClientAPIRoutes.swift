@@ -163,7 +163,7 @@ struct ClientAPIRoutes {
         case CustomTokenProvider.providerType:
             guard let settings = app.customToken else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(CustomTokenLoginRequest.self, context: context)
-            return .external(try await providers.customToken(settings).identity(token: body.token), body.options)
+            return .external(try await providers.customToken(settings, app: app).identity(token: body.token), body.options)
         case GoogleProvider.providerType:
             guard let settings = app.google else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(GoogleLoginRequest.self, context: context)

@@ -16,6 +16,11 @@
 # mutated token) it logs in again and replays the request once. So the authenticated paths (profile, session, API
 # keys, …) are exercised with valid tokens, and negative cases still cover the 401 paths.
 #
+# schemathesis' warnings do not fail the run: "Authentication failed … 403" is the hosted forms' CSRF check refusing the
+# negative cases that drop the cookie or the field, and "Schema validation mismatch" counts operations whose generated
+# tokens, codes and continuation tokens the server rightly refuses (a fuzzer cannot guess a valid one). One worker:
+# several share Hypothesis state across threads and fail with internal errors, and one keeps a run repeatable.
+#
 # Environment: GATEHOUSE_PYTHON (the project's Python, as scripts/test.sh exports it; made by scripts/python-env.sh
 # when unset), GATEHOUSE_FUZZ_EXAMPLES (cases per operation and phase, default 50), GATEHOUSE_FUZZ_SEED (default
 # 20261122). The report of a failing run (the failing requests, replayable as curl commands) is printed; the server's

@@ -103,7 +103,8 @@ esac
 
 ready=""
 for _ in $(seq 1 300); do
-    if [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/readyz")" = 200 ]; then
+    if "$python" -c 'import sys, urllib.request; sys.exit(urllib.request.urlopen(sys.argv[1], timeout=5).status != 200)' \
+        "$base/readyz" >/dev/null 2>&1; then
         ready=1
         break
     fi

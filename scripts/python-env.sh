@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prints the path of the project's Python (a virtual environment at .build-venv), creating it and installing
 # what the tests use when missing: argon2-cffi (the reference Argon2), aiosmtpd (a real SMTP server),
-# selenium (drives Chromium) and standardwebhooks (checks webhook signatures independently of Gatehouse).
+# selenium (drives Chromium), standardwebhooks (checks webhook signatures independently of Gatehouse) and
+# schemathesis (fuzzes the HTTP API against openapi.yaml, scripts/fuzz.sh; pinned, since its checks and CLI change
+# between releases).
 # Idempotent and quiet when everything is there; progress goes to stderr.
 set -euo pipefail
 
@@ -19,6 +21,9 @@ missing=()
 "$python" -c 'import aiosmtpd' >/dev/null 2>&1 || missing+=(aiosmtpd)
 "$python" -c 'import selenium' >/dev/null 2>&1 || missing+=(selenium)
 "$python" -c 'import standardwebhooks' >/dev/null 2>&1 || missing+=(standardwebhooks)
+schemathesis_version=4.32.5
+"$python" -c "import importlib.metadata as m, sys; sys.exit(m.version('schemathesis') != '$schemathesis_version')" >/dev/null 2>&1 \
+    || missing+=("schemathesis==$schemathesis_version")
 if [ ${#missing[@]} -gt 0 ]; then
     echo "python-env: installing ${missing[*]} into $venv" >&2
     "$python" -m pip install -q --disable-pip-version-check "${missing[@]}" >&2

@@ -355,4 +355,38 @@ private extension TestClientProtocol {
             #expect(try await gatehouse.env.store.auditEvents(appId: nil, userId: userId, afterSeq: nil, limit: 2).map(\.kind) == ["refresh", "logout"])
         }
     }
+
+    @Test func resetsAPIKeysLogoutsAndRefreshTokenReuseAreRecorded() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(nativeConfiguration(), clock: clock) { gatehouse, client in
+            let login = try await client.signUp("ida@example.com")
+            let key = try await client.createKey("laptop", refreshToken: login.refreshToken)
+            #expect(try await client.call(Path.apiKey(key.id, "disable"), .put, bearer: login.refreshToken).status == .noContent)
+            #expect(try await client.call(Path.apiKey(key.id), .delete, bearer: login.refreshToken).status == .noContent)
+            _ = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "ida@example.com"))
+            let link = try await client.latestLink("ida@example.com")
+            let reset = ResetPasswordRequest(password: "a brand new secret", token: link.token, tokenId: link.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+            let fresh = try await client.login("ida@example.com", "a brand new secret").decode(LoginResponse.self)
+            #expect(try await client.call("/api/client/v2.0/auth/sessions", .delete, bearer: fresh.accessToken).status == .noContent)
+
+            // A native refresh token presented again after the reuse window revokes its session, and says so.
+            let ct = try await client.nativeSignUp("jon@example.com", password: "a fine passphrase")
+            let tokens = try await client.nativeTokens(ct, username: "jon@example.com")
+            let first = try #require(tokens.refreshToken)
+            #expect(try await client.native(.token, ["grant_type": "refresh_token", "refresh_token": first]).status == .ok)
+            clock.advance(by: 31)
+            #expect(try await client.native(.token, ["grant_type": "refresh_token", "refresh_token": first]).status == .badRequest)
+
+            let kinds = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100).map(\.kind)
+            for expected in [
+                "api_key_created", "api_key_disabled", "api_key_deleted", "reset_requested", "reset_completed", "logout_everywhere",
+                "refresh", "refresh_token_reused",
+            ] {
+                #expect(kinds.contains(expected), "\(expected) missing from \(kinds)")
+            }
+            let order = ["api_key_created", "api_key_disabled", "api_key_deleted", "reset_requested", "reset_completed"].compactMap { kinds.firstIndex(of: $0) }
+            #expect(order == order.sorted())
+        }
+    }
 }

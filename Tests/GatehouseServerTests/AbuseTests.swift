@@ -134,12 +134,18 @@ private extension TestClientProtocol {
     }
 }
 
+/// The test app with its login delays set (native auth on when `native`).
+private func backoffConfiguration(freeFailures: Int, baseDelay: Int, maxDelay: Int, native: Bool = false) -> GatehouseConfiguration {
+    var config = native ? nativeConfiguration() : testConfiguration()
+    config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: freeFailures, baseDelay: baseDelay, maxDelay: maxDelay)
+    return config
+}
+
 /// Growing delays after repeated wrong passwords (issue 8, point 2).
 @Suite struct LoginBackoffTests {
     @Test func delaysGrowAfterTheFreeFailuresAndASuccessClearsThem() async throws {
         let clock = ManualClock()
-        var config = testConfiguration()
-        config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: 3, baseDelay: 2, maxDelay: 8)
+        let config = backoffConfiguration(freeFailures: 3, baseDelay: 2, maxDelay: 8)
         try await withGatehouse(config, clock: clock) { _, client in
             _ = try await client.signUp("yara@example.com")
             for _ in 0..<3 { #expect(try await client.login("yara@example.com", "wrong").status == .unauthorized) }
@@ -168,8 +174,7 @@ private extension TestClientProtocol {
     /// Unknown addresses get the same delays, so a delay says nothing about whether an account exists.
     @Test func unknownAccountsAreDelayedAlike() async throws {
         let clock = ManualClock()
-        var config = testConfiguration()
-        config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: 2, baseDelay: 5, maxDelay: 60)
+        let config = backoffConfiguration(freeFailures: 2, baseDelay: 5, maxDelay: 60)
         try await withGatehouse(config, clock: clock) { _, client in
             _ = try await client.signUp("zed@example.com")
             for email in ["zed@example.com", "ghost@example.com"] {
@@ -184,8 +189,7 @@ private extension TestClientProtocol {
     /// When a delay ends, racing guesses get one try between them, not one each.
     @Test func racingAttemptsAfterADelayGetOneTry() async throws {
         let clock = ManualClock()
-        var config = testConfiguration()
-        config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: 1, baseDelay: 10, maxDelay: 60)
+        let config = backoffConfiguration(freeFailures: 1, baseDelay: 10, maxDelay: 60)
         try await withGatehouse(config, clock: clock) { _, client in
             _ = try await client.register("amy@example.com")
             #expect(try await client.login("amy@example.com", "wrong").status == .unauthorized)
@@ -201,8 +205,7 @@ private extension TestClientProtocol {
 
     @Test func nativeSignInIsDelayedToo() async throws {
         let clock = ManualClock()
-        var config = nativeConfiguration()
-        config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: 1, baseDelay: 30, maxDelay: 60)
+        let config = backoffConfiguration(freeFailures: 1, baseDelay: 30, maxDelay: 60, native: true)
         try await withGatehouse(config, clock: clock) { _, client in
             _ = try await client.signUp("bea@example.com")
             var statuses: [Reply] = []

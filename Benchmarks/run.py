@@ -341,6 +341,9 @@ def bench_server(server: Server, args, workdir: Path, tag: str) -> dict:
                 server.start()
             tokens = {"refresh": refresh, "profile": access}.get(scenario)
             results = {}
+            if args.warmup > 0:  # first requests import, compile and connect: not measured
+                run_wrk(server, scenario, args.connections, args.warmup, None, tokens, args.users,
+                        f"{tag}-{scenario}-warm")
             log(f"{server.name} {scenario}: saturation, {args.connections} connections, {args.duration:g} s")
             sat = run_wrk(server, scenario, args.connections, args.duration, None, tokens, args.users,
                           f"{tag}-{scenario}-sat")
@@ -429,6 +432,7 @@ def main():
     p.add_argument("--duration", type=float, default=20, help="seconds per wrk run")
     p.add_argument("--connections", type=int, default=16, help="connections at saturation")
     p.add_argument("--rate-fraction", type=float, default=0.5, help="fixed rate as a fraction of saturation")
+    p.add_argument("--warmup", type=float, default=3, help="seconds of unmeasured load before each scenario")
     p.add_argument("--users", type=int, default=32)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--idle-wait", type=float, default=2.0)
@@ -437,6 +441,7 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the work folder (logs, databases)")
     args = p.parse_args()
     args.scenarios = [s for s in args.scenarios.split(",") if s]
+    args.gatehouse, args.argon2_bench, args.peer_venv = (p.resolve() for p in (args.gatehouse, args.argon2_bench, args.peer_venv))
     if args.peer_python is None:
         args.peer_python = args.peer_venv / "bin" / "python"
     servers = args.servers.split(",")
@@ -503,6 +508,7 @@ def method(args) -> dict:
         "saturation": f"{args.connections} connections, each sending its next request when the answer arrives",
         "fixed_rate": f"{args.rate_fraction:g} x the saturation flows/s, scheduled per connection by wrk's delay()",
         "duration_s": args.duration,
+        "warmup_s": args.warmup,
         "latency": "per flow: first request sent to last answer received",
         "cpu": "server utime+stime (all its processes) / flows",
         "rss": "RSS of the server's processes, sampled every 50 ms; idle after start-up and a 2 s wait",

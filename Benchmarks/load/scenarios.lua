@@ -184,7 +184,7 @@ local gatehouse = {
                     return ctx.ct ~= nil, "no continuation_token"
                 end,
             },
-            mailbox_code("code is: (%d+)"),
+            mailbox_code('"text"%s*:%s*"[^"]-code is:%D*(%d+)'),
             {
                 request = function(ctx)
                     return "POST", GH_NATIVE .. "/signup/v1.0/continue", form_headers, form {

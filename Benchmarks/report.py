@@ -119,17 +119,21 @@ def markdown(results: list[dict]) -> str:
 def svg(results: list[dict]) -> str:
     """Per database: throughput (flows/s at saturation) and p99 (ms, saturation), Gatehouse beside the peer, on
     log scales (the two servers differ by orders of magnitude)."""
-    panel_w, panel_h, left, top, gap = 520, 260, 70, 40, 40
+    panel_w, panel_h, left, top, gap = 520, 260, 110, 64, 70
     rows = len(results)
     width = left + 2 * panel_w + gap + 20
-    height = top + rows * (panel_h + 110) + 30
+    height = top + rows * (panel_h + 120) + 30
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{left}" y="20" font-size="14" font-weight="bold">Gatehouse (blue) vs django-allauth '
-           f'headless JWT (amber) — {results[0]["date"]}</text>']
+           f'headless JWT (amber) — {results[0]["date"]}</text>',
+           f'<rect x="{left}" y="30" width="10" height="10" fill="{COLORS["gatehouse"]}"/>'
+           f'<text x="{left + 14}" y="39">Gatehouse</text>',
+           f'<rect x="{left + 90}" y="30" width="10" height="10" fill="{COLORS["peer"]}"/>'
+           f'<text x="{left + 104}" y="39">django-allauth {results[0].get("peer_version", "")} + gunicorn</text>']
     for row, r in enumerate(results):
-        y0 = top + row * (panel_h + 110)
+        y0 = top + 14 + row * (panel_h + 120)
         for col, (key, title) in enumerate((("flows_per_s", "flows/s at saturation (log)"),
                                             ("flow_p99_ms", "p99 latency at saturation, ms (log)"))):
             x0 = left + col * (panel_w + gap)

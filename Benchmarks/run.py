@@ -453,6 +453,9 @@ def main():
     os.chmod(workdir, 0o755)  # the PostgreSQL cluster below it runs as the postgres user
     log(f"work folder {workdir}")
     common = {"date": stamp, "machine": machine(), "method": method(args), "commit": git_commit()}
+    if "peer" in servers:
+        common["peer_versions"] = peer_versions(args.peer_python)
+        common["peer_version"] = common["peer_versions"].get("django-allauth", "")
     log("hash rate (argon2-bench)")
     common["hash_bound"] = hash_bound(args) if args.argon2_bench.exists() else {"error": f"{args.argon2_bench} missing"}
     log(json.dumps({k: v for k, v in common["hash_bound"].items() if k != "output"}))
@@ -495,6 +498,13 @@ def main():
 
         report.write(written, args.out)
         log(f"wrote {args.out / 'latest.md'} and {args.out / 'latest.svg'}")
+
+
+def peer_versions(python: Path) -> dict:
+    code = ("import importlib.metadata as m, json; print(json.dumps({n: m.version(n) for n in "
+            "('django', 'django-allauth', 'gunicorn', 'argon2-cffi', 'psycopg', 'pyjwt', 'cryptography')}))")
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
 
 
 def git_commit() -> str:

@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -289,9 +290,12 @@ def run_wrk(server: Server, scenario: str, connections: int, duration: float, ra
             "-s", str(HERE / "load" / "driver.lua"), server.base]
     pid = server.process.pid
     cpu_before = cpu_seconds(pid)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with RSSSampler(pid) as sampler:
         done = subprocess.run(argv, env=env, capture_output=True, text=True)
     cpu = cpu_seconds(pid) - cpu_before
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
     line = next((l for l in done.stdout.splitlines() if l.startswith("BENCH_RESULT ")), None)
     if done.returncode != 0 or line is None:
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr[-2000:]} {done.stdout[-2000:]}")
@@ -301,6 +305,7 @@ def run_wrk(server: Server, scenario: str, connections: int, duration: float, ra
     result["connections"] = connections
     result["asked_rate"] = rate
     result["server_cpu_s"] = round(cpu, 3)
+    result["load_generator_cpu_s"] = round(load_cpu, 3)  # wrk's own CPU time, on the same cores
     result["cpu_s_per_1000_flows"] = round(1000 * cpu / result["flows_ok"], 4) if result["flows_ok"] else None
     result["peak_rss_mb"] = round(sampler.peak / 2**20, 1)
     return result

@@ -179,6 +179,61 @@ def svg(results: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def readme_block(results: list[dict], out: Path) -> str:
+    """The compact table for the README's Performance section."""
+    first = results[0]
+    m = first["machine"]
+    lines = [f"Latest run: {first['date']}, commit {first.get('commit', '?')}, on {m['cpu']} ({m['cores']} cores, "
+             f"{m['memory_gib']} GiB, shared with other work: load average "
+             f"{m['load_average_at_start'][0]:.1f} at the start). Peer: django-allauth "
+             f"{first.get('peer_version', '?')} under gunicorn. Full table: `Benchmarks/results/latest.md`; chart: "
+             f"`Benchmarks/results/latest.svg`; every figure: `Benchmarks/results/{first['date']}-*.json`.", ""]
+    for r in results:
+        lines += [f"**{r['database']}** (flows/s at saturation; p99 ms at half of it; flows per CPU-second of the "
+                  "server)", "",
+                  "| scenario | Gatehouse flows/s | peer flows/s | ratio | Gatehouse p99 | peer p99 | "
+                  "Gatehouse per CPU-s | peer per CPU-s | ratio per CPU-s |",
+                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+        for scenario in ORDER:
+            a = _get(r, "gatehouse", scenario, "saturation", "flows_per_s")
+            b = _get(r, "peer", scenario, "saturation", "flows_per_s")
+            if a is None and b is None:
+                continue
+            ca = _get(r, "gatehouse", scenario, "saturation", "cpu_s_per_1000_flows")
+            cb = _get(r, "peer", scenario, "saturation", "cpu_s_per_1000_flows")
+            pa = 1000 / ca if ca else None
+            pb = 1000 / cb if cb else None
+            lines.append(
+                f"| {LABELS[scenario]} | {_f(a)} | {_f(b)} | {_f(a / b if a and b else None, 2)}× | "
+                f"{_f(_get(r, 'gatehouse', scenario, 'fixed', 'flow_p99_ms'), 1)} | "
+                f"{_f(_get(r, 'peer', scenario, 'fixed', 'flow_p99_ms'), 1)} | {_f(pa)} | {_f(pb)} | "
+                f"{_f(pa / pb if pa and pb else None, 2)}× |")
+        gh, peer = r["servers"].get("gatehouse", {}), r["servers"].get("peer", {})
+        lines += ["", f"Ready after start: Gatehouse {_f((gh.get('startup_s') or 0) * 1000, 0)} ms, peer "
+                  f"{_f((peer.get('startup_s') or 0) * 1000, 0)} ms. Idle RSS: Gatehouse {_f(gh.get('idle_rss_mb'))} MB, "
+                  f"peer {_f(peer.get('idle_rss_mb'))} MB ({peer.get('processes', '?')} processes).", ""]
+        if r.get("targets"):
+            met = [t for t in r["targets"] if t["met"]]
+            lines.append(f"Targets met on {r['database']}: {len(met)} of {len(r['targets'])}: " + "; ".join(
+                f"{t['target']} {t['goal']}: {_f(t['measured'], 2)} ({'met' if t['met'] else 'missed' if t['met'] is False else 'not measured'})"
+                for t in r["targets"]) + ".")
+            lines.append("")
+    return "\n".join(lines)
+
+
+BEGIN, END = "<!-- performance:begin -->", "<!-- performance:end -->"
+
+
+def update_readme(results: list[dict], out: Path, readme: Path) -> bool:
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        return False
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(head + BEGIN + "\n" + readme_block(results, out) + "\n" + END + tail)
+    return True
+
+
 def write(results: list[dict], out: Path):
     (out / "latest.md").write_text(markdown(results))
     (out / "latest.svg").write_text(svg(results))

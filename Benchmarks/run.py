@@ -444,6 +444,8 @@ def main():
     p.add_argument("--hash-runs", type=int, default=20)
     p.add_argument("--out", type=Path, default=HERE / "results")
     p.add_argument("--keep", action="store_true", help="keep the work folder (logs, databases)")
+    p.add_argument("--no-readme", action="store_true",
+                   help="leave the README alone (it is updated only when writing to Benchmarks/results)")
     args = p.parse_args()
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     args.gatehouse, args.argon2_bench, args.peer_venv = (p.resolve() for p in (args.gatehouse, args.argon2_bench, args.peer_venv))
@@ -503,6 +505,9 @@ def main():
 
         report.write(written, args.out)
         log(f"wrote {args.out / 'latest.md'} and {args.out / 'latest.svg'}")
+        if args.out.resolve() == (HERE / "results").resolve() and not args.no_readme:
+            if report.update_readme(written, args.out, ROOT / "README.md"):
+                log("updated the README's Performance section")
 
 
 def peer_versions(python: Path) -> dict:

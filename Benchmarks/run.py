@@ -1,0 +1,596 @@
+#!/usr/bin/env python3
+"""Benchmarks Gatehouse and its peer (django-allauth headless, JWT, gunicorn) side by side. Started by
+Benchmarks/run.sh, which builds and installs what this needs; see the README's Performance section.
+
+For each database (SQLite, then PostgreSQL) and each server: start it and time the start-up to a ready /readyz
+(a first start that migrates an empty database, then a restart, which is the start-up reported), read its idle
+RSS, make the users and tokens the scenarios need, then run each scenario with wrk (Benchmarks/load/driver.lua)
+from a separate process on loopback: first at saturation (a fixed number of connections, each sending its next
+request as soon as the answer arrives), then at a fixed moderate rate (a fraction of the saturation rate just
+measured). For every run: flows/s, flow latency p50/p90/p99, the server's CPU seconds per 1,000 flows (utime +
+stime of the server's processes, from /proc/PID/stat) and its peak memory (RSS sampled every 50 ms). Also the
+Argon2id hash rate (argon2-bench, Gatehouse's Swift Argon2 and argon2-cffi, the peer's, one thread) that bounds
+the scenarios that hash.
+
+Writes RESULTS/DATE-DB.json per database, RESULTS/latest.md (the table) and RESULTS/latest.svg (the chart).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PASSWORD = "correct horse battery staple"
+SCENARIOS = ["register", "login", "native-signin", "refresh", "profile", "native-signup"]
+# Scenarios whose flows hash a password once (register and sign-up hash the new one, logins verify it).
+HASHING = {"register", "login", "native-signin", "native-signup"}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def log(*parts):
+    print("bench:", *parts, file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- processes ----------------------------------------------------------------------------------------------
+
+
+def process_tree(pid: int) -> list[int]:
+    """pid and all its descendants (gunicorn's workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry))
+        except (OSError, IndexError):
+            continue
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process tree, plus the children it has reaped."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+        except OSError:
+            pass
+    return total / CLK_TCK
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of the process tree (for gunicorn: master and workers, shared pages counted per process)."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE
+        except OSError:
+            pass
+    return total
+
+
+def pss_bytes(pid: int) -> int | None:
+    """Proportional set size of the tree: shared pages divided among the processes that share them."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            return None
+    return total
+
+
+class RSSSampler:
+    def __init__(self, pid: int, every: float = 0.05):
+        self.pid, self.every, self.peak = pid, every, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_bytes(self.pid))
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def http(method: str, url: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 30):
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def wait_ready(url: str, process: subprocess.Popen, timeout: float = 120) -> float:
+    """Seconds until GET url answers 200, polled every 2 ms."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode} before it was ready")
+        try:
+            with socket.create_connection(("127.0.0.1", int(url.split(":")[2].split("/")[0])), timeout=1):
+                pass
+            status, _ = http("GET", url, timeout=2)
+            if status == 200:
+                return time.monotonic() - start
+        except OSError:
+            pass
+        time.sleep(0.002)
+    raise RuntimeError(f"{url} not ready after {timeout} s")
+
+
+# --- servers ------------------------------------------------------------------------------------------------
+
+
+class Server:
+    name = ""
+    process: subprocess.Popen | None = None
+
+    def __init__(self, workdir: Path, database_url: str):
+        self.workdir, self.database_url = workdir, database_url
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / f"{self.name}.log"
+
+    def command(self) -> tuple[list[str], dict, Path]:
+        raise NotImplementedError
+
+    def start(self) -> float:
+        argv, env, cwd = self.command()
+        log_file = open(self.log_path, "ab")
+        self.process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        return wait_ready(self.base + "/readyz", self.process)
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.process = None
+
+    def make_user(self, email: str):
+        raise NotImplementedError
+
+    def login(self, email: str) -> tuple[str, str]:
+        raise NotImplementedError
+
+
+class Gatehouse(Server):
+    name = "gatehouse"
+
+    def __init__(self, workdir: Path, database_url: str, binary: Path):
+        super().__init__(workdir, database_url)
+        self.binary = binary
+        self.config = workdir / "gatehouse-bench.yaml"
+        template = (HERE / "gatehouse-bench.yaml").read_text()
+        self.config.write_text(template.replace("@PORT@", str(self.port)).replace("@DATABASE@", database_url))
+
+    def command(self):
+        env = dict(os.environ)
+        return [str(self.binary), "serve", "--config", str(self.config), "--log-level", "warning"], env, self.workdir
+
+    def make_user(self, email):
+        status, body = http("POST", f"{self.base}/api/client/v2.0/app/bench/auth/providers/local-userpass/register",
+                            json.dumps({"email": email, "password": PASSWORD}).encode(),
+                            {"Content-Type": "application/json"})
+        if status not in (201, 409):
+            raise RuntimeError(f"gatehouse register {email}: {status} {body[:200]!r}")
+
+    def login(self, email):
+        status, body = http("POST", f"{self.base}/api/client/v2.0/app/bench/auth/providers/local-userpass/login",
+                            json.dumps({"username": email, "password": PASSWORD}).encode(),
+                            {"Content-Type": "application/json"})
+        if status != 200:
+            raise RuntimeError(f"gatehouse login {email}: {status} {body[:200]!r}")
+        answer = json.loads(body)
+        return answer["access_token"], answer["refresh_token"]
+
+
+class Peer(Server):
+    name = "peer"
+    verification = "none"
+
+    def __init__(self, workdir: Path, database_url: str, venv: Path, workers: int):
+        super().__init__(workdir, database_url)
+        self.venv, self.workers = venv, workers
+
+    def command(self):
+        env = dict(os.environ)
+        env.update({
+            "PEER_DATABASE_URL": self.database_url,
+            "PEER_JWT_PRIVATE_KEY_FILE": str(self.venv / "peer-jwt.pem"),
+            "PEER_MAILBOX_DIR": str(self.workdir / "peer-mailbox"),
+            "PEER_EMAIL_VERIFICATION": self.verification,
+            "PEER_BIND": f"127.0.0.1:{self.port}",
+            "PEER_WORKERS": str(self.workers),
+        })
+        return [str(self.venv / "bin" / "gunicorn"), "-c", "gunicorn.conf.py", "peerproject.wsgi"], env, HERE / "peer"
+
+    def make_user(self, email):
+        status, body = http("POST", f"{self.base}/_allauth/app/v1/auth/signup",
+                            json.dumps({"email": email, "password": PASSWORD}).encode(),
+                            {"Content-Type": "application/json"})
+        if status != 200 and b"already" not in body:
+            raise RuntimeError(f"peer signup {email}: {status} {body[:200]!r}")
+
+    def login(self, email):
+        status, body = http("POST", f"{self.base}/_allauth/app/v1/auth/login",
+                            json.dumps({"email": email, "password": PASSWORD}).encode(),
+                            {"Content-Type": "application/json"})
+        if status != 200:
+            raise RuntimeError(f"peer login {email}: {status} {body[:200]!r}")
+        meta = json.loads(body)["meta"]
+        return meta["access_token"], meta["refresh_token"]
+
+
+# --- load ---------------------------------------------------------------------------------------------------
+
+
+def run_wrk(server: Server, scenario: str, connections: int, duration: float, rate: float | None,
+            tokens: Path | None, users: int, tag: str) -> dict:
+    env = dict(os.environ)
+    env.update({
+        "BENCH_SERVER": server.name, "BENCH_SCENARIO": scenario, "BENCH_TAG": tag,
+        "BENCH_USERS": str(users), "BENCH_CONNECTIONS": str(connections),
+        "BENCH_RATE": str(rate or 0), "BENCH_TOKENS": str(tokens or ""),
+    })
+    argv = ["wrk", "-t", str(connections), "-c", str(connections), "-d", f"{duration:g}s", "--timeout", "10s",
+            "-s", str(HERE / "load" / "driver.lua"), server.base]
+    pid = server.process.pid
+    cpu_before = cpu_seconds(pid)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with RSSSampler(pid) as sampler:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    cpu = cpu_seconds(pid) - cpu_before
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
+    line = next((l for l in done.stdout.splitlines() if l.startswith("BENCH_RESULT ")), None)
+    if done.returncode != 0 or line is None:
+        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr[-2000:]} {done.stdout[-2000:]}")
+    result = json.loads(line[len("BENCH_RESULT "):])
+    result["flows_per_s"] = result["flows_ok"] / result["duration_s"]
+    result["requests_per_s"] = result["requests"] / result["duration_s"]
+    result["connections"] = connections
+    result["asked_rate"] = rate
+    result["server_cpu_s"] = round(cpu, 3)
+    result["load_generator_cpu_s"] = round(load_cpu, 3)  # wrk's own CPU time, on the same cores
+    result["cpu_s_per_1000_flows"] = round(1000 * cpu / result["flows_ok"], 4) if result["flows_ok"] else None
+    result["peak_rss_mb"] = round(sampler.peak / 2**20, 1)
+    return result
+
+
+def prepare(server: Server, users: int, token_count: int, workdir: Path) -> tuple[Path, Path]:
+    """Users bench-user-K for login and sign-in; refresh and access tokens for refresh and profile reads."""
+    emails = [f"bench-user-{k}@example.com" for k in range(users)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(server.make_user, emails))
+        pairs = list(pool.map(server.login, [emails[k % users] for k in range(token_count)]))
+    access = workdir / f"{server.name}-access-tokens.txt"
+    refresh = workdir / f"{server.name}-refresh-tokens.txt"
+    access.write_text("\n".join(a for a, _ in pairs) + "\n")
+    refresh.write_text("\n".join(r for _, r in pairs) + "\n")
+    return access, refresh
+
+
+def bench_server(server: Server, args, workdir: Path, tag: str) -> dict:
+    out: dict = {"server": server.name, "scenarios": {}}
+    log(f"{server.name}: first start (migrates the empty database)")
+    out["first_start_s"] = round(server.start(), 4)
+    server.stop()
+    log(f"{server.name}: start-up")
+    out["startup_s"] = round(server.start(), 4)
+    time.sleep(args.idle_wait)
+    out["idle_rss_mb"] = round(rss_bytes(server.process.pid) / 2**20, 1)
+    pss = pss_bytes(server.process.pid)
+    out["idle_pss_mb"] = round(pss / 2**20, 1) if pss is not None else None
+    out["processes"] = len(process_tree(server.process.pid))
+    log(f"{server.name}: ready in {out['startup_s'] * 1000:.0f} ms, idle RSS {out['idle_rss_mb']} MB; making users")
+    access, refresh = prepare(server, args.users, args.tokens, workdir)
+    try:
+        for scenario in args.scenarios:
+            if isinstance(server, Peer) and scenario == "native-signup" and server.verification != "code":
+                server.stop()
+                server.verification = "code"  # sign-up proves the address with a code: a restart with it on
+                server.start()
+            tokens = {"refresh": refresh, "profile": access}.get(scenario)
+            results = {}
+            if args.warmup > 0:  # first requests import, compile and connect: not measured
+                run_wrk(server, scenario, args.connections, args.warmup, None, tokens, args.users,
+                        f"{tag}-{scenario}-warm")
+            log(f"{server.name} {scenario}: saturation, {args.connections} connections, {args.duration:g} s")
+            sat = run_wrk(server, scenario, args.connections, args.duration, None, tokens, args.users,
+                          f"{tag}-{scenario}-sat")
+            results["saturation"] = sat
+            log(f"  {sat['flows_per_s']:.1f} flows/s, p99 {sat['flow_p99_ms']} ms, failed {sat['flows_failed']}")
+            rate = max(1.0, round(sat["flows_per_s"] * args.rate_fraction, 1))
+            fixed_connections = max(1, min(args.connections, int(rate)))
+            log(f"{server.name} {scenario}: fixed rate {rate:g} flows/s, {args.duration:g} s")
+            fixed = run_wrk(server, scenario, fixed_connections, args.duration, rate, tokens, args.users,
+                            f"{tag}-{scenario}-fix")
+            fixed["rate_held"] = fixed["flows_per_s"] >= 0.95 * rate
+            results["fixed"] = fixed
+            log(f"  {fixed['flows_per_s']:.1f} flows/s, p99 {fixed['flow_p99_ms']} ms, failed {fixed['flows_failed']}")
+            out["scenarios"][scenario] = results
+    finally:
+        out["rss_after_load_mb"] = round(rss_bytes(server.process.pid) / 2**20, 1) if server.process else None
+        server.stop()
+    return out
+
+
+def hash_bound(args) -> dict:
+    """argon2-bench: Gatehouse's Argon2id and argon2-cffi (the peer's), one thread, ms per hash."""
+    argv = [str(args.argon2_bench), "--runs", str(args.hash_runs)]
+    if args.peer_python:
+        argv += ["--python", str(args.peer_python)]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    text = done.stdout
+    out = {"output": text.strip().splitlines(), "parameters": {"memoryKiB": 19456, "iterations": 2, "parallelism": 1}}
+    m = re.search(r"swift:\s+median ([\d.]+) ms/hash wall.*?, ([\d.]+) ms CPU", text)
+    if m:
+        out["gatehouse_ms_wall"], out["gatehouse_ms_cpu"] = float(m[1]), float(m[2])
+        out["gatehouse_hashes_per_cpu_s"] = round(1000 / float(m[2]), 2)
+    m = re.search(r"reference:\s+median ([\d.]+) ms/hash wall.*?, ([\d.]+) ms CPU", text)
+    if m:
+        out["peer_ms_wall"], out["peer_ms_cpu"] = float(m[1]), float(m[2])
+        out["peer_hashes_per_cpu_s"] = round(1000 / float(m[2]), 2)
+    return out
+
+
+def machine() -> dict:
+    model = ""
+    try:
+        model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = next((int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
+    return {"cpu": model, "cores": os.cpu_count(), "memory_gib": round(mem / 2**20, 1),
+            "kernel": platform.release(), "load_average_at_start": os.getloadavg()}
+
+
+# --- PostgreSQL -----------------------------------------------------------------------------------------------
+
+
+class Postgres:
+    def __init__(self, workdir: Path):
+        self.dir = workdir / "pg"
+
+    def __enter__(self):
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "postgres-env.sh"), "start", str(self.dir)],
+                              capture_output=True, text=True, check=True)
+        self.admin = done.stdout.strip().splitlines()[-1]
+        for db in ("gatehouse_bench", "peer_bench"):
+            subprocess.run(["psql", self.admin, "-q", "-c", f"CREATE DATABASE {db}"], check=True)
+        return self
+
+    def url(self, db: str) -> str:
+        return self.admin.rsplit("/", 1)[0] + "/" + db
+
+    def __exit__(self, *exc):
+        subprocess.run(["bash", str(ROOT / "scripts" / "postgres-env.sh"), "stop", str(self.dir)])
+
+
+# --- main -----------------------------------------------------------------------------------------------------
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--gatehouse", type=Path, default=ROOT / ".build-release" / "release" / "gatehouse")
+    p.add_argument("--argon2-bench", type=Path, default=ROOT / ".build-release" / "release" / "argon2-bench")
+    p.add_argument("--peer-venv", type=Path, default=ROOT / ".build-bench-venv")
+    p.add_argument("--peer-python", type=Path, default=None, help="for argon2-cffi's hash rate (default: the venv's)")
+    p.add_argument("--peer-workers", type=int, default=2 * (os.cpu_count() or 1) + 1)
+    p.add_argument("--databases", default="sqlite,postgres")
+    p.add_argument("--servers", default="gatehouse,peer")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--duration", type=float, default=20, help="seconds per wrk run")
+    p.add_argument("--connections", type=int, default=16, help="connections at saturation")
+    p.add_argument("--rate-fraction", type=float, default=0.5, help="fixed rate as a fraction of saturation")
+    p.add_argument("--warmup", type=float, default=3, help="seconds of unmeasured load before each scenario")
+    p.add_argument("--users", type=int, default=32)
+    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--idle-wait", type=float, default=2.0)
+    p.add_argument("--hash-runs", type=int, default=20)
+    p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--keep", action="store_true", help="keep the work folder (logs, databases)")
+    p.add_argument("--no-readme", action="store_true",
+                   help="leave the README alone (it is updated only when writing to Benchmarks/results)")
+    args = p.parse_args()
+    args.scenarios = [s for s in args.scenarios.split(",") if s]
+    args.gatehouse, args.argon2_bench, args.peer_venv = (p.resolve() for p in (args.gatehouse, args.argon2_bench, args.peer_venv))
+    if args.peer_python is None:
+        args.peer_python = args.peer_venv / "bin" / "python"
+    servers = args.servers.split(",")
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
+    workdir = Path(tempfile.mkdtemp(prefix="gatehouse-bench-", dir=ROOT / ".build-bench"
+                                    if (ROOT / ".build-bench").is_dir() else None))
+    os.chmod(workdir, 0o755)  # the PostgreSQL cluster below it runs as the postgres user
+    log(f"work folder {workdir}")
+    common = {"date": stamp, "machine": machine(), "method": method(args), "commit": git_commit()}
+    if "peer" in servers:
+        common["peer_versions"] = peer_versions(args.peer_python)
+        common["peer_version"] = common["peer_versions"].get("django-allauth", "")
+    log("hash rate (argon2-bench)")
+    common["hash_bound"] = hash_bound(args) if args.argon2_bench.exists() else {"error": f"{args.argon2_bench} missing"}
+    log(json.dumps({k: v for k, v in common["hash_bound"].items() if k != "output"}))
+
+    written = []
+    try:
+        for db in [d for d in args.databases.split(",") if d]:
+            dbdir = workdir / db
+            dbdir.mkdir()
+            os.chmod(dbdir, 0o777)
+            result = dict(common, database=db, servers={})
+            pg = Postgres(dbdir) if db == "postgres" else None
+            if pg:
+                pg.__enter__()
+            try:
+                for name in servers:
+                    if name == "gatehouse":
+                        url = (f"sqlite:{dbdir}/gatehouse.sqlite" if db == "sqlite"
+                               else pg.url("gatehouse_bench") + "?sslmode=disable")
+                        server = Gatehouse(dbdir, url, args.gatehouse)
+                    else:
+                        url = f"sqlite:///{dbdir}/peer.sqlite" if db == "sqlite" else pg.url("peer_bench")
+                        subprocess.run(["bash", str(HERE / "peer" / "setup.sh"), url], check=True,
+                                       stdout=subprocess.DEVNULL)
+                        server = Peer(dbdir, url, args.peer_venv, args.peer_workers)
+                    result["servers"][name] = bench_server(server, args, dbdir, f"{stamp}-{db}")
+            finally:
+                if pg:
+                    pg.__exit__()
+            add_targets(result)
+            path = args.out / f"{stamp}-{db}.json"
+            path.write_text(json.dumps(result, indent=2) + "\n")
+            written.append(result)
+            log(f"wrote {path}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if written:
+        import report  # Benchmarks/report.py
+
+        report.write(written, args.out)
+        log(f"wrote {args.out / 'latest.md'} and {args.out / 'latest.svg'}")
+        if args.out.resolve() == (HERE / "results").resolve() and not args.no_readme:
+            if report.update_readme(written, args.out, ROOT / "README.md"):
+                log("updated the README's Performance section")
+
+
+def peer_versions(python: Path) -> dict:
+    code = ("import importlib.metadata as m, json; print(json.dumps({n: m.version(n) for n in "
+            "('django', 'django-allauth', 'gunicorn', 'argon2-cffi', 'psycopg', 'pyjwt', 'cryptography')}))")
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def git_commit() -> str:
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def method(args) -> dict:
+    return {
+        "load": "wrk 4 (Debian) with Benchmarks/load/driver.lua, one connection per wrk thread, on loopback",
+        "saturation": f"{args.connections} connections, each sending its next request when the answer arrives",
+        "fixed_rate": f"{args.rate_fraction:g} x the saturation flows/s, scheduled per connection by wrk's delay()",
+        "duration_s": args.duration,
+        "warmup_s": args.warmup,
+        "latency": "per flow: first request sent to last answer received",
+        "cpu": "server utime+stime (all its processes) / flows",
+        "rss": "RSS of the server's processes, sampled every 50 ms; idle after start-up and a 2 s wait",
+        "peer_workers": args.peer_workers,
+    }
+
+
+TARGETS = {
+    "refresh_vs_peer": 10.0, "profile_vs_peer": 10.0, "refresh_vs_keycloak_per_vcpu": 20.0,
+    "login_fraction_of_hash_bound": 0.9, "refresh_p99_half_load_ms": 5.0, "idle_rss_mb": 40.0, "startup_ms": 300.0,
+}
+KEYCLOAK_REFRESH_PER_VCPU = 120.0  # Keycloak's published sizing figure: refreshes per second per vCPU
+
+
+def add_targets(result: dict):
+    """The issue's targets, each with the measured value and the distance to it (measured / target)."""
+    gh = result["servers"].get("gatehouse")
+    peer = result["servers"].get("peer")
+    hb = result.get("hash_bound", {})
+    targets = []
+
+    def sat(server, scenario, key="flows_per_s"):
+        try:
+            return server["scenarios"][scenario]["saturation"][key]
+        except (KeyError, TypeError):
+            return None
+
+    def add(name, measured, target, higher_is_better, unit, note=""):
+        ok = None if measured is None else (measured >= target if higher_is_better else measured < target)
+        targets.append({"target": name, "goal": (">= " if higher_is_better else "< ") + f"{target:g} {unit}".strip(),
+                        "measured": None if measured is None else round(measured, 3),
+                        "ratio_to_goal": None if measured is None else round(measured / target, 3),
+                        "met": ok, "note": note})
+
+    for scenario in ("refresh", "profile"):
+        a, b = sat(gh, scenario), sat(peer, scenario)
+        add(f"{scenario}: Gatehouse / peer throughput", a / b if a and b else None, 10.0, True, "x")
+        # per CPU: flows per server CPU-second, which does not depend on what else the machine ran
+        ca, cb = sat(gh, scenario, "cpu_s_per_1000_flows"), sat(peer, scenario, "cpu_s_per_1000_flows")
+        add(f"{scenario}: Gatehouse / peer per CPU-second", cb / ca if ca and cb else None, 10.0, True, "x")
+    c = sat(gh, "refresh", "cpu_s_per_1000_flows")
+    per_vcpu = 1000 / c if c else None
+    add("refresh per server CPU-second / Keycloak's 120 per vCPU",
+        per_vcpu / KEYCLOAK_REFRESH_PER_VCPU if per_vcpu else None, 20.0, True, "x")
+    c = sat(gh, "login", "cpu_s_per_1000_flows")
+    rate = hb.get("gatehouse_hashes_per_cpu_s")
+    add("login per CPU-second / Argon2id hashes per CPU-second", (1000 / c) / rate if c and rate else None,
+        0.9, True, "", "argon2-bench's hash rate, one thread, same parameters")
+    try:
+        p99 = gh["scenarios"]["refresh"]["fixed"]["flow_p99_ms"]
+    except (KeyError, TypeError):
+        p99 = None
+    add("refresh p99 at half of saturation", p99, 5.0, False, "ms")
+    add("idle RSS", gh.get("idle_rss_mb") if gh else None, 40.0, False, "MB")
+    add("ready after start", gh["startup_s"] * 1000 if gh else None, 300.0, False, "ms",
+        "restart on a migrated database, spawn to first 200 from /readyz")
+    result["targets"] = targets
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    # SIGTERM and SIGHUP unwind like Ctrl-C, so that the servers and the PostgreSQL cluster are stopped.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda number, frame: sys.exit(128 + number))
+    main()

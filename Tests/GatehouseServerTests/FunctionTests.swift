@@ -42,7 +42,7 @@ final class WebhookReceiver: @unchecked Sendable {
         let process = Process()
         let input = Pipe()
         process.executableURL = URL(fileURLWithPath: try SMTPTestServer.python)
-        process.arguments = ["-u", script.path, "--secret", secret, "--log", directory.appendingPathComponent("calls.jsonl").path, "--slow", "3"]
+        process.arguments = ["-u", script.path, "--secret", secret, "--log", directory.appendingPathComponent("calls.jsonl").path, "--slow", "8"]
         process.standardOutput = try FileHandle(forWritingTo: output)
         process.standardInput = input
         try process.run()
@@ -129,7 +129,7 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 
     @Test func anUnreachableSlowOrMalformedFunctionCreatesNothing() async throws {
-        try await withReceiver(timeout: 1) { receiver, gatehouse, client in
+        try await withReceiver(timeout: 4) { receiver, gatehouse, client in
             for email in ["slow@example.com", "garbage@example.com", "error@example.com"] {
                 let reply = try await client.register(email)
                 #expect(reply.status == .badGateway, "\(email): \(reply.text)")
@@ -214,7 +214,7 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 
     @Test func customFunctionLogin() async throws {
-        try await withReceiver(timeout: 1) { receiver, _, client in
+        try await withReceiver(timeout: 4) { receiver, _, client in
             let path = Path.app() + "/auth/providers/custom-function/login"
             let first = try await client.call(path, body: #"{"answer":"user","externalId":"crm-7","name":"Seven","options":{"device":{"platform":"iOS"}}}"#)
             #expect(first.status == .ok, "\(first.text)")

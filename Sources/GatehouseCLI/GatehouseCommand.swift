@@ -322,7 +322,7 @@ struct Audit: AsyncParsableCommand {
         }
 
         /// `2026-11-22T10:00:00.123Z  app  login_failed  user=…  ip=…  ua="…"  provider=local-userpass`
-        static func line(_ event: AuthServer.AuditEntry) -> String {
+        static func line(_ event: AuditEvent) -> String {
             var fields = [
                 event.at.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)), event.appId, event.kind,
                 "user=\(event.userId ?? "-")", "ip=\(event.ip ?? "-")",

@@ -222,33 +222,14 @@ public final class AuthServer: Sendable {
         }
     }
 
-    /// One line of the audit log, as `gatehouse audit tail` prints it.
-    public struct AuditEntry: Sendable, Hashable {
-        public var seq: Int64
-        public var at: Date
-        /// The app, or `*` for server-wide events (signing keys).
-        public var appId: String
-        /// `login_succeeded`, `login_failed`, `refresh`, … (the README lists them).
-        public var kind: String
-        public var userId: String?
-        public var ip: String?
-        public var userAgent: String?
-        public var detail: [String: String]
-    }
-
     /// The newest `limit` audit events, oldest first, of one app and one user when given (`gatehouse audit tail`);
     /// with `afterSeq`, only those recorded after that one (to follow the log).
     public static func auditEvents(
         configuration: GatehouseConfiguration, appId: String?, userId: String?, afterSeq: Int64? = nil, limit: Int,
         logger: Logger = Logger(label: "gatehouse")
-    ) async throws -> [AuditEntry] {
+    ) async throws -> [AuditEvent] {
         try await withMigratedDatabase(configuration, logger: logger) { database, _ in
-            try await SQLStore(db: database).auditEvents(appId: appId, userId: userId, afterSeq: afterSeq, limit: limit).map {
-                AuditEntry(
-                    seq: $0.seq ?? 0, at: $0.at, appId: $0.appId, kind: $0.kind, userId: $0.userId, ip: $0.ip, userAgent: $0.userAgent,
-                    detail: $0.detail
-                )
-            }
+            try await SQLStore(db: database).auditEvents(appId: appId, userId: userId, afterSeq: afterSeq, limit: limit)
         }
     }
 

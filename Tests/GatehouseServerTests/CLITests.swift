@@ -95,20 +95,7 @@ import FoundationNetworking
     @Test func usersSetDataReachesTheNextAccessToken() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let yaml = """
-            database: { url: "sqlite:\(folder.path)/db.sqlite" }
-            apps:
-              - id: cli-app
-                providers: { local-userpass: { confirmation: auto } }
-                passwordHash: { memoryKiB: 64, iterations: 1, parallelism: 1 }
-            """
-        try yaml.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
-        let config = try ConfigurationLoader(environment: [:]).load(file: folder.appendingPathComponent("gatehouse.yaml").path)
-
-        let login = try await withGatehouseResult(config) { _, client in
-            #expect(try await client.register("cli@example.com", app: "cli-app").status == .created)
-            return try await client.login("cli@example.com", app: "cli-app").decode(LoginResponse.self)
-        }
+        let (config, login) = try await cliAppWithUser(in: folder)
         let set = try run(["users", "set-data", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId, #"{"plan":"pro"}"#], in: folder)
         #expect(set.status == 0, "\(set.stderr)")
         let refused = try run(["users", "set-data", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId, "[1]"], in: folder)
@@ -245,19 +232,7 @@ import FoundationNetworking
     @Test func usersLogoutDisableAndEnable() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let yaml = """
-            database: { url: "sqlite:\(folder.path)/db.sqlite" }
-            apps:
-              - id: cli-app
-                providers: { local-userpass: { confirmation: auto } }
-                passwordHash: { memoryKiB: 64, iterations: 1, parallelism: 1 }
-            """
-        try yaml.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
-        let config = try ConfigurationLoader(environment: [:]).load(file: folder.appendingPathComponent("gatehouse.yaml").path)
-        let login = try await withGatehouseResult(config) { _, client in
-            #expect(try await client.register("cli@example.com", app: "cli-app").status == .created)
-            return try await client.login("cli@example.com", app: "cli-app").decode(LoginResponse.self)
-        }
+        let (config, login) = try await cliAppWithUser(in: folder)
         let user = ["--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId]
         let logout = try run(["users", "logout"] + user, in: folder)
         #expect(logout.status == 0, "\(logout.stderr)")
@@ -390,4 +365,23 @@ import FoundationNetworking
         #expect(stderr.contains("is unreachable; listening anyway and retrying"), "\(stderr)")
         #expect(!stderr.contains("secret-pw"))
     }
+}
+
+/// Writes `gatehouse.yaml` in `folder` (SQLite there, app `cli-app` with auto-confirmed email/password accounts and a
+/// cheap hash) and registers and logs in `cli@example.com` through an in-process server on it.
+private func cliAppWithUser(in folder: URL) async throws -> (GatehouseConfiguration, LoginResponse) {
+    let yaml = """
+        database: { url: "sqlite:\(folder.path)/db.sqlite" }
+        apps:
+          - id: cli-app
+            providers: { local-userpass: { confirmation: auto } }
+            passwordHash: { memoryKiB: 64, iterations: 1, parallelism: 1 }
+        """
+    try yaml.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
+    let config = try ConfigurationLoader(environment: [:]).load(file: folder.appendingPathComponent("gatehouse.yaml").path)
+    let login = try await withGatehouseResult(config) { _, client in
+        #expect(try await client.register("cli@example.com", app: "cli-app").status == .created)
+        return try await client.login("cli@example.com", app: "cli-app").decode(LoginResponse.self)
+    }
+    return (config, login)
 }

@@ -146,16 +146,18 @@ struct LoginFailureRecord: Sendable, Hashable {
     var lastAttemptAt: Date
 }
 
-/// One line of the audit log: a security event, never a secret.
-struct AuditEvent: Sendable, Hashable {
-    /// Assigned by the store; nil before it is stored.
-    var seq: Int64? = nil
-    var at: Date
-    var appId: String
-    var kind: String
-    var userId: String?
-    var ip: String?
-    var userAgent: String?
+/// One line of the audit log: a security event, never a secret (`gatehouse audit tail` prints them).
+public struct AuditEvent: Sendable, Hashable {
+    /// Assigned by the store, in recording order; nil before it is stored.
+    public var seq: Int64? = nil
+    public var at: Date
+    /// The app, or `*` for server-wide events (signing keys).
+    public var appId: String
+    /// `login_succeeded`, `login_failed`, `refresh`, … (``AuditKind``; the README lists them).
+    public var kind: String
+    public var userId: String?
+    public var ip: String?
+    public var userAgent: String?
     /// Non-secret facts about the event (the provider, the reason of a failure, a key id).
-    var detail: [String: String] = [:]
+    public var detail: [String: String] = [:]
 }

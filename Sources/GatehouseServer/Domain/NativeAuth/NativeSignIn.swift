@@ -199,7 +199,6 @@ extension NativeAuthService {
         guard session.expiresAt > now, !SessionService.isIdle(session, app: client.app, now: now) else {
             throw NativeAuthFailure.expiredRefreshToken
         }
-        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
         let presentedHash = presented.hash
         var secret: [UInt8]?
         if Secrets.constantTimeEquals(presentedHash, session.secretHash) {
@@ -229,6 +228,9 @@ extension NativeAuthService {
             }
             secret = next
         }
+        // Counted once the secret matched (as the Client API's refresh does): a session id alone, which access tokens
+        // carry in `sid`, must not let anyone use up the session's refresh allowance.
+        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
         guard let user = try await env.store.user(id: session.userId) else {
             throw NativeAuthFailure.invalidRefreshToken("the user no longer exists")
         }

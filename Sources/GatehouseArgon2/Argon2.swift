@@ -94,6 +94,14 @@ public struct Argon2Error: Error, Hashable, Sendable, CustomStringConvertible {
 /// same size, so that size stays allocated between hashes. The tag is bit-for-bit that of the
 /// reference implementation (RFC 9106 test vectors and differential tests against argon2-cffi).
 public enum Argon2 {
+    /// Gives back the block matrix kept between hashes (m KiB, see ``Argon2Parameters/memoryKiB``) when no hash
+    /// has started or finished since the previous call, or at once with `force`. A server calls it now and then,
+    /// so that memory kept for a busy period returns to the system once hashing pauses. True when memory was freed.
+    @discardableResult
+    public static func releaseIdleMemory(force: Bool = false) -> Bool {
+        MatrixMemory.trim(force: force)
+    }
+
     /// The Argon2 version implemented (0x13, written `v=19` in PHC strings).
     public static let version: UInt32 = 0x13
 

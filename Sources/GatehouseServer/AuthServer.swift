@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseArgon2
 import GatehouseWire
 import HTTPTypes
 public import Hummingbird
@@ -78,6 +79,8 @@ public final class AuthServer: Sendable {
             }
             let hasher = Argon2PasswordHasher()
             for app in configuration.apps { try await hasher.prepare(app.passwordHash) }
+            // The warm-up hashes are not traffic: their matrix need not wait for the trim service to go.
+            Argon2.releaseIdleMemory(force: true)
             let publicURL = PublicURL(configuration.server.resolvedPublicURL())
             var transport: (any MailTransport)?
             if configuration.mail.smtpURL != nil {
@@ -277,7 +280,7 @@ public final class AuthServer: Sendable {
             DevMailboxRoutes(store: env.store).register(on: router)
         }
 
-        var services: [any Service] = []
+        var services: [any Service] = [HashMemoryTrimService()]
         if let transport = mailTransport {
             services.append(OutboxDeliveryService(store: env.store, transport: transport, clock: env.clock, logger: env.logger))
         } else {

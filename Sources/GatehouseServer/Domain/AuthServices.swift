@@ -75,7 +75,7 @@ struct SessionService: Sendable {
         )
         return LoginResult(
             accessToken: try accessToken(for: user, session: session, app: app),
-            refreshToken: try JWT.sign(refresh, key: key.privateKey, kid: key.kid),
+            refreshToken: try JWT.sign(refresh, key: key),
             userId: user.id,
             deviceId: session.deviceId
         )
@@ -90,7 +90,7 @@ struct SessionService: Sendable {
             iat: Int64(now.timeIntervalSince1970), exp: Int64(now.timeIntervalSince1970) + Int64(app.accessTokenTTL),
             baasDeviceId: session.deviceId, userData: user.customData, jti: nil
         )
-        return try JWT.sign(claims, key: key.privateKey, kid: key.kid)
+        return try JWT.sign(claims, key: key)
     }
 
     /// An authenticated caller: the user and session behind a valid token.
@@ -103,21 +103,29 @@ struct SessionService: Sendable {
     /// Verifies a bearer token of the expected kind: signature, expiry, the session (alive, unexpired, and for
     /// refresh tokens the secret) and the user. Any failure is ``AuthError/invalidSession(_:)``.
     func authenticate(_ token: String, as kind: TokenClaims.Kind) async throws -> Caller {
-        await env.keys.refreshIfNeeded(from: env.store, now: env.clock.now, kid: JWT.kid(token))
+        let now = env.clock.now
+        await env.keys.refreshIfNeeded(from: env.store, now: now)
         let claims: TokenClaims
         do {
             claims = try JWT.verify(token, keys: env.keys.publicKey(kid:))
+        } catch where error == .unknownKey {
+            // A key this instance has not read yet (`keys rotate` on another instance): read the keys again, once.
+            await env.keys.refreshIfNeeded(from: env.store, now: now, kid: JWT.kid(token))
+            do {
+                claims = try JWT.verify(token, keys: env.keys.publicKey(kid:))
+            } catch {
+                throw AuthError.invalidSession(error.description)
+            }
         } catch {
             throw AuthError.invalidSession(error.description)
         }
-        let now = env.clock.now
         guard claims.typ == kind else { throw AuthError.invalidSession(TokenError.wrongKind(expected: kind).description) }
         guard claims.exp > Int64(now.timeIntervalSince1970) else {
             throw AuthError.invalidSession(kind == .access ? "invalid session: access token expired" : "invalid session: refresh token expired")
         }
         guard let app = env.configuration.app(id: claims.aud) else { throw AuthError.invalidSession("invalid session: unknown app") }
-        guard let session = try await env.store.session(id: claims.sid), session.userId == claims.sub, session.revokedAt == nil,
-            session.expiresAt > now
+        guard let (session, user) = try await env.store.sessionWithUser(id: claims.sid), session.userId == claims.sub,
+            session.revokedAt == nil, session.expiresAt > now
         else { throw AuthError.invalidSession("invalid session") }
         if kind == .refresh {
             guard let secret = claims.jti, Secrets.constantTimeEquals(Secrets.sha256(secret), session.secretHash) else {
@@ -127,9 +135,13 @@ struct SessionService: Sendable {
                 throw AuthError.invalidSession("invalid session: unused for too long, log in again")
             }
             try await env.checkRateLimit(.refresh, app: app, identifier: session.id)
-            try await env.store.touchSession(id: session.id, now: now, notBefore: now.addingTimeInterval(-Self.touchGranularity(app)))
+            // Busy sessions are written at most once per granularity: the read above says whether this use is news.
+            let granularity = Self.touchGranularity(app)
+            if now.timeIntervalSince(session.lastActiveAt) >= granularity {
+                try await env.store.touchSession(id: session.id, now: now, notBefore: now.addingTimeInterval(-granularity))
+            }
         }
-        guard let user = try await env.store.user(id: claims.sub) else { throw AuthError.invalidSession("invalid session") }
+        guard let user else { throw AuthError.invalidSession("invalid session") }
         guard !user.disabled else { throw AuthError.invalidSession("invalid session: user disabled") }
         return Caller(user: user, session: session, app: app)
     }

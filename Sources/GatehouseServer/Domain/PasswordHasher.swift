@@ -2,6 +2,7 @@ import Foundation
 import GatehouseArgon2
 import NIOPosix
 import NIOConcurrencyHelpers
+import ServiceLifecycle
 
 /// Hashes and verifies passwords. Hashing is slow on purpose, so implementations run it off the event loops
 /// and callers never hold a database transaction while it runs.
@@ -60,5 +61,18 @@ final class Argon2PasswordHasher: PasswordHasher {
     /// Computes the dummy hash ahead of the first request, so that the first unknown login is not slower.
     func prepare(_ parameters: Argon2Parameters) async throws {
         try await burnVerify("", parameters: parameters)
+    }
+}
+
+/// Gives Argon2's kept block matrix (m KiB) back to the system once hashing pauses: every `interval` it frees the
+/// matrix if no hash started or finished during the previous interval, so an idle server holds no hashing memory.
+struct HashMemoryTrimService: Service {
+    var interval: Duration = .seconds(30)
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            try? await Task.sleep(for: interval)
+            Argon2.releaseIdleMemory()
+        }
     }
 }

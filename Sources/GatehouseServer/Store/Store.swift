@@ -70,6 +70,8 @@ protocol GatehouseStore: Sendable {
     // MARK: Sessions
     func createSession(_ session: SessionRecord) async throws
     func session(id: String) async throws -> SessionRecord?
+    /// The session and its user (nil when the user is gone), in one read: what every authenticated request needs.
+    func sessionWithUser(id: String) async throws -> (session: SessionRecord, user: UserRecord?)?
     func revokeSession(id: String, now: Date) async throws
     /// Records that the session's refresh token was used `now`, unless that was already recorded after `notBefore`
     /// (so that busy sessions cost a write at most once a minute).

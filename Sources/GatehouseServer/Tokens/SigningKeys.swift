@@ -7,9 +7,21 @@ import NIOConcurrencyHelpers
 /// set (each instance reloads it at least every ``maxAge`` seconds, and sooner when a token names a key it lacks).
 final class SigningKeys: Sendable {
     struct Key: Sendable {
-        var kid: String
-        var privateKey: P256.Signing.PrivateKey
-        var createdAt: Date
+        let kid: String
+        let privateKey: P256.Signing.PrivateKey
+        let createdAt: Date
+        /// Derived once: every token verified needs the public key, every token signed the encoded header.
+        let publicKey: P256.Signing.PublicKey
+        /// The base64url JWS header of the tokens this key signs.
+        let header: String
+
+        init(kid: String, privateKey: P256.Signing.PrivateKey, createdAt: Date) {
+            self.kid = kid
+            self.privateKey = privateKey
+            self.createdAt = createdAt
+            publicKey = privateKey.publicKey
+            header = JWT.header(kid: kid)
+        }
     }
 
     private let keys: NIOLockedValueBox<[Key]>
@@ -77,13 +89,13 @@ final class SigningKeys: Sendable {
     }
 
     func publicKey(kid: String) -> P256.Signing.PublicKey? {
-        keys.withLockedValue { keys in keys.first { $0.kid == kid }?.privateKey.publicKey }
+        keys.withLockedValue { keys in keys.first { $0.kid == kid }?.publicKey }
     }
 
     /// The JSON Web Key Set served at `/.well-known/jwks.json`.
     var jwks: JWKS {
         JWKS(keys: keys.withLockedValue { $0 }.map { key in
-            let point = key.privateKey.publicKey.x963Representation  // 0x04 || X || Y
+            let point = key.publicKey.x963Representation  // 0x04 || X || Y
             return JWKS.Key(
                 kty: "EC", crv: "P-256", alg: "ES256", use: "sig", kid: key.kid,
                 x: Base64URL.encode(point.dropFirst().prefix(32)),

@@ -175,7 +175,7 @@ extension NativeAuthService {
             )
             await env.keys.refreshIfNeeded(from: env.store, now: env.clock.now)
             let key = env.keys.current
-            idToken = try JWT.sign(claims, key: key.privateKey, kid: key.kid)
+            idToken = try JWT.sign(claims, key: key)
         }
         let info = try JSONEncoder().encode(NativeAuthClientInfo(uid: user.id, utid: app.id))
         return NativeAuthTokenResponse(

@@ -276,6 +276,14 @@ struct SQLStore: GatehouseStore {
         client_id, previous_secret_hash, rotation_salt, rotated_at, api_key_id, last_used_at
         """
 
+    private static let sessionWithUserQuery = """
+        SELECT \(sessionColumns.split(separator: ",").map { "sessions.\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
+            .joined(separator: ", ")),
+            users.id AS user_found, users.app_id AS user_app_id, users.created_at AS user_created_at,
+            users.disabled AS user_disabled, users.custom_data AS user_custom_data
+        FROM sessions LEFT JOIN users ON users.id = sessions.user_id WHERE sessions.id = $1
+        """
+
     static func session(_ row: SQLRow) throws -> SessionRecord {
         SessionRecord(
             id: try row.text("id"),
@@ -298,6 +306,21 @@ struct SQLStore: GatehouseStore {
 
     func session(id: String) async throws -> SessionRecord? {
         try await db.query("SELECT \(Self.sessionColumns) FROM sessions WHERE id = $1", .text(id)).first.map(Self.session)
+    }
+
+    func sessionWithUser(id: String) async throws -> (session: SessionRecord, user: UserRecord?)? {
+        let rows = try await db.query(Self.sessionWithUserQuery, .text(id))
+        guard let row = rows.first else { return nil }
+        let session = try Self.session(row)
+        guard try row.optionalText("user_found") != nil else { return (session, nil) }
+        let user = UserRecord(
+            id: session.userId,
+            appId: try row.text("user_app_id"),
+            createdAt: try row.date("user_created_at"),
+            disabled: try row.int("user_disabled") != 0,
+            customData: try JSONColumn.decode(row.text("user_custom_data"))
+        )
+        return (session, user)
     }
 
     func revokeSession(id: String, now: Date) async throws {

@@ -107,26 +107,16 @@ final class SQLiteDatabase: SQLDatabase {
         }
     }
 
-    /// `$1` → `?1`: SQLite numbers `?NNN` parameters by their digits, whatever order they appear in.
+    /// `$1` → `?1`: SQLite numbers `?NNN` parameters by their digits, whatever order they appear in. Works on the
+    /// UTF-8 bytes (`$` and digits are ASCII), since every statement passes through here.
     static func translate(_ sql: String) -> String {
-        guard sql.contains("$") else { return sql }
-        var out = ""
-        out.reserveCapacity(sql.count)
-        var iterator = sql.makeIterator()
-        var pendingDollar = false
-        while let c = iterator.next() {
-            if pendingDollar {
-                pendingDollar = false
-                out.append(c.isNumber ? "?" : "$")
-                out.append(c)
-            } else if c == "$" {
-                pendingDollar = true
-            } else {
-                out.append(c)
-            }
+        let utf8 = Array(sql.utf8)
+        guard utf8.contains(UInt8(ascii: "$")) else { return sql }
+        var out = utf8
+        for i in out.indices.dropLast() where out[i] == UInt8(ascii: "$") && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(out[i + 1]) {
+            out[i] = UInt8(ascii: "?")
         }
-        if pendingDollar { out.append("$") }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

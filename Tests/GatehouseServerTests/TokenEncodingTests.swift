@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+
+@testable import GatehouseServer
+
+/// The byte-level helpers every request goes through: base64url for tokens, `$n` → `?n` for SQLite statements.
+@Suite("Token and statement encoding")
+struct TokenEncodingTests {
+    /// base64url as RFC 4648 §5 defines it, from Foundation's base64.
+    static func reference(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    @Test("base64url encodes as RFC 4648 §5 without padding and decodes back, every length and byte")
+    func roundTrip() throws {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...70 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let encoded = Base64URL.encode(bytes)
+            #expect(encoded == Self.reference(bytes))
+            #expect(try #require(Base64URL.decode(encoded)) == Data(bytes))
+        }
+        let every = (0...255).map(UInt8.init)
+        #expect(Base64URL.encode(every) == Self.reference(every))
+        #expect(Base64URL.decode(Base64URL.encode(every)[...]) == Data(every))
+    }
+
+    @Test("base64url refuses padding, the standard alphabet's + and /, other characters and impossible lengths")
+    func refusals() {
+        for text in ["QQ==", "a+b/", "ab/c", "ab c", "ab\u{0}c", "abcdé", "abcde", "a", "Zm9v\n"] {
+            #expect(Base64URL.decode(text) == nil, "\(text.debugDescription)")
+        }
+        #expect(Base64URL.decode("") == Data())
+        #expect(Base64URL.decode("Zm9v") == Data("foo".utf8))
+        #expect(Base64URL.decode("-_8") == Data([0xFB, 0xFF]))
+    }
+
+    @Test("SQLite statements: $n becomes ?n, a $ before anything else stays")
+    func translate() {
+        #expect(SQLiteDatabase.translate("SELECT 1") == "SELECT 1")
+        #expect(SQLiteDatabase.translate("UPDATE t SET a = $2 WHERE b = $1 AND c = $12") == "UPDATE t SET a = ?2 WHERE b = ?1 AND c = ?12")
+        #expect(SQLiteDatabase.translate("SELECT '$x', '€$3', $") == "SELECT '$x', '€?3', $")
+    }
+}

@@ -113,6 +113,11 @@ def markdown(results: list[dict]) -> str:
                         lines.append(f"- {r['database']}, {server}, {LABELS[scenario]}: {1000 / cpu:.1f} flows per "
                                      f"CPU-second = {(1000 / cpu) / hb[key]:.0%} of its hash rate")
         lines.append("")
+    if first.get("profiling_notes"):
+        # The notes' own headings move one level down, under this section.
+        notes = "\n".join("#" + line if line.startswith("#") else line
+                          for line in first["profiling_notes"].strip().splitlines()[1:])
+        lines += ["## Profiling (Benchmarks/PROFILING.md)", notes.strip(), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -218,6 +223,9 @@ def readme_block(results: list[dict], out: Path) -> str:
                 f"{t['target']} {t['goal']}: {_f(t['measured'], 2)} ({'met' if t['met'] else 'missed' if t['met'] is False else 'not measured'})"
                 for t in r["targets"]) + ".")
             lines.append("")
+    if first.get("profiling_notes"):
+        lines += ["Where a target is missed, what the profile showed, what was fixed and what is left: "
+                  "`Benchmarks/PROFILING.md` (also in `latest.md` and every results file).", ""]
     return "\n".join(lines)
 
 

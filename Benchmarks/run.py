@@ -460,6 +460,10 @@ def main():
     os.chmod(workdir, 0o755)  # the PostgreSQL cluster below it runs as the postgres user
     log(f"work folder {workdir}")
     common = {"date": stamp, "machine": machine(), "method": method(args), "commit": git_commit()}
+    notes = HERE / "PROFILING.md"
+    if notes.exists():
+        # What the profiles of missed targets showed and what was fixed, carried with the figures it explains.
+        common["profiling_notes"] = notes.read_text()
     if "peer" in servers:
         common["peer_versions"] = peer_versions(args.peer_python)
         common["peer_version"] = common["peer_versions"].get("django-allauth", "")

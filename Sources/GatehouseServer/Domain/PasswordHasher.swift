@@ -70,9 +70,12 @@ struct HashMemoryTrimService: Service {
     var interval: Duration = .seconds(30)
 
     func run() async throws {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            try? await Task.sleep(for: interval)
-            Argon2.releaseIdleMemory()
+        // Its sleep ends at a graceful shutdown too, so that it never holds the server's exit back.
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: interval)
+                Argon2.releaseIdleMemory()
+            }
         }
     }
 }

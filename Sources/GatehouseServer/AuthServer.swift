@@ -98,7 +98,8 @@ public final class AuthServer: Sendable {
             let env = AuthEnvironment(
                 store: store, clock: clock, hasher: hasher, keys: keys, configuration: configuration,
                 publicURLBox: publicURL, logger: logger, templates: templates,
-                outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock), customTokenKeys: customTokenKeys, functions: functions
+                outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock), customTokenKeys: customTokenKeys, functions: functions,
+                auditWriter: AuditWriter(store: store)
             )
             return AuthServer(
                 configuration: configuration, env: env, database: database, publicURL: publicURL, mailTransport: transport,
@@ -202,9 +203,9 @@ public final class AuthServer: Sendable {
             let newest = try await store.allSigningKeys().map(\.key.createdAt).max() ?? .distantPast
             let record = SigningKeys.makeRecord(now: max(clock.now, newest.addingTimeInterval(0.001)))
             try await store.insertSigningKey(record)
-            try await store.appendAuditEvent(
+            try await store.appendAuditEvents([
                 AuditEvent(at: clock.now, appId: AuthEnvironment.serverWideApp, kind: AuditKind.keyRotated.rawValue, detail: ["kid": record.kid])
-            )
+            ])
             return SigningKeyInfo(kid: record.kid, createdAt: record.createdAt, retiredAt: nil, signing: true)
         }
     }
@@ -219,9 +220,9 @@ public final class AuthServer: Sendable {
             guard try await store.retireSigningKey(kid: kid, at: clock.now) else {
                 throw AdminError("no active key \(kid), or it is the last active key (rotate first)")
             }
-            try await store.appendAuditEvent(
+            try await store.appendAuditEvents([
                 AuditEvent(at: clock.now, appId: AuthEnvironment.serverWideApp, kind: AuditKind.keyRetired.rawValue, detail: ["kid": kid])
-            )
+            ])
         }
     }
 

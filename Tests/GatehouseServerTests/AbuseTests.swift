@@ -359,6 +359,37 @@ private func backoffConfiguration(freeFailures: Int, baseDelay: Int, maxDelay: I
         }
     }
 
+    /// Audit rows are written in groups under load (AuditWriter): every event of many racing requests is written
+    /// exactly once, before its request returns, and the refreshes behind them all succeed.
+    @Test func racingRefreshesEachWriteTheirOwnAuditRow() async throws {
+        try await withGatehouse(testConfiguration()) { gatehouse, client in
+            let login = try await client.signUp("ivy@example.com", "ivy's passphrase")
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for _ in 0..<40 {
+                    group.addTask { try await client.call(Path.session, .post, bearer: login.refreshToken).status }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses == Array(repeating: .created, count: 40))
+            // Each request returned after its row was written: all 40 are there now, and no more.
+            let events = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: login.userId, afterSeq: nil, limit: 100)
+            #expect(events.filter { $0.kind == "refresh" }.count == 40)
+            #expect(Set(events.map(\.seq)).count == events.count)
+            // Direct writes racing through one writer: each lands exactly once.
+            let writer = AuditWriter(store: gatehouse.env.store)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<30 {
+                    group.addTask {
+                        try await writer.append(AuditEvent(at: Date(), appId: "writer-app", kind: "refresh", detail: ["n": "\(index)"]))
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let written = try await gatehouse.env.store.auditEvents(appId: "writer-app", userId: nil, afterSeq: nil, limit: 100)
+            #expect(written.compactMap { $0.detail["n"] }.sorted() == (0..<30).map { "\($0)" }.sorted())
+        }
+    }
+
     @Test func resetsAPIKeysLogoutsAndRefreshTokenReuseAreRecorded() async throws {
         let clock = ManualClock()
         try await withGatehouse(nativeConfiguration(), clock: clock) { gatehouse, client in

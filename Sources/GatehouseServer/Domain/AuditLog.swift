@@ -39,9 +39,51 @@ extension AuthEnvironment {
             at: clock.now, appId: app, kind: kind.rawValue, userId: user, ip: origin.ip, userAgent: origin.userAgent, detail: detail
         )
         do {
-            try await store.appendAuditEvent(event)
+            try await auditWriter.append(event)
         } catch {
             logger.error("audit event not recorded", metadata: ["kind": "\(kind.rawValue)", "error": "\(error)"])
         }
+    }
+}
+
+/// Writes audit events in groups (group commit): each request still waits until its own row is written, and the
+/// events of requests that arrive while a write is under way go together into the next multi-row INSERT. An idle
+/// server writes each event at once in a statement of its own; a busy one pays one statement for many events
+/// instead of one per refresh, login or logout.
+actor AuditWriter {
+    private let store: any GatehouseStore
+    private var pending: [(event: AuditEvent, written: CheckedContinuation<Void, any Error>)] = []
+    private var writing = false
+    /// Events per INSERT at most (7 parameters each, far below SQLite's and PostgreSQL's limits).
+    static let batchLimit = 256
+
+    init(store: any GatehouseStore) {
+        self.store = store
+    }
+
+    /// Returns once `event` is in the database; throws what the write threw.
+    func append(_ event: AuditEvent) async throws {
+        try await withCheckedThrowingContinuation { continuation in
+            pending.append((event, continuation))
+            if !writing {
+                writing = true
+                Task { await self.drain() }
+            }
+        }
+    }
+
+    /// Writes what is pending, group by group, until nothing is.
+    private func drain() async {
+        while !pending.isEmpty {
+            let group = Array(pending.prefix(Self.batchLimit))
+            pending.removeFirst(group.count)
+            do {
+                try await store.appendAuditEvents(group.map(\.event))
+                for entry in group { entry.written.resume() }
+            } catch {
+                for entry in group { entry.written.resume(throwing: error) }
+            }
+        }
+        writing = false
     }
 }

@@ -23,6 +23,8 @@ struct AuthEnvironment: Sendable {
     var customTokenKeys: [String: [JWTVerificationKey]] = [:]
     /// Closures standing in for webhooks (embedding programs).
     var functions: FunctionHandlers = FunctionHandlers()
+    /// Audit rows, written in groups under load.
+    var auditWriter: AuditWriter
 
     func templates(for app: AppSettings) -> MailTemplates { templates[app.id]! }
 

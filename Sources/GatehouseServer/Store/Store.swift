@@ -138,7 +138,8 @@ protocol GatehouseStore: Sendable {
     func clearLoginFailures(key: String) async throws
 
     // MARK: Audit log
-    func appendAuditEvent(_ event: AuditEvent) async throws
+    /// Appends events in one statement, in order.
+    func appendAuditEvents(_ events: [AuditEvent]) async throws
     /// The newest `limit` events of the app (all apps when nil) and user (all when nil), oldest first, after `afterSeq`.
     func auditEvents(appId: String?, userId: String?, afterSeq: Int64?, limit: Int) async throws -> [AuditEvent]
 

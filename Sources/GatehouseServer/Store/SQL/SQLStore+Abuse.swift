@@ -72,12 +72,21 @@ extension SQLStore {
 
     // MARK: Audit log
 
-    func appendAuditEvent(_ event: AuditEvent) async throws {
-        let detail = try JSONColumn.encode(event.detail.mapValues { .string($0) })
+    func appendAuditEvents(_ events: [AuditEvent]) async throws {
+        guard !events.isEmpty else { return }
+        var binds: [SQLValue] = []
+        var rows: [String] = []
+        binds.reserveCapacity(events.count * 7)
+        for event in events {
+            let first = binds.count + 1
+            rows.append("(" + (first..<first + 7).map { "$\($0)" }.joined(separator: ", ") + ")")
+            binds += [
+                SQLValue(event.at), .text(event.appId), .text(event.kind), SQLValue(event.userId), SQLValue(event.ip),
+                SQLValue(event.userAgent), .text(try JSONColumn.encode(event.detail.mapValues { .string($0) })),
+            ]
+        }
         try await db.query(
-            "INSERT INTO audit_events (at, app_id, kind, user_id, ip, user_agent, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            SQLValue(event.at), .text(event.appId), .text(event.kind), SQLValue(event.userId), SQLValue(event.ip),
-            SQLValue(event.userAgent), .text(detail)
+            "INSERT INTO audit_events (at, app_id, kind, user_id, ip, user_agent, detail) VALUES \(rows.joined(separator: ", "))", binds
         )
     }
 

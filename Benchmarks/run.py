@@ -404,11 +404,17 @@ def machine() -> dict:
 
 class Postgres:
     def __init__(self, workdir: Path):
-        self.dir = workdir / "pg"
+        # Outside the clone: the cluster runs as the postgres user, which cannot enter a clone made in a private
+        # folder (mktemp -d makes them 0700). postgres-env.sh wants a path that does not exist yet.
+        self.parent = Path(tempfile.mkdtemp(prefix="gatehouse-bench-pg-"))
+        os.chmod(self.parent, 0o755)
+        self.dir = self.parent / "pg"
 
     def __enter__(self):
         done = subprocess.run(["bash", str(ROOT / "scripts" / "postgres-env.sh"), "start", str(self.dir)],
-                              capture_output=True, text=True, check=True)
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"scripts/postgres-env.sh start failed:\n{done.stderr}")
         self.admin = done.stdout.strip().splitlines()[-1]
         for db in ("gatehouse_bench", "peer_bench"):
             subprocess.run(["psql", self.admin, "-q", "-c", f"CREATE DATABASE {db}"], check=True)
@@ -419,6 +425,7 @@ class Postgres:
 
     def __exit__(self, *exc):
         subprocess.run(["bash", str(ROOT / "scripts" / "postgres-env.sh"), "stop", str(self.dir)])
+        shutil.rmtree(self.parent, ignore_errors=True)
 
 
 # --- main -----------------------------------------------------------------------------------------------------

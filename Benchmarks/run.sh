@@ -17,16 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 nice=(nice -n "${BENCH_NICE:-19}")
 
-if ! command -v wrk >/dev/null 2>&1; then
-    if [ "$(id -u)" != "0" ]; then
-        echo "bench: wrk is missing; install it with: sudo apt-get install -y wrk" >&2
-        exit 1
-    fi
-    echo "bench: installing wrk" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >&2
-    apt-get install -y -q wrk >&2
-fi
+command -v wrk >/dev/null 2>&1 || bash scripts/apt-install.sh bench wrk
 
 descendants() {
     local p

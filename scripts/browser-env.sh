@@ -6,11 +6,4 @@ set -euo pipefail
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
     exit 0
 fi
-if [ "$(id -u)" != "0" ]; then
-    echo "browser-env: Chromium is missing; install it with: sudo apt-get install -y chromium chromium-driver" >&2
-    exit 1
-fi
-echo "browser-env: installing chromium and chromium-driver" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >&2
-apt-get install -y -q chromium chromium-driver >&2
+bash "$(dirname "$0")/apt-install.sh" browser-env chromium chromium-driver

@@ -26,16 +26,7 @@ as_owner() {
 
 case "$command" in
 start)
-    if [ -z "$(bindir)" ]; then
-        if [ "$(id -u)" != "0" ]; then
-            echo "postgres-env: PostgreSQL is missing; install it with: sudo apt-get install -y postgresql" >&2
-            exit 1
-        fi
-        echo "postgres-env: installing postgresql" >&2
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -q >&2
-        apt-get install -y -q postgresql >&2
-    fi
+    [ -n "$(bindir)" ] || bash "$(dirname "$0")/apt-install.sh" postgres-env postgresql
     bin=$(bindir)
     mkdir -p "$dir"
     [ "$(id -u)" = "0" ] && chown postgres "$dir"

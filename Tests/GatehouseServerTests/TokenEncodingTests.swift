@@ -36,6 +36,40 @@ struct TokenEncodingTests {
         #expect(Base64URL.decode("-_8") == Data([0xFB, 0xFF]))
     }
 
+    @Test("base64url decodes only the canonical form: a last character with unused bits set is refused")
+    func canonicalOnly() throws {
+        // One byte leaves 4 unused bits in its second character, two bytes leave 2 in their third.
+        #expect(Base64URL.decode("QQ") == Data("A".utf8))
+        #expect(Base64URL.decode("QUI") == Data("AB".utf8))
+        for text in ["QR", "QX", "QUJ", "QUL"] {
+            #expect(Base64URL.decode(text) == nil, "\(text)")
+        }
+        // For every length with a short last group, each other value of the last character's unused bits is refused.
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        for length in [1, 2, 4, 5, 31, 32] {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255) }
+            let encoded = Array(Base64URL.encode(bytes))
+            let lastCharacter = try #require(encoded.last)
+            let last = try #require(alphabet.firstIndex(of: lastCharacter))
+            let unusedBits = length % 3 == 1 ? 4 : 2
+            for low in 1..<(1 << unusedBits) {
+                let altered = String(encoded.dropLast()) + String(alphabet[last & ~((1 << unusedBits) - 1) | low])
+                #expect(Base64URL.decode(altered) == nil, "\(altered)")
+            }
+        }
+    }
+
+    @Test("bearer tokens lose the spaces and tabs at either end, nothing else")
+    func trimming() {
+        #expect(" \t abc.def \t".dropFirst(0).trimmingSpacesAndTabs() == "abc.def")
+        #expect("a b\tc"[...].trimmingSpacesAndTabs() == "a b\tc")
+        #expect("\nabc\r"[...].trimmingSpacesAndTabs() == "\nabc\r")
+        #expect(" \t "[...].trimmingSpacesAndTabs() == "")
+        #expect(""[...].trimmingSpacesAndTabs() == "")
+        let token = "x\(String(repeating: "y", count: 600))z"
+        #expect("  \(token)\t"[...].trimmingSpacesAndTabs() == token[...])
+    }
+
     @Test("SQLite statements: $n becomes ?n, a $ before anything else stays")
     func translate() {
         #expect(SQLiteDatabase.translate("SELECT 1") == "SELECT 1")

@@ -59,8 +59,11 @@ enum JWT {
     static func header(kid: String) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding three strings cannot fail.
-        return Base64URL.encode((try? encoder.encode(Header(alg: "ES256", typ: "JWT", kid: kid))) ?? Data())
+        do {
+            return Base64URL.encode(try encoder.encode(Header(alg: "ES256", typ: "JWT", kid: kid)))
+        } catch {
+            preconditionFailure("encoding a JWS header of three strings cannot fail: \(error)")
+        }
     }
 
     static func sign(_ claims: some Encodable, key: SigningKeys.Key) throws -> String {
@@ -112,39 +115,28 @@ enum Base64URL {
     static func encode(_ data: some DataProtocol) -> String {
         let bytes = Array(data)
         let alphabet = alphabet
-        return String(unsafeUninitializedCapacity: (bytes.count * 4 + 2) / 3) { out in
+        // 4 characters per 3 bytes; a last group of 1 or 2 bytes gives 2 or 3 characters (no padding).
+        let length = (bytes.count * 4 + 2) / 3
+        return String(unsafeUninitializedCapacity: length) { out in
             var o = 0
-            var i = 0
-            while i + 3 <= bytes.count {
-                let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-                out[o] = alphabet[Int(n >> 18 & 63)]
-                out[o + 1] = alphabet[Int(n >> 12 & 63)]
-                out[o + 2] = alphabet[Int(n >> 6 & 63)]
-                out[o + 3] = alphabet[Int(n & 63)]
-                i += 3
-                o += 4
-            }
-            switch bytes.count - i {
-            case 1:
+            for i in stride(from: 0, to: bytes.count, by: 3) {
+                // A short last group reads as zero bytes; only the characters it needs are kept.
                 let n = UInt32(bytes[i]) << 16
-                out[o] = alphabet[Int(n >> 18 & 63)]
-                out[o + 1] = alphabet[Int(n >> 12 & 63)]
-                o += 2
-            case 2:
-                let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
-                out[o] = alphabet[Int(n >> 18 & 63)]
-                out[o + 1] = alphabet[Int(n >> 12 & 63)]
-                out[o + 2] = alphabet[Int(n >> 6 & 63)]
-                o += 3
-            default:
-                break
+                    | UInt32(i + 1 < bytes.count ? bytes[i + 1] : 0) << 8
+                    | UInt32(i + 2 < bytes.count ? bytes[i + 2] : 0)
+                for k in 0..<4 where o < length {
+                    out[o] = alphabet[Int(n >> UInt32(18 - 6 * k) & 63)]
+                    o += 1
+                }
             }
             return o
         }
     }
 
-    /// The bytes of unpadded base64url text; nil for any character outside the alphabet (padding included) or a
-    /// length no encoding has.
+    /// The bytes of unpadded base64url text; nil for any character outside the alphabet (padding included), a
+    /// length no encoding has, or a last character whose unused low bits are not zero — so that every byte string
+    /// has exactly one text form (RFC 4648 §3.5), and a token altered in those bits is refused rather than read as
+    /// the same token.
     static func decode(_ text: some StringProtocol) -> Data? {
         var text = String(text)
         return text.withUTF8 { utf8 -> Data? in
@@ -164,6 +156,8 @@ enum Base64URL {
                     out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
                 }
             }
+            // 2 or 4 bits are left over after a short last group; an encoder writes them as zeros.
+            guard accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
             return Data(out)
         }
     }

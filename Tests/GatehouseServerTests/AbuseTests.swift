@@ -101,6 +101,36 @@ private extension TestClientProtocol {
         }
     }
 
+    /// Native refreshes: a wrong secret for a real session id is refused without using up the session's allowance,
+    /// and a refresh refused with 429 leaves the token as it was, so that the retry after Retry-After — past the
+    /// reuse window — refreshes instead of revoking the session as a replay.
+    @Test func nativeRefreshesAreCountedOnlyWithTheRightSecretAndA429RotatesNothing() async throws {
+        let clock = ManualClock()
+        let config = limitedConfiguration([.refresh: .init(perIP: nil, perIdentifier: .init(1, per: 60))], native: true)
+        try await withGatehouse(config, clock: clock) { _, client in
+            let ct = try await client.nativeSignUp("ned@example.com", password: "a fine passphrase")
+            let first = try #require(try await client.nativeTokens(ct, username: "ned@example.com").refreshToken)
+            let sessionId = try #require(OpaqueToken(first)).id
+            for _ in 0..<3 {
+                let forged = OpaqueToken.make(id: sessionId).encoded
+                let refused = try await client.native(.token, ["grant_type": "refresh_token", "refresh_token": forged])
+                expectNativeError(refused, .invalidGrant, status: .badRequest)
+            }
+            let refreshed = try await client.native(.token, ["grant_type": "refresh_token", "refresh_token": first])
+            #expect(refreshed.status == .ok)
+            let second = try #require(try refreshed.decode(NativeAuthTokenResponse.self).refreshToken)
+
+            let limited = try await client.native(.token, ["grant_type": "refresh_token", "refresh_token": second])
+            expectNativeError(limited, .slowDown, code: NativeAuthErrorCode.rateLimited, status: .tooManyRequests)
+            let retryAfter = try #require(limited.nativeError?.retryAfter)
+            #expect(retryAfter > (config.apps[0].nativeAuth?.refreshTokenReuseWindow ?? 0))
+            clock.advance(by: TimeInterval(retryAfter))
+            let retried = try await client.native(.token, ["grant_type": "refresh_token", "refresh_token": second])
+            #expect(retried.status == .ok)
+            #expect(try retried.decode(NativeAuthTokenResponse.self).refreshToken != second)
+        }
+    }
+
     /// Two instances on one database count together: a client cannot double its allowance by being balanced
     /// across them.
     @Test func instancesSharingADatabaseShareTheCounts() async throws {

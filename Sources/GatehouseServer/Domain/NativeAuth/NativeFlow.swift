@@ -88,10 +88,10 @@ struct OpaqueToken: Sendable, Hashable {
 
     var encoded: String { Base64URL.encode(Self.bytes(hex: id) + secret) }
 
-    /// Parses a token; nil for anything that is not one of ours, including another spelling of one (base64 lets
-    /// the unused low bits of the last character vary: only the canonical form is accepted).
+    /// Parses a token; nil for anything that is not one of ours, including another spelling of one (``Base64URL``
+    /// decodes only the canonical form).
     init?(_ text: String) {
-        guard text.utf8.count <= 128, let data = Base64URL.decode(text), data.count == 44, Base64URL.encode(data) == text else { return nil }
+        guard text.utf8.count <= 128, let data = Base64URL.decode(text), data.count == 44 else { return nil }
         let bytes = [UInt8](data)
         id = Secrets.hex(Array(bytes[0..<12]))
         secret = Array(bytes[12...])

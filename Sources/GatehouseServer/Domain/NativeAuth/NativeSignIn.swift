@@ -200,8 +200,17 @@ extension NativeAuthService {
             throw NativeAuthFailure.expiredRefreshToken
         }
         let presentedHash = presented.hash
+        let isCurrent = Secrets.constantTimeEquals(presentedHash, session.secretHash)
+        guard isCurrent || session.previousSecretHash.map({ Secrets.constantTimeEquals(presentedHash, $0) }) == true else {
+            throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid")
+        }
+        // Counted once the secret is known to be the session's (as the Client API's refresh does): a session id alone,
+        // which access tokens carry in `sid`, must not let anyone use up the session's refresh allowance. And counted
+        // before the secret rotates: a refresh refused with 429 must leave the client's token as it was, or the retry
+        // after Retry-After (longer than the reuse window) would look like a replay and revoke the session.
+        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
         var secret: [UInt8]?
-        if Secrets.constantTimeEquals(presentedHash, session.secretHash) {
+        if isCurrent {
             let salt = Secrets.randomBytes(16)
             let next = Self.derive(presented.secret, salt: salt)
             if try await env.store.rotateSessionSecret(id: session.id, from: presentedHash, to: Self.sha256(next), salt: salt, now: now) {
@@ -228,9 +237,6 @@ extension NativeAuthService {
             }
             secret = next
         }
-        // Counted once the secret matched (as the Client API's refresh does): a session id alone, which access tokens
-        // carry in `sid`, must not let anyone use up the session's refresh allowance.
-        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
         guard let user = try await env.store.user(id: session.userId) else {
             throw NativeAuthFailure.invalidRefreshToken("the user no longer exists")
         }

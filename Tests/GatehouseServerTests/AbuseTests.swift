@@ -101,6 +101,27 @@ private extension TestClientProtocol {
         }
     }
 
+    /// Linking (`login?link=true`) checks credentials as a login does, and is counted per address as one.
+    @Test func linkAttemptsCountAsLoginsPerAddress() async throws {
+        let config = limitedConfiguration([.login: .init(perIP: .init(2, per: 60), perIdentifier: nil)])
+        try await withGatehouse(config) { _, client in
+            let from: HTTPFields = [.contentType: "application/json", HTTPField.Name("X-Forwarded-For")!: "198.51.100.60"]
+            func anonymousLogin(link bearer: String? = nil) async throws -> Reply {
+                var headers = from
+                if let bearer { headers[.authorization] = "Bearer \(bearer)" }
+                let uri = Path.app() + "/auth/providers/anon-user/login" + (bearer == nil ? "" : "?link=true")
+                return try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: "{}")) { response in
+                    Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
+                }
+            }
+            let login = try await anonymousLogin().decode(LoginResponse.self)
+            let linked = try await anonymousLogin(link: login.accessToken)
+            #expect(linked.status == .badRequest)  // an anonymous identity cannot be linked, but the attempt counts
+            #expect(try await anonymousLogin(link: login.accessToken).status == .tooManyRequests)
+            #expect(try await anonymousLogin().status == .tooManyRequests)
+        }
+    }
+
     /// Native refreshes: a wrong secret for a real session id is refused without using up the session's allowance,
     /// and a refresh refused with 429 leaves the token as it was, so that the retry after Retry-After — past the
     /// reuse window — refreshes instead of revoking the session as a replay.

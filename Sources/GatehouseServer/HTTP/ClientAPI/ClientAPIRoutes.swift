@@ -89,6 +89,9 @@ struct ClientAPIRoutes {
     @Sendable func login(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         let app = try env.app(try appId(context))
         let provider = try context.parameters.require("provider")
+        // Password logins are counted per address and username inside `authenticate`; the others per address here,
+        // links included (a link checks its credentials as a login does).
+        if provider != EmailPasswordService.providerType { try await env.checkRateLimit(.login, app: app) }
         if request.uri.queryParameters.get("link") == "true" {
             let caller = try await sessions.authenticate(try request.bearerToken(), as: .access)
             guard caller.app.id == app.id else { throw AuthError.invalidSession("invalid session: the token is for another app") }
@@ -101,8 +104,6 @@ struct ClientAPIRoutes {
         let options: LoginOptions?
         // The key of an api-key login: the session ends when the key is disabled or deleted.
         var apiKeyId: String?
-        // Password logins are counted per address and username inside `authenticate`; the others per address here.
-        if provider != EmailPasswordService.providerType { try await env.checkRateLimit(.login, app: app) }
         do {
             switch try await credential(provider, app: app, request: request, context: context, linking: false) {
             case .user(let found, let sent):

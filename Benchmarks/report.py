@@ -38,6 +38,20 @@ def _get(result, server, scenario, mode, key):
         return None
 
 
+def steal_summary(result: dict) -> str | None:
+    """The CPU steal of a database's runs (results from before it was measured have none): the median and the
+    largest, with the run it was in."""
+    runs = [(run["cpu_steal_pct"], f"{server} {scenario} {mode}")
+            for server, s in result["servers"].items() for scenario, modes in s["scenarios"].items()
+            for mode, run in modes.items() if isinstance(run, dict) and run.get("cpu_steal_pct") is not None]
+    if not runs:
+        return None
+    values = sorted(v for v, _ in runs)
+    top = max(runs)
+    return (f"CPU steal (the host running other machines while this one had work) during the {result['database']} "
+            f"runs: median {values[len(values) // 2]:.1f}%, at most {top[0]:.1f}% ({top[1]}).")
+
+
 def markdown(results: list[dict]) -> str:
     first = results[0]
     m = first["machine"]
@@ -90,6 +104,8 @@ def markdown(results: list[dict]) -> str:
             lines.append(f"| {label} | " + " | ".join(_f(v * scale if v is not None else None, 0 if key == 'processes' else 1)
                                                       for v in vals) + " |")
         lines.append("")
+        if steal := steal_summary(r):
+            lines += [steal, ""]
         if r.get("targets"):
             lines += ["Targets (issue 9):", "", "| target | goal | measured | measured / goal | met |",
                       "|---|---|--:|--:|---|"]
@@ -216,7 +232,8 @@ def readme_block(results: list[dict], out: Path) -> str:
         gh, peer = r["servers"].get("gatehouse", {}), r["servers"].get("peer", {})
         lines += ["", f"Ready after start: Gatehouse {_f((gh.get('startup_s') or 0) * 1000, 0)} ms, peer "
                   f"{_f((peer.get('startup_s') or 0) * 1000, 0)} ms. Idle RSS: Gatehouse {_f(gh.get('idle_rss_mb'))} MB, "
-                  f"peer {_f(peer.get('idle_rss_mb'))} MB ({peer.get('processes', '?')} processes).", ""]
+                  f"peer {_f(peer.get('idle_rss_mb'))} MB ({peer.get('processes', '?')} processes)."
+                  + (f" {steal}" if (steal := steal_summary(r)) else ""), ""]
         if r.get("targets"):
             met = [t for t in r["targets"] if t["met"]]
             lines.append(f"Targets met on {r['database']}: {len(met)} of {len(r['targets'])}: " + "; ".join(

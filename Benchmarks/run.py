@@ -94,6 +94,15 @@ def cpu_seconds(pid: int) -> float:
     return total / CLK_TCK
 
 
+def machine_cpu_ticks() -> tuple[int, int]:
+    """The whole machine's CPU time so far, in ticks: (all of it, the part stolen by the hypervisor). Steal is time a
+    virtual CPU had work but the host ran something else; on a shared VM it is the one disturbance a run can see."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal [guest guest_nice, already counted in user and nice]
+    return sum(fields[:8]), fields[7] if len(fields) > 7 else 0
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of the process tree (for gunicorn: master and workers, shared pages counted per process)."""
     total = 0
@@ -290,10 +299,12 @@ def run_wrk(server: Server, scenario: str, connections: int, duration: float, ra
             "-s", str(HERE / "load" / "driver.lua"), server.base]
     pid = server.process.pid
     cpu_before = cpu_seconds(pid)
+    ticks_before, steal_before = machine_cpu_ticks()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with RSSSampler(pid) as sampler:
         done = subprocess.run(argv, env=env, capture_output=True, text=True)
     cpu = cpu_seconds(pid) - cpu_before
+    ticks_after, steal_after = machine_cpu_ticks()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     load_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
     line = next((l for l in done.stdout.splitlines() if l.startswith("BENCH_RESULT ")), None)
@@ -308,6 +319,8 @@ def run_wrk(server: Server, scenario: str, connections: int, duration: float, ra
     result["load_generator_cpu_s"] = round(load_cpu, 3)  # wrk's own CPU time, on the same cores
     result["cpu_s_per_1000_flows"] = round(1000 * cpu / result["flows_ok"], 4) if result["flows_ok"] else None
     result["peak_rss_mb"] = round(sampler.peak / 2**20, 1)
+    # Share of the machine's CPU time the host took while this ran: figures from runs with much of it are low.
+    result["cpu_steal_pct"] = round(100 * (steal_after - steal_before) / max(1, ticks_after - ticks_before), 1)
     return result
 
 

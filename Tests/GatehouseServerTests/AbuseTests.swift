@@ -21,8 +21,14 @@ private extension TestClientProtocol {
     /// A password login from client address `ip`.
     func login(_ email: String, _ password: String = "correct horse", from ip: String) async throws -> Reply {
         let body = try JSONEncoder().encode(EmailPasswordLoginRequest(username: email, password: password))
-        let headers: HTTPFields = [.contentType: "application/json", HTTPField.Name("X-Forwarded-For")!: "203.0.113.250, \(ip)"]
-        return try await execute(uri: Path.local("login"), method: .post, headers: headers, body: ByteBuffer(bytes: body)) { response in
+        return try await post(Path.local("login"), body, from: ip)
+    }
+
+    /// A JSON POST from client address `ip` (behind a proxy that appends it), with a bearer token when given.
+    func post(_ uri: String, _ body: Data, from ip: String, bearer: String? = nil) async throws -> Reply {
+        var headers: HTTPFields = [.contentType: "application/json", HTTPField.Name("X-Forwarded-For")!: "203.0.113.250, \(ip)"]
+        if let bearer { headers[.authorization] = "Bearer \(bearer)" }
+        return try await execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(bytes: body)) { response in
             Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
         }
     }
@@ -105,14 +111,9 @@ private extension TestClientProtocol {
     @Test func linkAttemptsCountAsLoginsPerAddress() async throws {
         let config = limitedConfiguration([.login: .init(perIP: .init(2, per: 60), perIdentifier: nil)])
         try await withGatehouse(config) { _, client in
-            let from: HTTPFields = [.contentType: "application/json", HTTPField.Name("X-Forwarded-For")!: "198.51.100.60"]
             func anonymousLogin(link bearer: String? = nil) async throws -> Reply {
-                var headers = from
-                if let bearer { headers[.authorization] = "Bearer \(bearer)" }
                 let uri = Path.app() + "/auth/providers/anon-user/login" + (bearer == nil ? "" : "?link=true")
-                return try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: "{}")) { response in
-                    Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
-                }
+                return try await client.post(uri, Data("{}".utf8), from: "198.51.100.60", bearer: bearer)
             }
             let login = try await anonymousLogin().decode(LoginResponse.self)
             let linked = try await anonymousLogin(link: login.accessToken)

@@ -61,7 +61,7 @@ struct TokenEncodingTests {
 
     @Test("bearer tokens lose the spaces and tabs at either end, nothing else")
     func trimming() {
-        #expect(" \t abc.def \t".dropFirst(0).trimmingSpacesAndTabs() == "abc.def")
+        #expect(" \t abc.def \t"[...].trimmingSpacesAndTabs() == "abc.def")
         #expect("a b\tc"[...].trimmingSpacesAndTabs() == "a b\tc")
         #expect("\nabc\r"[...].trimmingSpacesAndTabs() == "\nabc\r")
         #expect(" \t "[...].trimmingSpacesAndTabs() == "")

@@ -385,6 +385,7 @@ public final class AuthServer: Sendable {
 
     /// Closes the database. Call after the application has stopped.
     public func close() async throws {
+        await env.background.drain()
         if let outbound = env.outbound as? HTTPClientOutbound { await outbound.shutdown() }
         try await database.close()
     }

@@ -35,7 +35,9 @@ import Testing
 
     @Test func confirmationAndResetFunctionsAndFunctionLoginThroughTheSDK() async throws {
         let calls = Calls()
-        try await withLiveServer(functions: Self.handlers(calls)) { server in
+        // An app that reveals user existence runs the functions inside the request, as App Services does, so the SDK
+        // sees their verdicts.
+        try await withLiveServer(reveal: true, functions: Self.handlers(calls)) { server in
             let app = server.app()
             let auth = app.emailPasswordAuth
             try await auth.registerUser(email: "fn@example.com", password: "first password")

@@ -6,7 +6,7 @@ import Testing
 /// Code written for the Realm Swift SDK compiles with only the `App` initialiser changed, and runs.
 @Suite struct RealmCompatibilityTests {
     @Test func realmShapedCodeCompilesAndRuns() async throws {
-        try await withLiveServer { server in
+        try await withLiveServer(reveal: true) { server in
             let appID = "test-app"
             let baseURL = server.base
             let email = "realm@example.com", password = "correct horse", newPassword = "new horse battery"
@@ -86,7 +86,7 @@ import Testing
     }
 
     @Test func completionFormsMatchAsyncForms() async throws {
-        try await withLiveServer { server in
+        try await withLiveServer(reveal: true) { server in
             let queue = DispatchQueue(label: "callbacks-\(UUID().uuidString)")
             queue.setSpecific(key: Self.queueKey, value: queue.label)
             let app = server.app(queue: queue)

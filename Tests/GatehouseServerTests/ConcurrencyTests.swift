@@ -53,19 +53,47 @@ import Testing
         }
     }
 
+    /// Where the app reveals user existence: one account; the others are refused as taken, or (racing past the
+    /// first check) by the send limit of 5 confirmation emails per address, and none leaves a second account or email.
     @Test func concurrentRegistrationsOfOneEmailCreateOneAccount() async throws {
-        try await withGatehouse { gatehouse, client in
+        try await withGatehouse(testConfiguration(reveal: true)) { gatehouse, client in
             let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
                 for _ in 0..<10 {
                     group.addTask { try await client.register("twin@example.com").status }
                 }
                 return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
             }
-            // One account; the others are refused as taken, or (racing past the first check) by the send limit
-            // of 5 confirmation emails per address. None of them leaves a second account or email.
             #expect(statuses.filter { $0 == .created }.count == 1)
             #expect(statuses.filter { $0 == .conflict || $0 == .tooManyRequests }.count == 9)
             #expect(try await gatehouse.env.store.mailbox(recipient: "twin@example.com", limit: 20).count == 1)
+        }
+    }
+
+    /// Otherwise a registration over a pending one replaces it: racing registrations leave one account, at most the
+    /// send limit's 5 emails, and only the newest link works, confirming the one password whose registration sent it.
+    @Test func concurrentRegistrationsOfOneEmailLeaveOneAccountAndOneWorkingLink() async throws {
+        try await withGatehouse { gatehouse, client in
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<10 {
+                    group.addTask { try await client.register("twin@example.com", "password number \(index)").status }
+                }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.allSatisfy { $0 == .created || $0 == .tooManyRequests })
+            #expect(statuses.contains(.created))
+            let mails = try await client.mailbox("twin@example.com")
+            #expect((1...5).contains(mails.count))
+            for stale in mails.dropFirst() {
+                let link = try #require(stale.link)
+                #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .badRequest)
+            }
+            let newest = try #require(mails.first?.link)
+            #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: newest.token, tokenId: newest.tokenId)).status == .ok)
+            var working = 0
+            for index in 0..<10 where try await client.login("twin@example.com", "password number \(index)").status == .ok { working += 1 }
+            #expect(working == 1)
+            let account = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "twin@example.com"))
+            #expect(try await gatehouse.env.store.identities(userId: account.userId).count == 1)
         }
     }
 }

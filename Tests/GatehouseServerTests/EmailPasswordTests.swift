@@ -56,14 +56,36 @@ import Testing
         }
     }
 
+    /// Where the app reveals user existence, as App Services does (Realm clients expect it).
     @Test func aTakenEmailIsAccountNameInUseWhateverItsCase() async throws {
-        try await withGatehouse { _, client in
+        try await withGatehouse(testConfiguration(reveal: true)) { _, client in
             #expect(try await client.register("carol@example.com").status == .created)
             for variant in ["carol@example.com", "CAROL@example.com", " carol@EXAMPLE.com\n"] {
                 let reply = try await client.register(variant)
                 #expect(reply.status == .conflict)
                 #expect(reply.error?.errorCode == .accountNameInUse)
             }
+        }
+    }
+
+    /// Otherwise a taken address is answered as a new one would be, and its owner hears of it by email; the account
+    /// and its password stay as they were.
+    @Test func aTakenEmailIsAnsweredAsANewOneAndItsOwnerIsTold() async throws {
+        try await withGatehouse { _, client in
+            let owner = try await client.signUp("dora@example.com", "owner password")
+            for variant in ["dora@example.com", "DORA@example.com"] {
+                let reply = try await client.register(variant, "intruder password")
+                #expect(reply.status == .created)
+                #expect(reply.text == "{}")
+            }
+            let mails = try await client.mailbox("dora@example.com")
+            #expect(mails.count == 3)  // the confirmation, then one notice per attempt
+            #expect(mails.prefix(2).allSatisfy { $0.subject.contains("tried to create") })
+            #expect(mails[0].text.contains("tried to create"))
+            #expect(mails[0].link == nil)
+            #expect(try await client.login("dora@example.com", "intruder password").status == .unauthorized)
+            #expect(try await client.login("dora@example.com", "owner password").status == .ok)
+            #expect(try await client.call(Path.session, bearer: owner.refreshToken).status == .created)
         }
     }
 

@@ -72,11 +72,13 @@ final class WebhookReceiver: @unchecked Sendable {
 @Suite(.timeLimit(.minutes(3))) struct FunctionTests {
     static let secret = "whsec_" + Data("a webhook secret of 32 bytes!!!!".utf8).base64EncodedString()
 
-    /// test-app with confirmation and reset functions and the custom-function provider, all on `receiver`.
+    /// test-app with confirmation and reset functions and the custom-function provider, all on `receiver`. With
+    /// `reveal` (the default here) the functions run inside the request, as App Services runs them.
     static func configuration(
-        _ receiver: WebhookReceiver, secret: String = secret, timeout: TimeInterval = 5, confirmation: LocalUserpassConfiguration.Confirmation = .function
+        _ receiver: WebhookReceiver, secret: String = secret, timeout: TimeInterval = 5, confirmation: LocalUserpassConfiguration.Confirmation = .function,
+        reveal: Bool = true
     ) -> GatehouseConfiguration {
-        var config = testConfiguration()
+        var config = testConfiguration(reveal: reveal)
         let hook = WebhookSettings(url: receiver.url, secret: secret, timeout: timeout)
         config.apps[0].localUserpass?.confirmation = confirmation
         config.apps[0].localUserpass?.confirmationFunction = hook
@@ -87,11 +89,13 @@ final class WebhookReceiver: @unchecked Sendable {
     }
 
     func withReceiver(
-        timeout: TimeInterval = 5, gatehouseSecret: String = secret, confirmation: LocalUserpassConfiguration.Confirmation = .function, _ body: @escaping @Sendable (WebhookReceiver, AuthServer, any TestClientProtocol) async throws -> Void) async throws {
+        timeout: TimeInterval = 5, gatehouseSecret: String = secret, confirmation: LocalUserpassConfiguration.Confirmation = .function,
+        reveal: Bool = true, _ body: @escaping @Sendable (WebhookReceiver, AuthServer, any TestClientProtocol) async throws -> Void
+    ) async throws {
         let receiver = try await WebhookReceiver.start(secret: Self.secret)
         defer { receiver.stop() }
         // Receivers refuse calls whose webhook-timestamp is more than five minutes off their clock: start at now.
-        try await withGatehouse(Self.configuration(receiver, secret: gatehouseSecret, timeout: timeout, confirmation: confirmation), clock: ManualClock(Date())) { gatehouse, client in
+        try await withGatehouse(Self.configuration(receiver, secret: gatehouseSecret, timeout: timeout, confirmation: confirmation, reveal: reveal), clock: ManualClock(Date())) { gatehouse, client in
             try await body(receiver, gatehouse, client)
         }
     }
@@ -205,11 +209,50 @@ final class WebhookReceiver: @unchecked Sendable {
             )
             #expect(late.status == .badRequest)
             #expect(try await client.login("fail@example.com", "old password").status == .ok)
-            // Unknown addresses are answered as a pending reset (the app does not reveal who has an account), without a call.
+            // This app reveals user existence: an unknown address is UserNotFound, without a call.
             let calls = try receiver.calls.count
-            #expect(try await reset("nobody@example.com").status == .ok)
+            let unknown = try await reset("nobody@example.com")
+            #expect(unknown.status == .notFound)
+            #expect(unknown.error?.errorCode == .userNotFound)
             #expect(try receiver.calls.count == calls)
             #expect(try receiver.calls.allSatisfy { call in call.body?["password"] == nil && !(call.body.map { "\($0)" } ?? "").contains("new password") })
+        }
+    }
+
+    /// An app that hides user existence answers `confirm/call` and `reset/call` with 200 for every address, before
+    /// the function runs: its verdict and its latency would tell a known address from an unknown one. The function
+    /// then runs for a known address, and its verdict takes effect.
+    @Test func withoutRevealTheFunctionsRunAfterTheAnswer() async throws {
+        try await withReceiver(reveal: false) { receiver, gatehouse, client in
+            #expect(try await client.register("pending-later@example.com").status == .created)
+            var calls = try receiver.calls.count
+            for email in ["pending-later@example.com", "nobody@example.com"] {
+                #expect(try await client.call(Path.local("confirm/call"), json: EmailRequest(email: email)).status == .ok)
+            }
+            await gatehouse.env.background.drain()
+            #expect(try receiver.calls.count == calls + 1)
+            #expect(try receiver.calls.last?.body?["username"] == "pending-later@example.com")
+            calls = try receiver.calls.count
+            #expect(try await client.register("fail-later@example.com").status == .badRequest)  // the function refuses it
+            #expect(try receiver.calls.count == calls + 1)
+        }
+        try await withReceiver(confirmation: .auto, reveal: false) { receiver, gatehouse, client in
+            for email in ["success@example.com", "fail@example.com"] {
+                #expect(try await client.register(email, "old password").status == .created)
+            }
+            func reset(_ email: String) async throws -> Reply {
+                try await client.call(Path.local("reset/call"), json: CallResetFunctionRequest(email: email, password: "new password", arguments: []))
+            }
+            for email in ["success@example.com", "fail@example.com", "nobody@example.com"] {
+                let reply = try await reset(email)
+                #expect(reply.status == .ok, "\(email): \(reply.text)")
+                #expect(reply.text == "{}")
+            }
+            await gatehouse.env.background.drain()
+            #expect(try receiver.calls.compactMap { $0.body?["username"]?.stringValue }.sorted() == ["fail@example.com", "success@example.com"])
+            #expect(try await client.login("success@example.com", "new password").status == .ok)
+            #expect(try await client.login("fail@example.com", "old password").status == .ok)
+            #expect(try await client.login("fail@example.com", "new password").status == .unauthorized)
         }
     }
 

@@ -288,11 +288,11 @@ import Testing
 
 @Suite struct NativeRefreshTokenTests {
     private func signedIn(_ client: some TestClientProtocol, _ email: String) async throws -> NativeAuthTokenResponse {
-        try await client.nativeTokens(try await client.nativeSignUp(email, password: "correct horse"), username: email)
+        try await client.nativeSignedUp(email)
     }
 
     private func refresh(_ client: some TestClientProtocol, _ token: String) async throws -> Reply {
-        try await client.native(.token, ["grant_type": "refresh_token", "refresh_token": token, "scope": "openid profile offline_access", "client_info": "true"])
+        try await client.nativeRefresh(token)
     }
 
     @Test func everyRefreshRotatesTheToken() async throws {

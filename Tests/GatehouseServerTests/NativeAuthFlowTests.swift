@@ -163,9 +163,10 @@ import Testing
         }
     }
 
+    /// Where the app reveals user existence, as Entra does. (Without it, see AccountIntegrityTests.)
     @Test func aTakenAddressIsUserAlreadyExistsAndTwoRacingSignUpsMakeOneAccount() async throws {
-        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
-            _ = try await client.register("taken@example.com")
+        try await withGatehouse(nativeConfiguration(reveal: true)) { gatehouse, client in
+            _ = try await client.signUp("taken@example.com")
             let taken = try await client.native(.signUpStart, ["username": "TAKEN@example.com", "challenge_type": allChallengeTypes])
             expectNativeError(taken, .userAlreadyExists, code: NativeAuthErrorCode.userAlreadyExists)
 
@@ -213,8 +214,11 @@ import Testing
         }
     }
 
-    @Test func signInWithACodeConfirmsAPendingAccount() async throws {
-        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+    /// Where the app reveals user existence, a pending account signs in with a code, as Entra's unverified accounts
+    /// do. The code proves the mailbox: the account is confirmed, and the password its registration chose (someone
+    /// who never proved the mailbox chose it) is discarded.
+    @Test func signInWithACodeConfirmsAPendingAccountAndDiscardsItsPassword() async throws {
+        try await withGatehouse(nativeConfiguration(reveal: true)) { gatehouse, client in
             _ = try await client.register("gil@example.com")  // Client API, not confirmed
             let ct1 = try #require(try await client.nativeStep(.signInInitiate, ["username": "gil@example.com", "challenge_type": allChallengeTypes]).continuationToken)
             let challenge = try await client.nativeStep(.signInChallenge, ["continuation_token": ct1, "challenge_type": allChallengeTypes])
@@ -224,13 +228,15 @@ import Testing
                 .token, ["continuation_token": try #require(challenge.continuationToken), "grant_type": "oob", "oob": code, "scope": "openid offline_access"]
             )
             #expect(reply.status == .ok, "\(reply.text)")
-            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "gil@example.com")?.confirmedAt != nil)
-            #expect(try await client.login("gil@example.com").status == .ok)
+            let account = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "gil@example.com"))
+            #expect(account.confirmedAt != nil && account.mailboxProvenAt != nil)
+            #expect(account.passwordHash.isEmpty)
+            #expect(try await client.login("gil@example.com").status == .unauthorized)
         }
     }
 
-    @Test func aCodeOnlyAccountSignsInWithACodeEvenWhenTheClientTakesPasswords() async throws {
-        try await withGatehouse(nativeConfiguration()) { _, client in
+    @Test func aCodeOnlyAccountSignsInWithACodeEvenWhenTheClientTakesPasswordsWhereExistenceIsRevealed() async throws {
+        try await withGatehouse(nativeConfiguration(reveal: true)) { _, client in
             _ = try await client.nativeSignUp("hal@example.com")
             let ct1 = try #require(try await client.nativeStep(.signInInitiate, ["username": "hal@example.com", "challenge_type": allChallengeTypes]).continuationToken)
             let challenge = try await client.nativeStep(.signInChallenge, ["continuation_token": ct1, "challenge_type": allChallengeTypes])

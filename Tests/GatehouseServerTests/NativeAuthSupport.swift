@@ -96,6 +96,21 @@ extension TestClientProtocol {
     }
 }
 
+extension TestClientProtocol {
+    /// Signs `email` up (code, then a password) and in after sign-up: the tokens.
+    func nativeSignedUp(_ email: String, password: String = "correct horse") async throws -> NativeAuthTokenResponse {
+        try await nativeTokens(try await nativeSignUp(email, password: password), username: email)
+    }
+
+    /// `/token` with `grant_type=refresh_token`.
+    func nativeRefresh(_ token: String, app: String = "test-app") async throws -> Reply {
+        try await native(
+            .token, app: app,
+            ["grant_type": "refresh_token", "refresh_token": token, "scope": "openid profile offline_access", "client_info": "true"]
+        )
+    }
+}
+
 extension Reply {
     /// The native auth error body.
     var nativeError: NativeAuthErrorBody? { try? JSONDecoder().decode(NativeAuthErrorBody.self, from: body) }

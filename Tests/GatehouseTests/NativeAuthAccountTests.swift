@@ -182,12 +182,31 @@ import Testing
         #expect(try await found.getAccessToken().accessToken == "at-1")
         #expect(harness.transport.seen.count == requests)
 
-        found.signOut()
+        // Signing out ends the session on the server too, with the refresh token the cache held.
+        harness.transport.then(Exchange(endpoint: .revoke, fields: Form.revoke("rt-1"), reply: Reply.ok("{}")))
+        let revoked = found.signOut()
         #expect(restarted.getNativeAuthUserAccount() == nil)
         #expect(harness.restart().getNativeAuthUserAccount() == nil)
+        await revoked.value
         let error = try #require(await thrown { () async throws(RetrieveAccessTokenError) in try await found.getAccessToken() })
         #expect(error.kind == .generalError)
-        #expect(harness.transport.seen.count == requests)
+        #expect(harness.transport.seen.count == requests + 1)
+        harness.verify()
+    }
+
+    @Test func signOutWithTheServerUnreachableStillSignsOutLocally() async throws {
+        let store = InMemoryUserStore()
+        let harness = Harness(store: store)
+        let account = try await Self.signIn(harness)
+        // The revocation is tried twice (one retry), and both fail.
+        harness.transport.then(
+            Exchange(endpoint: .revoke, fields: Form.revoke("rt-1"), reply: .unreachable),
+            Exchange(endpoint: .revoke, fields: Form.revoke("rt-1"), reply: .unreachable)
+        )
+        await account.signOut().value
+        #expect(harness.client.getNativeAuthUserAccount() == nil)
+        #expect(harness.restart().getNativeAuthUserAccount() == nil)
+        #expect(try store.load(appId: "native-auth.my-app.ios-app").flatMap { String(data: $0, encoding: .utf8) }?.contains("rt-1") != true)
         harness.verify()
     }
 
@@ -217,7 +236,9 @@ import Testing
         let before = harness.transport.seen.count
         async let refreshed = thrown { () async throws(RetrieveAccessTokenError) in try await account.getAccessToken(forceRefresh: true) }
         await harness.transport.waitForRequests(before + 1)
-        account.signOut()
+        harness.transport.then(Exchange(endpoint: .revoke, fields: Form.revoke("rt-1"), reply: Reply.ok("{}")))
+        let revoked = account.signOut()
+        await revoked.value
         gate.open()
         #expect(await refreshed?.kind == .generalError)
         #expect(harness.client.getNativeAuthUserAccount() == nil)

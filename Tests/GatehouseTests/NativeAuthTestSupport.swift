@@ -215,6 +215,11 @@ enum Form {
         ["client_id": "ios-app", "continuation_token": token, "grant_type": grant].merging(extra) { _, new in new }
     }
 
+    /// The revocation a sign-out sends for `refreshToken`.
+    static func revoke(_ refreshToken: String) -> [String: String] {
+        ["client_id": "ios-app", "token": refreshToken, "token_type_hint": "refresh_token"]
+    }
+
     static func token(grant: String, _ extra: [String: String], scope: String = scope) -> [String: String] {
         var fields = ["client_id": "ios-app", "grant_type": grant, "scope": scope, "client_info": "true"]
         if grant != "oob" && grant != "refresh_token" { fields["challenge_type"] = types }

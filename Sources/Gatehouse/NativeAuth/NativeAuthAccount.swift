@@ -47,10 +47,21 @@ public final class NativeAuthUserAccountResult: Sendable {
         self.engine = engine
     }
 
-    /// Signs out on this device only: the cached account and its tokens are deleted. The server is not called and
-    /// its refresh token stays valid until it expires (as in MSAL).
-    public func signOut() {
+    /// Signs out: the cached account and its tokens are deleted at once, and the server is asked to end the session
+    /// (`oauth2/v2.0/revoke`), so that its refresh token and the access tokens it issued stop working there. The
+    /// local sign-out never waits for the server and does not depend on it: offline, the app is signed out all the
+    /// same (the session then ends on the server when its refresh token expires).
+    ///
+    /// - Returns: the server call, for a caller that wants to wait for it (`await account.signOut().value`); MSAL's
+    ///   `signOut()` returns nothing, and ignoring the result is what most apps do.
+    @discardableResult
+    public func signOut() -> Task<Void, Never> {
+        let refreshToken = engine.accounts.current.flatMap { $0.userId == account.userId ? $0.refreshToken : nil }
         engine.accounts.remove(userId: account.userId)
+        return Task { [engine] in
+            guard let refreshToken else { return }
+            await engine.revoke(refreshToken: refreshToken)
+        }
     }
 
     /// An access token: the cached one while it is not about to expire, otherwise a new one from a

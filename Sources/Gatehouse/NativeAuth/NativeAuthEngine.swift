@@ -105,6 +105,13 @@ final class NativeAuthEngine: Sendable {
         }
     }
 
+    /// Asks the server to end the session of `refreshToken` (RFC 7009). Failures are ignored: the caller has already
+    /// signed out locally, and a server that cannot be reached lets the token expire.
+    func revoke(refreshToken: String) async {
+        let fields = form([("token", refreshToken), ("token_type_hint", "refresh_token")])
+        _ = try? await post(.revoke, fields, correlationId: UUID())
+    }
+
     /// POSTs and decodes a 200 answer as `T`; an answer without a field `T` requires is a general failure.
     func post<T: Decodable>(
         _ endpoint: NativeAuthEndpoint,

@@ -60,11 +60,9 @@ struct APIKeyService: Sendable {
 
     func create(caller: SessionService.Caller, name: String) async throws -> APIKeyResponse {
         let app = try enabledApp(caller.app)
-        try Self.validate(name: name)
         // A key cannot breed keys: a leaked key (or its session) must not outlive its own revocation.
-        guard caller.session.apiKeyId == nil else {
-            throw AuthError.apiKeyRefused("API keys can only be created from a session that was not logged in with an API key")
-        }
+        let caller = try caller.manager(to: "create API keys").caller
+        try Self.validate(name: name)
         guard try await env.store.apiKeys(appId: app.id, userId: caller.user.id).count < Self.maxKeysPerUser else {
             throw AuthError.apiKeyRefused("a user can have at most \(Self.maxKeysPerUser) API keys; delete one first")
         }
@@ -87,7 +85,7 @@ struct APIKeyService: Sendable {
 
     /// `DELETE auth/api_keys/{id}`: the key, its identity and the sessions logged in with it.
     func delete(caller: SessionService.Caller, id: String) async throws {
-        let (app, key) = try await owned(caller: caller, id: id)
+        let (app, key) = try await owned(caller: try caller.manager(to: "delete API keys").caller, id: id)
         guard try await env.store.deleteAPIKey(appId: app.id, id: key.id, now: env.clock.now) else { throw AuthError.apiKeyNotFound }
         env.logger.info("API key deleted", metadata: ["app": "\(app.id)", "key": "\(key.id)"])
         await env.audit(.apiKeyDeleted, app: app.id, user: caller.user.id, detail: ["apiKey": key.id])
@@ -95,7 +93,8 @@ struct APIKeyService: Sendable {
 
     /// `PUT auth/api_keys/{id}/enable` and `…/disable`. Disabling ends the sessions logged in with the key.
     func setDisabled(caller: SessionService.Caller, id: String, disabled: Bool) async throws {
-        let (app, key) = try await owned(caller: caller, id: id)
+        // A key session could otherwise turn its own key back on after the owner disabled another, or the reverse.
+        let (app, key) = try await owned(caller: try caller.manager(to: "enable or disable API keys").caller, id: id)
         guard try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: disabled, now: env.clock.now) else {
             throw AuthError.apiKeyNotFound
         }

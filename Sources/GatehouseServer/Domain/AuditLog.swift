@@ -5,6 +5,8 @@ import Logging
 /// address and user agent; its detail holds facts like a provider or a key id, never a secret.
 enum AuditKind: String, Sendable, CaseIterable {
     case registration = "registration"
+    /// Someone tried to register (or sign up with) a taken address; the owner was told by email.
+    case registrationRefused = "registration_refused"
     case confirmation = "confirmation"
     case loginSucceeded = "login_succeeded"
     case loginFailed = "login_failed"

@@ -18,6 +18,8 @@ enum AuthError: Error, Hashable, Sendable {
     case invalidTokenData
     /// A bad, expired, revoked or wrong-kind bearer token.
     case invalidSession(String)
+    /// A valid session that may not do this (a session logged in with an API key changing the account).
+    case forbidden(String)
     case invalidEmail
     /// The password breaks the app's policy; the message says which rule.
     case passwordPolicy(PasswordPolicy.Violation, String)

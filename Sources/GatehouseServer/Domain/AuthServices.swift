@@ -25,6 +25,8 @@ struct AuthEnvironment: Sendable {
     var functions: FunctionHandlers = FunctionHandlers()
     /// Audit rows, written in groups under load.
     var auditWriter: AuditWriter
+    /// Work requests start and do not wait for.
+    var background = BackgroundWork()
 
     func templates(for app: AppSettings) -> MailTemplates { templates[app.id]! }
 
@@ -35,6 +37,24 @@ struct AuthEnvironment: Sendable {
         guard let app = configuration.app(id: id) else { throw .appNotFound(id) }
         return app
     }
+}
+
+/// How a session began. The kind decides what the session may do; only the domain reads it.
+enum SessionKind: Sendable, Hashable {
+    /// Started by proving a first-party credential: a password, an email code, an identity provider, an anonymous
+    /// login. May manage the account.
+    case firstParty
+    /// Started with a user or server API key: may read the profile, refresh and call functions, but never link,
+    /// delete the user, end other sessions or manage keys. A leaked key must not become a way to keep the account.
+    case apiKey
+
+    var mayManageAccount: Bool { self == .firstParty }
+}
+
+/// Proof that a caller may change its account (``SessionService/Caller/manager(to:)`` is the only way to make one).
+struct AccountManager: Sendable {
+    let caller: SessionService.Caller
+    fileprivate init(caller: SessionService.Caller) { self.caller = caller }
 }
 
 /// The result of a successful login.
@@ -100,6 +120,19 @@ struct SessionService: Sendable {
         var user: UserRecord
         var session: SessionRecord
         var app: AppSettings
+
+        /// How the session began, which decides what it may do (the security model's "session kinds have powers").
+        var kind: SessionKind { session.apiKeyId == nil ? .firstParty : .apiKey }
+
+        /// The caller as one who may change the account, or ``AuthError/forbidden(_:)`` for a session that may not.
+        /// Every operation that links or removes an identity, deletes the user, ends other sessions or manages API
+        /// keys takes an ``AccountManager``, so it cannot run for a session without that power.
+        func manager(to action: String) throws(AuthError) -> AccountManager {
+            guard kind.mayManageAccount else {
+                throw .forbidden("a session logged in with an API key cannot \(action); log in with a password or another provider")
+            }
+            return AccountManager(caller: self)
+        }
     }
 
     /// Verifies a bearer token of the expected kind: signature, expiry, the session (alive, unexpired, and for
@@ -198,10 +231,18 @@ struct SessionService: Sendable {
 
     /// `DELETE auth/delete`: removes the user with every identity and session.
     func deleteUser(_ accessToken: String) async throws {
-        let caller = try await authenticate(accessToken, as: .access)
+        let caller = try await authenticate(accessToken, as: .access).manager(to: "delete the user").caller
         try await env.store.deleteUser(id: caller.user.id)
         env.logger.info("user deleted", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)"])
         await env.audit(.userDeleted, app: caller.app.id, user: caller.user.id)
+    }
+
+    /// `DELETE auth/sessions` (a Gatehouse extension): with an access token, ends every session of its user.
+    func logOutEverywhere(_ accessToken: String) async throws {
+        let caller = try await authenticate(accessToken, as: .access).manager(to: "log the user out everywhere").caller
+        let revoked = try await env.store.revokeAllSessions(userId: caller.user.id, now: env.clock.now)
+        env.logger.info("logged out everywhere", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)", "sessions": "\(revoked)"])
+        await env.audit(.logoutEverywhere, app: caller.app.id, user: caller.user.id, detail: ["sessions": "\(revoked)"])
     }
 
     /// A stable 24-hex id for an app's provider configuration (App Services' `provider_id`).

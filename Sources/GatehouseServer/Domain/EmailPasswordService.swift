@@ -25,62 +25,94 @@ struct EmailPasswordService: Sendable {
     }
 
     /// `register`: a pending account and a confirmation email, or (with `confirmation: auto`) a confirmed account.
+    ///
+    /// A registration over a pending one (someone registered the address and no one confirmed it) replaces it: the
+    /// new password, a new link, and the older links stop working. For a confirmed address, an app that reveals user
+    /// existence answers `AccountNameInUse` (before any hashing, as App Services does); any other answers as it would
+    /// a new registration, after the same work, and tells the address's owner by email instead.
     func register(appId: String, email rawEmail: String, password: String) async throws {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
         try await env.checkRateLimit(.registration, app: app, identifier: email.normalized)
         try checkPassword(password, email: email, local.password)
-        if try await env.store.emailAccount(appId: app.id, email: email.normalized) != nil {
-            throw AuthError.accountNameInUse
-        }
+        let existing = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        if app.revealUserExistence, existing != nil { throw AuthError.accountNameInUse }
+        // Counted for every registration, taken or not, mailing or not: the limit must not tell them apart.
+        try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
         let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
+        if let existing, existing.confirmedAt != nil { return try await registrationRefused(app: app, email: email, owner: existing.userId) }
         let now = env.clock.now
-        let userId = Secrets.objectID(at: now)
-        let user = UserRecord(id: userId, appId: app.id, createdAt: now, disabled: false, customData: [:])
-        let identity = IdentityRecord(
-            id: Secrets.objectID(at: now), userId: userId, appId: app.id, providerType: Self.providerType,
-            externalId: email.normalized, data: ["email": .string(email.display)], createdAt: now
-        )
+        let userId = existing?.userId ?? Secrets.objectID(at: now)
         var confirmed = local.confirmation == .auto
+        // A confirmation function that says `success` vouches for the address as the app's own check; `auto` does not.
+        var proven = false
         var token: OneTimeTokenRecord?
         var mail: OutboxMessage?
         switch local.confirmation {
         case .auto:
             break
         case .email:
-            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
-            (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, recipient: email.display)
+            (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, email: email)
         case .function:
             // The function decides before anything is written: on `fail` (or when it cannot be reached) no account
-            // exists; on `pending` the account waits for `confirm` with the token the function was given.
-            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
-            let (record, secret) = makeToken(.confirmation, app: app, local: local, userId: userId)
+            // exists (or the pending one stays as it was); on `pending` the account waits for `confirm` with the
+            // token the function was given.
+            let (record, secret) = makeToken(.confirmation, app: app, local: local, userId: userId, email: email)
             let call = ConfirmationCall(appId: app.id, token: secret, tokenId: record.id, username: email.display)
             switch try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) {
-            case .success: confirmed = true
+            case .success: (confirmed, proven) = (true, true)
             case .pending: token = record
             case .fail: throw AuthError.confirmationFailed(email.display)
             }
         }
         let account = EmailAccountRecord(
-            appId: app.id, email: email.normalized, userId: userId, passwordHash: hash, confirmedAt: confirmed ? now : nil
+            appId: app.id, email: email.normalized, userId: userId, passwordHash: hash, confirmedAt: confirmed ? now : nil,
+            mailboxProvenAt: proven ? now : nil
+        )
+        if let existing {
+            guard try await env.store.replacePendingRegistration(account, token: token, mail: mail) else {
+                // Confirmed meanwhile: taken after all.
+                return try await registrationRefused(app: app, email: email, owner: existing.userId)
+            }
+            env.logger.info("pending registration replaced", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
+            await env.audit(.registration, app: app.id, user: userId, detail: ["provider": Self.providerType, "confirmed": "\(confirmed)", "replaced": "true"])
+            return
+        }
+        let user = UserRecord(id: userId, appId: app.id, createdAt: now, disabled: false, customData: [:])
+        let identity = IdentityRecord(
+            id: Secrets.objectID(at: now), userId: userId, appId: app.id, providerType: Self.providerType,
+            externalId: email.normalized, data: ["email": .string(email.display)], createdAt: now
         )
         do {
             try await env.store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: mail)
         } catch StoreError.conflict {
-            throw AuthError.accountNameInUse
+            // A racing registration of the address won; its email is on its way, and this one is dropped.
+            if app.revealUserExistence { throw AuthError.accountNameInUse }
+            await env.audit(.registrationRefused, app: app.id, detail: ["provider": Self.providerType, "race": "true"])
+            return
         }
         env.logger.info("user registered", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
         await env.audit(.registration, app: app.id, user: userId, detail: ["provider": Self.providerType, "confirmed": "\(confirmed)"])
     }
 
+    /// A registration of a taken address, in an app that does not reveal user existence: the caller gets the answer
+    /// of a new registration; the owner gets an email saying someone tried.
+    private func registrationRefused(app: AppSettings, email: EmailAddress, owner: String?) async throws {
+        try await env.store.enqueue(env.mail(.accountExists, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display)))
+        env.logger.info("registration of a taken address", metadata: ["app": "\(app.id)"])
+        await env.audit(.registrationRefused, app: app.id, user: owner, detail: ["provider": Self.providerType])
+    }
+
     /// A new token of `kind` (the record to store, and its secret).
-    private func makeToken(_ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, userId: String) -> (OneTimeTokenRecord, String) {
+    private func makeToken(
+        _ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, userId: String, email: EmailAddress
+    ) -> (OneTimeTokenRecord, String) {
         let now = env.clock.now
         let secret = Secrets.token()
         let token = OneTimeTokenRecord(
             id: Secrets.objectID(at: now), appId: app.id, kind: kind, userId: userId, secretHash: Secrets.sha256(secret),
-            createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(local.tokenTTL)), usedAt: nil, supersededAt: nil
+            createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(local.tokenTTL)), usedAt: nil, supersededAt: nil,
+            email: email.normalized
         )
         return (token, secret)
     }
@@ -91,9 +123,10 @@ struct EmailPasswordService: Sendable {
         app: AppSettings,
         local: LocalUserpassConfiguration,
         userId: String,
-        recipient: String
+        email: EmailAddress
     ) -> (OneTimeTokenRecord, OutboxMessage) {
-        let (token, secret) = makeToken(kind, app: app, local: local, userId: userId)
+        let recipient = email.display
+        let (token, secret) = makeToken(kind, app: app, local: local, userId: userId, email: email)
         let mailKind: MailKind
         let base: String
         switch kind {
@@ -118,7 +151,7 @@ struct EmailPasswordService: Sendable {
     {
         try await env.checkSendLimit(kind == .confirmation ? .confirmation : .passwordReset, app: app, address: email.normalized)
         let (token, mail) = makeTokenMail(
-            kind, app: app, local: local, userId: account?.userId ?? Secrets.objectID(), recipient: email.display
+            kind, app: app, local: local, userId: account?.userId ?? Secrets.objectID(), email: email
         )
         try await env.store.issueOneTimeToken(token, mail: mail, dryRun: account == nil)
     }
@@ -153,7 +186,12 @@ struct EmailPasswordService: Sendable {
     }
 
     /// `confirm/call`: runs the confirmation function again for a pending account, with a new token (older ones
-    /// stop working).
+    /// stop working). Calls count against the app's per-address `emailLimit`.
+    ///
+    /// Where the app reveals user existence the function runs inside the request, whose answer is the function's.
+    /// Otherwise every address gets 200 at once, after the same work (the limit counted, the account looked up), and
+    /// the function runs for a pending account after the answer: neither its verdict nor its latency may tell that
+    /// the address has an account.
     func retryCustomConfirmation(appId: String, email rawEmail: String) async throws {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
@@ -161,17 +199,29 @@ struct EmailPasswordService: Sendable {
             let how = local.confirmation == .auto ? "automatic confirmation is enabled" : "confirmation is by email"
             throw AuthError.functionNotEnabled("cannot run confirmation for \(email.display): \(how)")
         }
-        guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized) else {
-            if app.revealUserExistence { throw AuthError.userNotFound }
+        if !app.revealUserExistence {
+            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
+            guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized), account.confirmedAt == nil else { return }
+            env.background.run { [self] in
+                do {
+                    try await runConfirmationFunction(account, app: app, local: local, email: email)
+                } catch {
+                    env.logger.notice("confirmation function failed after the answer", metadata: ["app": "\(app.id)", "error": "\(error)"])
+                }
+            }
             return
         }
-        guard account.confirmedAt == nil else {
-            if app.revealUserExistence { throw AuthError.userAlreadyConfirmed }
-            return
-        }
-        // Function calls count against the same per-address limit as emails.
+        guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized) else { throw AuthError.userNotFound }
+        guard account.confirmedAt == nil else { throw AuthError.userAlreadyConfirmed }
         try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
-        let (token, secret) = makeToken(.confirmation, app: app, local: local, userId: account.userId)
+        try await runConfirmationFunction(account, app: app, local: local, email: email)
+    }
+
+    /// Gives the confirmation function a new token for `account` and acts on its verdict.
+    private func runConfirmationFunction(_ account: EmailAccountRecord, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress)
+        async throws
+    {
+        let (token, secret) = makeToken(.confirmation, app: app, local: local, userId: account.userId, email: email)
         try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
         let call = ConfirmationCall(appId: app.id, token: secret, tokenId: token.id, username: email.display)
         switch try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) } {
@@ -188,24 +238,41 @@ struct EmailPasswordService: Sendable {
 
     /// `reset/call`: runs the reset function. The function gets a reset token, never the password; on `success` the
     /// new password is set (and every session ends), on `pending` the token waits for `reset` with it and a password,
-    /// on `fail` nothing changes. An unknown address is answered as a pending reset unless the app reveals user
-    /// existence. Calls count against the app's per-address `emailLimit`.
+    /// on `fail` nothing changes. Calls count against the app's per-address `emailLimit`.
+    ///
+    /// Where the app reveals user existence the function runs inside the request, whose answer is the function's
+    /// (an unknown address is `UserNotFound`). Otherwise every address gets 200 after the same work (the limit, the
+    /// lookup, the hash of the new password), and the function runs for a known address after the answer: the caller
+    /// learns the outcome by signing in.
     func callResetFunction(appId: String, email rawEmail: String, password: String, arguments: [JSONValue]) async throws {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
         guard local.reset == .function else { throw AuthError.functionNotEnabled("the reset function is not enabled for this app") }
         try checkPassword(password, email: email, local.password)
         try await env.checkSendLimit(.passwordReset, app: app, address: email.normalized)
-        guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized) else {
-            if app.revealUserExistence { throw AuthError.userNotFound }
-            // Answered as a pending reset is, after the same hashing work. (The function's own latency is not
-            // imitated; an app whose function answers fast keeps that difference small.)
-            _ = try await env.hasher.hash(password, parameters: app.passwordHash)
-            return
-        }
-        // Hashed first, so that nothing slow happens between the function's answer and the write.
+        let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        if app.revealUserExistence, account == nil { throw AuthError.userNotFound }
+        // Hashed first, for known and unknown addresses alike, so that nothing slow happens between the function's
+        // answer and the write.
         let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
-        let (token, secret) = makeToken(.passwordReset, app: app, local: local, userId: account.userId)
+        guard let account else { return }
+        if app.revealUserExistence {
+            return try await runResetFunction(account, hash: hash, app: app, local: local, email: email, arguments: arguments)
+        }
+        env.background.run { [self] in
+            do {
+                try await runResetFunction(account, hash: hash, app: app, local: local, email: email, arguments: arguments)
+            } catch {
+                env.logger.notice("reset function failed after the answer", metadata: ["app": "\(app.id)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Gives the reset function a new token for `account` and acts on its verdict.
+    private func runResetFunction(
+        _ account: EmailAccountRecord, hash: String, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress, arguments: [JSONValue]
+    ) async throws {
+        let (token, secret) = makeToken(.passwordReset, app: app, local: local, userId: account.userId, email: email)
         try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
         let call = ResetCall(appId: app.id, token: secret, tokenId: token.id, username: email.display, arguments: arguments)
         switch try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).reset(call, settings: local.resetFunction) } {

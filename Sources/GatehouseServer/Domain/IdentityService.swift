@@ -32,7 +32,8 @@ struct IdentityService: Sendable {
     /// Adds `identity` to the caller's user (`login?link=true`). An identity that is already the caller's is fine; one
     /// of another user is refused, except an email/password account that was registered but never logged in: it
     /// is no one's user yet, so it moves to the caller (and its empty user goes), as App Services does.
-    func link(_ identity: ExternalIdentity, to caller: SessionService.Caller) async throws {
+    func link(_ identity: ExternalIdentity, to manager: AccountManager) async throws {
+        let caller = manager.caller
         let app = caller.app
         for _ in 0..<2 {
             if let existing = try await env.store.identity(appId: app.id, providerType: identity.providerType, externalId: identity.externalId) {

@@ -33,7 +33,11 @@ struct EmailAccountRecord: Sendable, Hashable {
     /// Argon2id PHC string (or an imported format, later); empty for an account without a password (made by native
     /// sign-up with email codes only).
     var passwordHash: String
+    /// When the account was confirmed (left pending); nil while pending.
     var confirmedAt: Date?
+    /// When the owner of the address first proved they read it (``MailboxProof``). Nil for a pending account and
+    /// for one an app with `confirmation: auto` confirmed without a proof.
+    var mailboxProvenAt: Date? = nil
 }
 
 /// What a one-time token is for.
@@ -53,6 +57,9 @@ struct OneTimeTokenRecord: Sendable, Hashable {
     var expiresAt: Date
     var usedAt: Date?
     var supersededAt: Date?
+    /// The (normalized) address the token was made for: a confirmation or reset proves this mailbox and no other of
+    /// the user's. Nil for tokens made before it was recorded.
+    var email: String? = nil
 }
 
 /// A refresh-token session: one login on one device.

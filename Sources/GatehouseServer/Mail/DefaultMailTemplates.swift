@@ -61,6 +61,23 @@ enum DefaultMailTemplates {
                     <p style="margin:0;color:#555;font-size:14px">You can sign in. If you forgot your password, reset it from the app.</p>
                     """
             )
+        case (.accountExists, .subject): "Someone tried to create a {{appName}} account with your address"
+        case (.accountExists, .text):
+            """
+            Someone tried to create a new {{appName}} account with your email address ({{email}}), which already has one.
+            Nothing changed. If it was you, sign in instead; if you forgot your password, reset it from the app.
+            If it was not you, ignore this email: your account is as it was.
+
+            """
+        case (.accountExists, .html):
+            layout(
+                title: "Someone tried to create a {{appName}} account with your address",
+                body: """
+                    <p style="margin:0 0 16px">Someone tried to create a new {{appName}} account with your email address (<strong>{{email}}</strong>), which already has one. Nothing changed.</p>
+                    <p style="margin:0 0 8px;color:#555;font-size:14px">If it was you, sign in instead; if you forgot your password, reset it from the app.</p>
+                    <p style="margin:0;color:#555;font-size:14px">If it was not you, ignore this email: your account is as it was.</p>
+                    """
+            )
         case (.oneTimeCode, .subject): "Your {{appName}} code: {{code}}"
         case (.oneTimeCode, .text):
             """

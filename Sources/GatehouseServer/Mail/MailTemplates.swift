@@ -6,6 +6,8 @@ public enum MailKind: String, Sendable, CaseIterable {
     case confirmation
     case passwordReset = "password_reset"
     case alreadyConfirmed = "already_confirmed"
+    /// To the owner of a taken address, when someone tries to sign up with it (instead of telling the caller).
+    case accountExists = "account_exists"
     /// The one-time code of the native auth flows.
     case oneTimeCode = "one_time_code"
 }

@@ -30,6 +30,10 @@ protocol GatehouseStore: Sendable {
         token: OneTimeTokenRecord?,
         mail: OutboxMessage?
     ) async throws
+    /// Replaces a pending registration (the account of `account.userId`, if it is still unconfirmed) with a new one:
+    /// its password and confirmation state, the user's unused tokens superseded, `token` and `mail` stored. One
+    /// transaction. False, changing nothing, when the account is gone or confirmed.
+    func replacePendingRegistration(_ account: EmailAccountRecord, token: OneTimeTokenRecord?, mail: OutboxMessage?) async throws -> Bool
     /// Creates a user with one identity (anonymous users, and later external providers).
     func createUser(_ user: UserRecord, identity: IdentityRecord) async throws
     /// The identity an app's provider knows by `externalId`.
@@ -83,7 +87,11 @@ protocol GatehouseStore: Sendable {
     func setUserDisabled(appId: String, userId: String, disabled: Bool, now: Date) async throws -> Bool
     /// Replaces the session's secret hash `old` with `new` (keeping `old` as the previous one, with the salt `new`
     /// was derived with) if `old` is still current and the session alive at `now`. Of racing calls one wins.
+    /// The spent secret is remembered with the session (``spentRefreshSecret(sessionId:secretHash:)``), in the same
+    /// transaction.
     func rotateSessionSecret(id: String, from old: [UInt8], to new: [UInt8], salt: [UInt8], now: Date) async throws -> Bool
+    /// When the session's refresh secret hashing to `secretHash` was spent by a rotation; nil if it never was.
+    func spentRefreshSecret(sessionId: String, secretHash: [UInt8]) async throws -> Date?
 
     // MARK: API keys
     /// Stores `key` with its `api-key` identity; for a server key also `serverUser`, the user the identity belongs

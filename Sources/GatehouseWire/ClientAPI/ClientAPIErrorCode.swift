@@ -15,6 +15,9 @@ public struct ClientAPIErrorCode: RawRepresentable, Codable, Hashable, Sendable,
     public static let accountNameInUse = Self(rawValue: "AccountNameInUse")
     public static let userAlreadyConfirmed = Self(rawValue: "UserAlreadyConfirmed")
     public static let userDisabled = Self(rawValue: "UserDisabled")
+    /// A valid session that may not do this, such as a session logged in with an API key linking an identity or
+    /// deleting the user (HTTP 403). Not an App Services code: Realm clients see an unknown code.
+    public static let forbidden = Self(rawValue: "Forbidden")
     /// Malformed input and invalid one-time tokens ("invalid token data").
     public static let badRequest = Self(rawValue: "BadRequest")
     public static let invalidParameter = Self(rawValue: "InvalidParameter")

@@ -15,6 +15,9 @@ public enum NativeAuthEndpoint: String, Sendable, CaseIterable {
     case resetPasswordContinue = "resetpassword/v1.0/continue"
     case resetPasswordSubmit = "resetpassword/v1.0/submit"
     case resetPasswordPollCompletion = "resetpassword/v1.0/poll_completion"
+    /// Token revocation (RFC 7009): `token` (a refresh or access token) and `client_id`; 200 whatever the token.
+    /// A Gatehouse addition: Entra has no native-auth revocation endpoint.
+    case revoke = "oauth2/v2.0/revoke"
 
     /// The path under the server's base URL: `/native/{appId}/{endpoint}`.
     public func path(appId: String) -> String { "/native/\(appId)/\(rawValue)" }
@@ -303,6 +306,11 @@ public struct NativeAuthSubmitResponse: Codable, Hashable, Sendable {
         case continuationToken = "continuation_token"
         case pollInterval = "poll_interval"
     }
+}
+
+/// `oauth2/v2.0/revoke` 200: an empty object, whatever the token was (RFC 7009 §2.2).
+public struct NativeAuthRevokeResponse: Codable, Hashable, Sendable {
+    public init() {}
 }
 
 /// `resetpassword/v1.0/poll_completion` 200.

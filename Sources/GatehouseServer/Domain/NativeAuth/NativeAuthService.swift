@@ -162,17 +162,25 @@ struct NativeAuthService: Sendable {
         } catch AuthError.tooManyEmails(let retryAfter) {
             throw NativeAuthFailure.tooManyEmails(retryAfter: retryAfter)
         }
-        let real = flow.kind == .signUp || flow.userId != nil
+        // A sign-up for a taken address mails its owner a notice instead of a code, and no code can match: the caller
+        // sees a sign-up like any other, the owner hears of it. (The same statements run either way.)
+        var taken = false
+        if flow.kind == .signUp { taken = try await env.store.emailAccount(appId: client.app.id, email: flow.username)?.confirmedAt != nil }
+        let real = (flow.kind == .signUp || flow.userId != nil) && !taken
         let code = OneTimeCode.generate(length: settings.code.length)
         var variables = MailVariables(appName: client.app.name, email: flow.email)
         variables.code = code
         variables.expiresInMinutes = max(1, settings.code.ttl / 60)
-        let mail = env.mail(.oneTimeCode, app: client.app, recipient: flow.email, variables)
+        let mail = env.mail(taken ? .accountExists : .oneTimeCode, app: client.app, recipient: flow.email, variables)
+        if taken {
+            env.logger.info("sign-up of a taken address", metadata: ["app": "\(client.app.id)", "via": "native auth"])
+            await env.audit(.registrationRefused, app: client.app.id, detail: ["via": "native auth"])
+        }
         var next = flow
         next.codeHash = real ? OneTimeCode.hash(code, flowId: flow.id) : Secrets.randomBytes(32)
         next.codeExpiresAt = now.addingTimeInterval(TimeInterval(settings.code.ttl))
         next.codeSentAt = now
-        let (_, nextToken) = try await advance(next, from: token, to: .codeSent, client: client, effects: [.mail(mail, dryRun: !real)])
+        let (_, nextToken) = try await advance(next, from: token, to: .codeSent, client: client, effects: [.mail(mail, dryRun: !real && !taken)])
         return NativeAuthStepResponse(
             continuationToken: nextToken.encoded, challengeType: .oob, bindingMethod: "prompt", challengeChannel: "email",
             challengeTargetLabel: OneTimeCode.maskedAddress(flow.email), codeLength: settings.code.length,

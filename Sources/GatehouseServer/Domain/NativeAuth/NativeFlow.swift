@@ -136,11 +136,13 @@ enum OneTimeCode {
 enum NativeFlowEffect: Sendable {
     /// Queue an email. With `dryRun` the row is written and removed again: the work done for an unknown address.
     case mail(OutboxMessage, dryRun: Bool)
-    /// Sign-up completes: the user, their `local-userpass` identity and the (confirmed) account.
+    /// Sign-up completes: the user, their `local-userpass` identity and the (confirmed, proven) account. A pending
+    /// account of the address (someone's registration that no one confirmed) is deleted first: the sign-up proved
+    /// the mailbox and restarts it. Throws ``StoreError/conflict`` when a confirmed account has the address.
     case createAccount(UserRecord, IdentityRecord, EmailAccountRecord)
-    /// Reset completes: the new password hash, the address confirmed, every session of the user revoked.
-    case resetPassword(userId: String, passwordHash: String)
-    /// A code proved the address of a pending account.
-    case confirmEmail(userId: String)
+    /// Reset completes: the proof with the new password, and every session of the user revoked.
+    case resetPassword(userId: String, email: String, passwordHash: String)
+    /// A code proved the mailbox of the user's account of `email` (normalized) (``MailboxProof``).
+    case proveMailbox(userId: String, email: String, MailboxProof)
     case createSession(SessionRecord)
 }

@@ -60,7 +60,7 @@ extension NativeAuthService {
         let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.newPassword])
         let hash = try await hashNewPassword(try form.required("new_password"), email: flow.username, client: client)
         guard let userId = flow.userId else { throw NativeAuthFailure.invalidContinuationToken() }
-        let (_, next) = try await advance(flow, from: token, to: .submitted, client: client, effects: [.resetPassword(userId: userId, passwordHash: hash)])
+        let (_, next) = try await advance(flow, from: token, to: .submitted, client: client, effects: [.resetPassword(userId: userId, email: flow.username, passwordHash: hash)])
         env.logger.info("password reset", metadata: ["app": "\(client.app.id)", "user": "\(userId)", "via": "native auth"])
         await env.audit(.resetCompleted, app: client.app.id, user: userId, detail: ["via": "native auth"])
         return NativeAuthSubmitResponse(continuationToken: next.encoded, pollInterval: Self.pollInterval)

@@ -47,14 +47,21 @@ extension NativeAuthService {
         case redirect(String)
     }
 
-    /// A confirmed account with a password signs in with it when the client takes passwords; an account without
-    /// one, or not yet confirmed, with a code (which also confirms it); a password account may use a code instead
-    /// when the app offers code sign-up. An unknown address gets what a new account of this app would.
+    /// Where the app reveals user existence, as Entra does: a confirmed account with a password signs in with it
+    /// when the client takes passwords; an account without one, or not yet confirmed, with a code (which also
+    /// confirms it); a password account may use a code instead when the app offers code sign-up.
+    ///
+    /// Otherwise the answer depends on the app and the client only, never on the account, so that it tells nothing:
+    /// every address gets what a new account of this app would have, a password when the app signs up with passwords
+    /// and the client takes them, else a code. An account without a password (signed up with codes) then signs in
+    /// with a client that takes codes only, or sets a password with a reset; a pending account's password does not
+    /// sign in until the account is confirmed.
     private func signInMethod(_ flow: NativeFlowRecord, types: Set<NativeAuthChallengeType>, client: Client) async throws -> SignInMethod {
         let settings = client.settings
         var hasPassword = settings.signUpMethods.contains(.emailPassword)
         var confirmed = true
-        if flow.userId != nil, let account = try await env.store.emailAccount(appId: client.app.id, email: flow.username),
+        if client.app.revealUserExistence, flow.userId != nil,
+            let account = try await env.store.emailAccount(appId: client.app.id, email: flow.username),
             account.userId == flow.userId
         {
             hasPassword = !account.passwordHash.isEmpty
@@ -142,7 +149,7 @@ extension NativeAuthService {
             expiresAt: now.addingTimeInterval(TimeInterval(client.app.refreshTokenTTL)), revokedAt: nil, clientId: client.id
         )
         var effects: [NativeFlowEffect] = [.createSession(session)]
-        if confirmEmail { effects.insert(.confirmEmail(userId: user.id), at: 0) }
+        if confirmEmail { effects.insert(.proveMailbox(userId: user.id, email: flow.username, .ownerProven(newPasswordHash: nil)), at: 0) }
         _ = try await advance(flow, from: token, to: .finished, client: client, effects: effects)
         env.logger.info("user signed in", metadata: ["app": "\(client.app.id)", "user": "\(user.id)", "via": "native auth \(flow.kind.rawValue)"])
         if flow.kind == .signUp {
@@ -200,8 +207,26 @@ extension NativeAuthService {
             throw NativeAuthFailure.expiredRefreshToken
         }
         let presentedHash = presented.hash
+        let window = TimeInterval(client.settings.refreshTokenReuseWindow)
+        /// A spent token came back after its window: someone holds a copy. The whole session ends, so that a thief
+        /// who rotated ahead loses it as surely as the owner.
+        func endSession(_ session: SessionRecord) async throws -> Never {
+            try await env.store.revokeSession(id: session.id, now: now)
+            env.logger.warning(
+                "refresh token reused after rotation; session revoked",
+                metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "session": "\(session.id)"]
+            )
+            await env.audit(.refreshTokenReused, app: client.app.id, user: session.userId, detail: ["session": session.id])
+            throw NativeAuthFailure.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
+        }
         let isCurrent = Secrets.constantTimeEquals(presentedHash, session.secretHash)
         guard isCurrent || session.previousSecretHash.map({ Secrets.constantTimeEquals(presentedHash, $0) }) == true else {
+            // Older than the previous one: spent two or more rotations ago. Within the window it is a client's late
+            // retry of a race it already won; after it, a copy.
+            if let spentAt = try await env.store.spentRefreshSecret(sessionId: session.id, secretHash: presentedHash) {
+                if now.timeIntervalSince(spentAt) > window { try await endSession(session) }
+                throw NativeAuthFailure.invalidRefreshToken("the refresh token was already used")
+            }
             throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid")
         }
         // Counted once the secret is known to be the session's (as the Client API's refresh does): a session id alone,
@@ -224,17 +249,9 @@ extension NativeAuthService {
                 let salt = session.rotationSalt, let rotatedAt = session.rotatedAt
             else { throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid") }
             let next = Self.derive(presented.secret, salt: salt)
-            guard now.timeIntervalSince(rotatedAt) <= TimeInterval(client.settings.refreshTokenReuseWindow),
-                Secrets.constantTimeEquals(Self.sha256(next), session.secretHash), session.revokedAt == nil
-            else {
-                try await env.store.revokeSession(id: session.id, now: now)
-                env.logger.warning(
-                    "refresh token reused after rotation; session revoked",
-                    metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "session": "\(session.id)"]
-                )
-                await env.audit(.refreshTokenReused, app: client.app.id, user: session.userId, detail: ["session": session.id])
-                throw NativeAuthFailure.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
-            }
+            guard now.timeIntervalSince(rotatedAt) <= window, Secrets.constantTimeEquals(Self.sha256(next), session.secretHash),
+                session.revokedAt == nil
+            else { try await endSession(session) }
             secret = next
         }
         guard let user = try await env.store.user(id: session.userId) else {
@@ -243,6 +260,42 @@ extension NativeAuthService {
         guard !user.disabled else { throw NativeAuthFailure.userDisabled }
         await env.audit(.refresh, app: client.app.id, user: user.id, detail: ["session": session.id])
         return try await tokens(user: user, session: session, refreshSecret: secret!, client: client, scopes: scopes)
+    }
+
+    /// `oauth2/v2.0/revoke` (RFC 7009): ends the session of a refresh token (current, previous or spent) or of an
+    /// access token issued to this client, at once: its refresh token stops working, and so do its access tokens at
+    /// every Gatehouse endpoint (resource servers that verify tokens offline see them until they expire). Answers 200
+    /// whatever the token was, so that it tells nothing about tokens it did not end.
+    func revoke(client: Client, form: NativeAuthForm) async throws -> NativeAuthRevokeResponse {
+        let text = try form.required("token")
+        guard let session = try await sessionToRevoke(text, client: client) else { return NativeAuthRevokeResponse() }
+        try await env.store.revokeSession(id: session.id, now: env.clock.now)
+        env.logger.info("signed out", metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "via": "native auth"])
+        await env.audit(.logout, app: client.app.id, user: session.userId, detail: ["session": session.id, "via": "native auth"])
+        return NativeAuthRevokeResponse()
+    }
+
+    /// The live session `text` stands for, if it was issued to `client`.
+    private func sessionToRevoke(_ text: String, client: Client) async throws -> SessionRecord? {
+        guard let presented = OpaqueToken(text) else {
+            // Not a refresh token: an access token, whose session ends with it.
+            do {
+                let caller = try await SessionService(env: env).authenticate(text, as: .access)
+                return caller.app.id == client.app.id && caller.session.clientId == client.id ? caller.session : nil
+            } catch is AuthError {
+                return nil
+            }
+        }
+        guard let session = try await env.store.session(id: presented.id), session.appId == client.app.id,
+            session.clientId == client.id, session.revokedAt == nil
+        else { return nil }
+        let hash = presented.hash
+        if Secrets.constantTimeEquals(hash, session.secretHash)
+            || session.previousSecretHash.map({ Secrets.constantTimeEquals(hash, $0) }) == true
+        {
+            return session
+        }
+        return try await env.store.spentRefreshSecret(sessionId: session.id, secretHash: hash) == nil ? nil : session
     }
 
     private static func derive(_ secret: [UInt8], salt: [UInt8]) -> [UInt8] {

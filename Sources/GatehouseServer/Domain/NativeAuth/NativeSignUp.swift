@@ -24,7 +24,12 @@ extension NativeAuthService {
         }
         let attributes = try parseAttributes(form.optional("attributes"), settings: settings)
         if let password { try checkNewPassword(password, email: email.normalized, client: client) }
-        if try await env.store.emailAccount(appId: client.app.id, email: email.normalized) != nil {
+        // A pending account (someone's unconfirmed registration) does not stop a sign-up: the code proves the mailbox,
+        // and the sign-up restarts that account. A confirmed one is refused only where the app reveals user existence;
+        // otherwise the flow goes on, and its "code" email tells the owner someone tried (``sendCode``).
+        if client.app.revealUserExistence, let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized),
+            account.confirmedAt != nil
+        {
             throw NativeAuthFailure.userAlreadyExists
         }
         // Hashing is slow; it runs before the flow is written and never inside a transaction.

@@ -91,6 +91,9 @@ extension AuthError {
             ClientAPIError(status: .conflict, code: .accountNameInUse, message: "a user already exists with the specified provider")
         case .apiKeyRefused(let message):
             .badRequest(message)
+        case .forbidden(let message):
+            // Never 401: Realm clients take a 401 for an expired token, refresh and retry.
+            ClientAPIError(status: .forbidden, code: .forbidden, message: message)
         case .cannotLinkAnonymous:
             .badRequest("Cannot add anonymous credentials to an existing user.")
         case .confirmationFailed(let email):

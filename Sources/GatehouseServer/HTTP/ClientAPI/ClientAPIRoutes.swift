@@ -95,9 +95,11 @@ struct ClientAPIRoutes {
         if request.uri.queryParameters.get("link") == "true" {
             let caller = try await sessions.authenticate(try request.bearerToken(), as: .access)
             guard caller.app.id == app.id else { throw AuthError.invalidSession("invalid session: the token is for another app") }
+            // Before the credential is checked: a key session learns nothing about the credential it sent.
+            let manager = try caller.manager(to: "link an identity")
             guard case .external(let identity, _) = try await credential(provider, app: app, request: request, context: context, linking: true)
             else { throw AuthError.cannotLinkAnonymous }
-            try await IdentityService(env: env).link(identity, to: caller)
+            try await IdentityService(env: env).link(identity, to: manager)
             return try JSONResponse.make(SessionResponse(accessToken: try sessions.accessToken(for: caller.user, session: caller.session, app: app)))
         }
         let user: UserRecord
@@ -212,10 +214,7 @@ struct ClientAPIRoutes {
 
     /// `DELETE auth/sessions` (a Gatehouse extension): with an access token, ends every session of its user.
     @Sendable func logOutEverywhere(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        let caller = try await sessions.authenticate(try request.bearerToken(), as: .access)
-        let revoked = try await env.store.revokeAllSessions(userId: caller.user.id, now: env.clock.now)
-        env.logger.info("logged out everywhere", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)", "sessions": "\(revoked)"])
-        await env.audit(.logoutEverywhere, app: caller.app.id, user: caller.user.id, detail: ["sessions": "\(revoked)"])
+        try await sessions.logOutEverywhere(try request.bearerToken())
         return JSONResponse.noContent()
     }
 

@@ -29,6 +29,7 @@ struct NativeAuthRoutes {
             Self.path(.resetPasswordPollCompletion),
             use: route { try await $0.resetPasswordPollCompletion(client: $1, form: $2) }
         )
+        native.post(Self.path(.revoke), use: route { try await $0.revoke(client: $1, form: $2) })
     }
 
     private static func path(_ endpoint: NativeAuthEndpoint) -> RouterPath { RouterPath(endpoint.rawValue) }

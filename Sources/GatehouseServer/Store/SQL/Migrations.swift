@@ -252,6 +252,29 @@ enum Migrations {
                 "CREATE INDEX audit_events_user ON audit_events(user_id, seq)",
             ]
         ),
+        Migration(
+            version: 8,
+            name: "spent refresh secrets, proven mailboxes",
+            statements: [
+                // When the owner of the address first proved they read it; accounts confirmed before this column
+                // existed are taken as proven (most were confirmed by a link; those an app confirmed automatically
+                // cannot be told apart now).
+                "ALTER TABLE email_accounts ADD COLUMN mailbox_proven_at INTEGER",
+                "UPDATE email_accounts SET mailbox_proven_at = confirmed_at",
+                // The address a confirmation or reset token was made for: it proves that mailbox, not the user's others.
+                "ALTER TABLE one_time_tokens ADD COLUMN email TEXT",
+                // Every refresh secret a rotation replaced, for the life of its session: presenting one outside the
+                // reuse window ends the session, however many rotations ago it was spent.
+                """
+                CREATE TABLE spent_refresh_secrets (
+                    secret_hash BLOB PRIMARY KEY,
+                    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                    spent_at INTEGER NOT NULL
+                )
+                """,
+                "CREATE INDEX spent_refresh_secrets_session ON spent_refresh_secrets(session_id)",
+            ]
+        ),
     ]
 }
 

@@ -82,6 +82,26 @@ struct SQLStore: GatehouseStore {
         }
     }
 
+    func replacePendingRegistration(_ account: EmailAccountRecord, token: OneTimeTokenRecord?, mail: OutboxMessage?) async throws -> Bool {
+        try await db.transaction { tx in
+            guard !(try await tx.query(
+                """
+                UPDATE email_accounts SET password_hash = $2, confirmed_at = $3, mailbox_proven_at = $4
+                WHERE user_id = $1 AND app_id = $5 AND email = $6 AND confirmed_at IS NULL RETURNING user_id
+                """,
+                .text(account.userId), .text(account.passwordHash), SQLValue(account.confirmedAt), SQLValue(account.mailboxProvenAt),
+                .text(account.appId), .text(account.email)
+            ).isEmpty) else { return false }
+            try await tx.query(
+                "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL",
+                SQLValue(token?.createdAt ?? account.confirmedAt ?? Date()), .text(account.userId)
+            )
+            if let token { try await Self.insertToken(token, tx) }
+            if let mail { try await Self.insertMail(mail, tx) }
+            return true
+        }
+    }
+
     func createUser(_ user: UserRecord, identity: IdentityRecord) async throws {
         try await db.transaction { tx in
             try await Self.insertUser(user, tx)
@@ -129,7 +149,7 @@ struct SQLStore: GatehouseStore {
 
     func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord? {
         try await db.query(
-            "SELECT app_id, email, user_id, password_hash, confirmed_at FROM email_accounts WHERE app_id = $1 AND email = $2",
+            "SELECT app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at FROM email_accounts WHERE app_id = $1 AND email = $2",
             .text(appId), .text(email)
         ).first.map(Self.account)
     }
@@ -200,7 +220,7 @@ struct SQLStore: GatehouseStore {
     func oneTimeToken(id: String) async throws -> OneTimeTokenRecord? {
         try await db.query(
             """
-            SELECT id, app_id, kind, user_id, secret_hash, created_at, expires_at, used_at, superseded_at
+            SELECT id, app_id, kind, user_id, secret_hash, created_at, expires_at, used_at, superseded_at, email
             FROM one_time_tokens WHERE id = $1
             """,
             .text(id)
@@ -214,44 +234,86 @@ struct SQLStore: GatehouseStore {
                 createdAt: try row.date("created_at"),
                 expiresAt: try row.date("expires_at"),
                 usedAt: try row.optionalDate("used_at"),
-                supersededAt: try row.optionalDate("superseded_at")
+                supersededAt: try row.optionalDate("superseded_at"),
+                email: try row.optionalText("email")
             )
         }
     }
 
-    /// The single conditional update that makes a token single-use.
-    private static func consume(_ id: String, kind: OneTimeTokenKind, now: Date, _ tx: any SQLExecutor) async throws -> String? {
+    /// The single conditional update that makes a token single-use: the user and address it was made for.
+    private static func consume(_ id: String, kind: OneTimeTokenKind, now: Date, _ tx: any SQLExecutor) async throws -> (userId: String, email: String?)? {
         try await tx.query(
             """
             UPDATE one_time_tokens SET used_at = $1
             WHERE id = $2 AND kind = $3 AND used_at IS NULL AND superseded_at IS NULL AND expires_at > $1
-            RETURNING user_id
+            RETURNING user_id, email
             """,
             SQLValue(now), .text(id), .text(kind.rawValue)
-        ).first.map { try $0.text("user_id") }
+        ).first.map { (try $0.text("user_id"), try $0.optionalText("email")) }
     }
 
     func redeemConfirmationToken(id: String, now: Date) async throws -> Bool {
         try await db.transaction { tx in
-            guard let userId = try await Self.consume(id, kind: .confirmation, now: now, tx) else { return false }
-            try await tx.query(
-                "UPDATE email_accounts SET confirmed_at = $1 WHERE user_id = $2 AND confirmed_at IS NULL",
-                SQLValue(now), .text(userId)
-            )
+            guard let token = try await Self.consume(id, kind: .confirmation, now: now, tx) else { return false }
+            try await Self.proveMailbox(userId: token.userId, email: token.email, .registrationConfirmed, now: now, tx)
             return true
         }
     }
 
     func redeemPasswordResetToken(id: String, newPasswordHash: String, now: Date) async throws -> Bool {
         try await db.transaction { tx in
-            guard let userId = try await Self.consume(id, kind: .passwordReset, now: now, tx) else { return false }
-            try await tx.query("UPDATE email_accounts SET password_hash = $1 WHERE user_id = $2", .text(newPasswordHash), .text(userId))
-            try await tx.query(
-                "UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
-                SQLValue(now), .text(userId)
-            )
+            guard let token = try await Self.consume(id, kind: .passwordReset, now: now, tx) else { return false }
+            try await Self.resetPassword(userId: token.userId, email: token.email, newPasswordHash: newPasswordHash, now: now, tx)
             return true
         }
+    }
+
+    /// A reset: the proof that sets the new password, then every session of the user ends (API-key sessions too).
+    private static func resetPassword(userId: String, email: String?, newPasswordHash: String, now: Date, _ tx: any SQLExecutor) async throws {
+        try await proveMailbox(userId: userId, email: email, .ownerProven(newPasswordHash: newPasswordHash), now: now, tx)
+        _ = try await revokeAllSessions(userId: userId, now: now, tx)
+    }
+
+    /// Applies ``MailboxProof`` to the user's email account of `email` (of the user's only one when nil, for tokens
+    /// made before they recorded their address): confirmed and proven from `now` on, with the password the proof
+    /// decides. The first proof by the owner of a never-proven mailbox also discards everything someone else could
+    /// have added to the user: its API keys, every other identity and email account (an address linked to it), every
+    /// unused one-time token, and every session. The account's row is locked first (PostgreSQL), so that proofs
+    /// racing for one account apply one after the other.
+    static func proveMailbox(userId: String, email: String?, _ proof: MailboxProof, now: Date, _ tx: any SQLExecutor) async throws {
+        let lock = "UPDATE email_accounts SET user_id = user_id WHERE user_id = $1"
+        let returning = " RETURNING app_id, email, password_hash, mailbox_proven_at"
+        let rows = if let email {
+            try await tx.query(lock + " AND email = $2" + returning, .text(userId), .text(email))
+        } else {
+            try await tx.query(lock + returning, .text(userId))
+        }
+        guard rows.count == 1, let row = rows.first else { return }
+        let (appId, address) = (try row.text("app_id"), try row.text("email"))
+        let wasProven = try row.optionalDate("mailbox_proven_at") != nil
+        let hash = proof.passwordHash(current: try row.text("password_hash"), wasProven: wasProven)
+        if proof.resetsTrust(wasProven: wasProven) {
+            _ = try await revokeAllSessions(userId: userId, now: now, tx)
+            try await tx.query(
+                "DELETE FROM api_keys WHERE id IN (SELECT external_id FROM identities WHERE user_id = $1 AND provider_type = 'api-key')",
+                .text(userId)
+            )
+            try await tx.query(
+                "DELETE FROM identities WHERE user_id = $1 AND NOT (provider_type = 'local-userpass' AND external_id = $2)", .text(userId), .text(address)
+            )
+            try await tx.query("DELETE FROM email_accounts WHERE user_id = $1 AND email <> $2", .text(userId), .text(address))
+            try await tx.query(
+                "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL",
+                SQLValue(now), .text(userId)
+            )
+        }
+        try await tx.query(
+            """
+            UPDATE email_accounts SET password_hash = $3, confirmed_at = COALESCE(confirmed_at, $4), mailbox_proven_at = COALESCE(mailbox_proven_at, $4)
+            WHERE app_id = $1 AND email = $2
+            """,
+            .text(appId), .text(address), .text(hash), SQLValue(now)
+        )
     }
 
     // MARK: Sessions
@@ -356,14 +418,27 @@ struct SQLStore: GatehouseStore {
     }
 
     func rotateSessionSecret(id: String, from old: [UInt8], to new: [UInt8], salt: [UInt8], now: Date) async throws -> Bool {
-        !(try await db.query(
-            """
-            UPDATE sessions SET secret_hash = $3, previous_secret_hash = $2, rotation_salt = $4, rotated_at = $5
-            WHERE id = $1 AND secret_hash = $2 AND revoked_at IS NULL AND expires_at > $5
-            RETURNING id
-            """,
-            .text(id), .blob(old), .blob(new), .blob(salt), SQLValue(now)
-        ).isEmpty)
+        try await db.transaction { tx in
+            let rotated = try await tx.query(
+                """
+                UPDATE sessions SET secret_hash = $3, previous_secret_hash = $2, rotation_salt = $4, rotated_at = $5
+                WHERE id = $1 AND secret_hash = $2 AND revoked_at IS NULL AND expires_at > $5
+                RETURNING id
+                """,
+                .text(id), .blob(old), .blob(new), .blob(salt), SQLValue(now)
+            )
+            guard !rotated.isEmpty else { return false }
+            try await tx.query(
+                "INSERT INTO spent_refresh_secrets (secret_hash, session_id, spent_at) VALUES ($1, $2, $3)", .blob(old), .text(id), SQLValue(now)
+            )
+            return true
+        }
+    }
+
+    func spentRefreshSecret(sessionId: String, secretHash: [UInt8]) async throws -> Date? {
+        try await db.query(
+            "SELECT spent_at FROM spent_refresh_secrets WHERE secret_hash = $1 AND session_id = $2", .blob(secretHash), .text(sessionId)
+        ).first.map { try $0.date("spent_at") }
     }
 
     // MARK: API keys
@@ -510,17 +585,28 @@ struct SQLStore: GatehouseStore {
             try await insertMail(mail, tx)
             if dryRun { try await tx.query("DELETE FROM outbox WHERE id = $1", .text(mail.id)) }
         case .createAccount(let user, let identity, let account):
+            // A pending account of the address is someone's unconfirmed registration: the sign-up that proved the
+            // mailbox restarts it. A confirmed one stays, and the INSERT below conflicts.
+            let pending = try await tx.query(
+                "DELETE FROM email_accounts WHERE app_id = $1 AND email = $2 AND confirmed_at IS NULL RETURNING user_id",
+                .text(account.appId), .text(account.email)
+            )
+            for row in pending {
+                // Its user goes too, unless it has other identities (it cannot today: linking needs a confirmed login).
+                let userId = try row.text("user_id")
+                try await tx.query("DELETE FROM identities WHERE user_id = $1 AND provider_type = 'local-userpass'", .text(userId))
+                try await tx.query("DELETE FROM one_time_tokens WHERE user_id = $1", .text(userId))
+                if try await tx.query("SELECT id FROM identities WHERE user_id = $1 LIMIT 1", .text(userId)).isEmpty {
+                    try await deleteUser(id: userId, tx)
+                }
+            }
             try await insertUser(user, tx)
             try await insertIdentity(identity, tx)
             try await insertAccount(account, createdAt: user.createdAt, tx)
-        case .resetPassword(let userId, let passwordHash):
-            try await tx.query(
-                "UPDATE email_accounts SET password_hash = $1, confirmed_at = COALESCE(confirmed_at, $2) WHERE user_id = $3",
-                .text(passwordHash), SQLValue(now), .text(userId)
-            )
-            try await tx.query("UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL", SQLValue(now), .text(userId))
-        case .confirmEmail(let userId):
-            try await tx.query("UPDATE email_accounts SET confirmed_at = $1 WHERE user_id = $2 AND confirmed_at IS NULL", SQLValue(now), .text(userId))
+        case .resetPassword(let userId, let email, let passwordHash):
+            try await resetPassword(userId: userId, email: email, newPasswordHash: passwordHash, now: now, tx)
+        case .proveMailbox(let userId, let email, let proof):
+            try await proveMailbox(userId: userId, email: email, proof, now: now, tx)
         case .createSession(let session):
             try await insertSession(session, tx)
         }
@@ -709,20 +795,23 @@ struct SQLStore: GatehouseStore {
 
     static func insertAccount(_ account: EmailAccountRecord, createdAt: Date, _ tx: any SQLExecutor) async throws {
         try await tx.query(
-            "INSERT INTO email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            """
+            INSERT INTO email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at, mailbox_proven_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            """,
             .text(account.appId), .text(account.email), .text(account.userId), .text(account.passwordHash),
-            SQLValue(account.confirmedAt), SQLValue(createdAt)
+            SQLValue(account.confirmedAt), SQLValue(createdAt), SQLValue(account.mailboxProvenAt)
         )
     }
 
     private static func insertToken(_ token: OneTimeTokenRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             """
-            INSERT INTO one_time_tokens (id, app_id, kind, user_id, secret_hash, created_at, expires_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            INSERT INTO one_time_tokens (id, app_id, kind, user_id, secret_hash, created_at, expires_at, email)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
             """,
             .text(token.id), .text(token.appId), .text(token.kind.rawValue), .text(token.userId), .blob(token.secretHash),
-            SQLValue(token.createdAt), SQLValue(token.expiresAt)
+            SQLValue(token.createdAt), SQLValue(token.expiresAt), SQLValue(token.email)
         )
     }
 
@@ -743,7 +832,8 @@ struct SQLStore: GatehouseStore {
             email: try row.text("email"),
             userId: try row.text("user_id"),
             passwordHash: try row.text("password_hash"),
-            confirmedAt: try row.optionalDate("confirmed_at")
+            confirmedAt: try row.optionalDate("confirmed_at"),
+            mailboxProvenAt: try row.optionalDate("mailbox_proven_at")
         )
     }
 

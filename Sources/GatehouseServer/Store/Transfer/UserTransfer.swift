@@ -88,7 +88,7 @@ struct UserTransfer {
                 ).map(SQLStore.identity), by: \.userId)
                 var accounts: [String: TransferFormat.EmailAccount] = [:]
                 for row in try await tx.query(
-                    "SELECT app_id, email, user_id, password_hash, confirmed_at, created_at FROM email_accounts WHERE user_id >= $1 AND user_id <= $2",
+                    "SELECT app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at, created_at FROM email_accounts WHERE user_id >= $1 AND user_id <= $2",
                     range
                 ) {
                     let account = try SQLStore.account(row)
@@ -256,7 +256,9 @@ struct UserTransfer {
             account = (
                 EmailAccountRecord(
                     appId: user.appId, email: exported.email, userId: user.id, passwordHash: exported.passwordHash,
-                    confirmedAt: exported.confirmedAt?.date
+                    confirmedAt: exported.confirmedAt?.date,
+                    // The export does not say how an account was confirmed: a confirmed account is taken as proven.
+                    mailboxProvenAt: exported.confirmedAt?.date
                 ),
                 exported.createdAt.date
             )

@@ -18,6 +18,14 @@ import Testing
         Set(try await client.call("/.well-known/jwks.json", .get).decode(JWKS.self).keys.map(\.kid))
     }
 
+    /// A kid is the key's thumbprint and never starts with `-`: `gatehouse keys retire <kid>` would take it for
+    /// options (a kid like `-ql3…h…` printed the help and exited 0 without retiring anything).
+    @Test func keyIdsNeverLookLikeOptions() {
+        let kids = (0..<640).map { _ in SigningKeys.makeRecord(now: Date()).kid }
+        #expect(kids.allSatisfy { !$0.hasPrefix("-") && $0.count == 43 })
+        #expect(Set(kids).count == kids.count)
+    }
+
     @Test func rotatedKeysSignAndRetiredKeysStopVerifying() async throws {
         let folder = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -48,21 +48,30 @@ struct EmailPasswordService: Sendable {
         var proven = false
         var token: OneTimeTokenRecord?
         var mail: OutboxMessage?
+        /// A confirmation function to call once the pending account is written (an app that hides user existence).
+        var callAfterAnswer: ConfirmationCall?
         switch local.confirmation {
         case .auto:
             break
         case .email:
             (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, email: email)
         case .function:
-            // The function decides before anything is written: on `fail` (or when it cannot be reached) no account
-            // exists (or the pending one stays as it was); on `pending` the account waits for `confirm` with the
-            // token the function was given.
             let (record, secret) = makeToken(.confirmation, app: app, local: local, userId: userId, email: email)
             let call = ConfirmationCall(appId: app.id, token: secret, tokenId: record.id, username: email.display)
-            switch try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) {
-            case .success: (confirmed, proven) = (true, true)
-            case .pending: token = record
-            case .fail: throw AuthError.confirmationFailed(email.display)
+            if app.revealUserExistence {
+                // The function decides before anything is written: on `fail` (or when it cannot be reached) no account
+                // exists (or the pending one stays as it was); on `pending` the account waits for `confirm` with the
+                // token the function was given.
+                switch try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) {
+                case .success: (confirmed, proven) = (true, true)
+                case .pending: token = record
+                case .fail: throw AuthError.confirmationFailed(email.display)
+                }
+            } else {
+                // Its verdict (or failure) would tell a new address from a taken one, which gets no call: the pending
+                // account is written, the caller answered, and the function decides after (``decideAfterAnswer``).
+                token = record
+                callAfterAnswer = call
             }
         }
         let account = EmailAccountRecord(
@@ -76,6 +85,7 @@ struct EmailPasswordService: Sendable {
             }
             env.logger.info("pending registration replaced", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
             await env.audit(.registration, app: app.id, user: userId, detail: ["provider": Self.providerType, "confirmed": "\(confirmed)", "replaced": "true"])
+            if let callAfterAnswer { decideAfterAnswer(callAfterAnswer, account: account, local: local) }
             return
         }
         let user = UserRecord(id: userId, appId: app.id, createdAt: now, disabled: false, customData: [:])
@@ -93,6 +103,38 @@ struct EmailPasswordService: Sendable {
         }
         env.logger.info("user registered", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
         await env.audit(.registration, app: app.id, user: userId, detail: ["provider": Self.providerType, "confirmed": "\(confirmed)"])
+        if let callAfterAnswer { decideAfterAnswer(callAfterAnswer, account: account, local: local) }
+    }
+
+    /// Runs the confirmation function of a registration after its answer: `success` confirms the pending account,
+    /// `pending` leaves it waiting for `confirm`, and `fail` (or a function that cannot be reached) discards it if it
+    /// is still pending, as if it had never been made.
+    private func decideAfterAnswer(_ call: ConfirmationCall, account: EmailAccountRecord, local: LocalUserpassConfiguration) {
+        env.background.run { [env] in
+            let verdict: FunctionStatus?
+            do {
+                verdict = try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction)
+            } catch {
+                env.logger.notice("confirmation function failed after the answer", metadata: ["app": "\(account.appId)", "error": "\(error)"])
+                verdict = nil
+            }
+            do {
+                switch verdict {
+                case .success?:
+                    if try await env.store.redeemConfirmationToken(id: call.tokenId, now: env.clock.now) {
+                        await env.audit(.confirmation, app: account.appId, user: account.userId, detail: ["by": "function"])
+                    }
+                case .pending?:
+                    break
+                case .fail?, nil:
+                    if try await env.store.discardPendingRegistration(account) {
+                        env.logger.info("registration refused by the confirmation function", metadata: ["app": "\(account.appId)"])
+                    }
+                }
+            } catch {
+                env.logger.error("cannot apply the confirmation function's verdict", metadata: ["app": "\(account.appId)", "error": "\(error)"])
+            }
+        }
     }
 
     /// A registration of a taken address, in an app that does not reveal user existence: the caller gets the answer
@@ -402,7 +444,9 @@ struct EmailPasswordService: Sendable {
         let user = try await env.store.user(id: account.userId)
         guard try await env.hasher.verify(password, against: account.passwordHash) else { try await wrongPassword(account.userId) }
         try await backoff.succeeded(hadRun: hadRun)
-        guard account.confirmedAt != nil else { throw AuthError.confirmationRequired }
+        // "Confirmation required" would tell whoever just registered an address that it was free (a taken one answers
+        // as a wrong password): only an app that reveals user existence says it.
+        guard account.confirmedAt != nil else { throw app.revealUserExistence ? AuthError.confirmationRequired : AuthError.invalidCredentials }
         guard let user else { throw AuthError.invalidCredentials }
         guard !user.disabled else { throw AuthError.userDisabled }
         if env.hasher.needsRehash(account.passwordHash, parameters: app.passwordHash) {

@@ -34,6 +34,9 @@ protocol GatehouseStore: Sendable {
     /// its password and confirmation state, the user's unused tokens superseded, `token` and `mail` stored. One
     /// transaction. False, changing nothing, when the account is gone or confirmed.
     func replacePendingRegistration(_ account: EmailAccountRecord, token: OneTimeTokenRecord?, mail: OutboxMessage?) async throws -> Bool
+    /// Deletes the pending registration `account` (its email account, identity and tokens, and its user if that has
+    /// no other identity) if the address is still pending for that user. False, changing nothing, otherwise.
+    func discardPendingRegistration(_ account: EmailAccountRecord) async throws -> Bool
     /// Creates a user with one identity (anonymous users, and later external providers).
     func createUser(_ user: UserRecord, identity: IdentityRecord) async throws
     /// The identity an app's provider knows by `externalId`.

@@ -77,10 +77,15 @@ final class SigningKeys: Sendable {
         loadedAt.withLockedValue { $0 = when }
     }
 
-    /// A new key, as `gatehouse keys rotate` makes it.
+    /// A new key, as `gatehouse keys rotate` makes it. Its `kid` is its RFC 7638 thumbprint, and never starts with
+    /// `-` (one key in 64 would): the operator passes it to `gatehouse keys retire`, whose command line would take it
+    /// for options.
     static func makeRecord(now: Date) -> SigningKeyRecord {
-        let key = P256.Signing.PrivateKey()
-        return SigningKeyRecord(kid: thumbprint(key.publicKey), privateKey: Array(key.rawRepresentation), createdAt: now)
+        while true {
+            let key = P256.Signing.PrivateKey()
+            let kid = thumbprint(key.publicKey)
+            if !kid.hasPrefix("-") { return SigningKeyRecord(kid: kid, privateKey: Array(key.rawRepresentation), createdAt: now) }
+        }
     }
 
     /// The key new tokens are signed with: the newest.

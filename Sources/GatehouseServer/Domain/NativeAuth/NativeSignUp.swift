@@ -110,7 +110,8 @@ extension NativeAuthService {
             externalId: email.normalized, data: profile, createdAt: now
         )
         let account = EmailAccountRecord(
-            appId: client.app.id, email: email.normalized, userId: userId, passwordHash: flow.passwordHash ?? "", confirmedAt: now
+            appId: client.app.id, email: email.normalized, userId: userId, passwordHash: flow.passwordHash ?? "", confirmedAt: now,
+            mailboxProvenAt: now  // the code proved it
         )
         var completed = flow
         completed.userId = userId

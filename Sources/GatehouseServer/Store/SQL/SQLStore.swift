@@ -102,6 +102,32 @@ struct SQLStore: GatehouseStore {
         }
     }
 
+    func discardPendingRegistration(_ account: EmailAccountRecord) async throws -> Bool {
+        try await db.transaction { tx in
+            !(try await Self.deletePendingAccount(appId: account.appId, email: account.email, userId: account.userId, tx).isEmpty)
+        }
+    }
+
+    /// Deletes the address's email account if it is pending (and of `userId`, when given), with its identity, the
+    /// user's tokens, and the user unless it has other identities. The users whose pending account went.
+    private static func deletePendingAccount(appId: String, email: String, userId: String?, _ tx: any SQLExecutor) async throws -> [String] {
+        let delete = "DELETE FROM email_accounts WHERE app_id = $1 AND email = $2 AND confirmed_at IS NULL"
+        let pending = try await (
+            userId == nil
+                ? tx.query(delete + " RETURNING user_id", .text(appId), .text(email))
+                : tx.query(delete + " AND user_id = $3 RETURNING user_id", .text(appId), .text(email), .text(userId!))
+        ).map { try $0.text("user_id") }
+        for owner in pending {
+            // Its user goes too, unless it has other identities (it cannot today: linking needs a confirmed login).
+            try await tx.query("DELETE FROM identities WHERE user_id = $1 AND provider_type = 'local-userpass' AND external_id = $2", .text(owner), .text(email))
+            try await tx.query("DELETE FROM one_time_tokens WHERE user_id = $1", .text(owner))
+            if try await tx.query("SELECT id FROM identities WHERE user_id = $1 LIMIT 1", .text(owner)).isEmpty {
+                try await deleteUser(id: owner, tx)
+            }
+        }
+        return pending
+    }
+
     func createUser(_ user: UserRecord, identity: IdentityRecord) async throws {
         try await db.transaction { tx in
             try await Self.insertUser(user, tx)
@@ -288,7 +314,19 @@ struct SQLStore: GatehouseStore {
         } else {
             try await tx.query(lock + returning, .text(userId))
         }
-        guard rows.count == 1, let row = rows.first else { return }
+        guard rows.count == 1, let row = rows.first else {
+            // A token made before tokens recorded their address, for a user with several email accounts: as such
+            // tokens always did, it confirms them and (a reset) sets the password of each; no trust reset.
+            guard !rows.isEmpty else { return }
+            if case .ownerProven(let new?) = proof {
+                try await tx.query("UPDATE email_accounts SET password_hash = $2 WHERE user_id = $1", .text(userId), .text(new))
+            }
+            try await tx.query(
+                "UPDATE email_accounts SET confirmed_at = COALESCE(confirmed_at, $2), mailbox_proven_at = COALESCE(mailbox_proven_at, $2) WHERE user_id = $1",
+                .text(userId), SQLValue(now)
+            )
+            return
+        }
         let (appId, address) = (try row.text("app_id"), try row.text("email"))
         let wasProven = try row.optionalDate("mailbox_proven_at") != nil
         let hash = proof.passwordHash(current: try row.text("password_hash"), wasProven: wasProven)
@@ -587,19 +625,7 @@ struct SQLStore: GatehouseStore {
         case .createAccount(let user, let identity, let account):
             // A pending account of the address is someone's unconfirmed registration: the sign-up that proved the
             // mailbox restarts it. A confirmed one stays, and the INSERT below conflicts.
-            let pending = try await tx.query(
-                "DELETE FROM email_accounts WHERE app_id = $1 AND email = $2 AND confirmed_at IS NULL RETURNING user_id",
-                .text(account.appId), .text(account.email)
-            )
-            for row in pending {
-                // Its user goes too, unless it has other identities (it cannot today: linking needs a confirmed login).
-                let userId = try row.text("user_id")
-                try await tx.query("DELETE FROM identities WHERE user_id = $1 AND provider_type = 'local-userpass'", .text(userId))
-                try await tx.query("DELETE FROM one_time_tokens WHERE user_id = $1", .text(userId))
-                if try await tx.query("SELECT id FROM identities WHERE user_id = $1 LIMIT 1", .text(userId)).isEmpty {
-                    try await deleteUser(id: userId, tx)
-                }
-            }
+            _ = try await deletePendingAccount(appId: account.appId, email: account.email, userId: nil, tx)
             try await insertUser(user, tx)
             try await insertIdentity(identity, tx)
             try await insertAccount(account, createdAt: user.createdAt, tx)

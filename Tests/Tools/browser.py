@@ -15,6 +15,7 @@ import sys
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
@@ -30,7 +31,11 @@ def start():
 
 
 def heading(driver, text, timeout=20):
-    WebDriverWait(driver, timeout).until(EC.text_to_be_present_in_element((By.TAG_NAME, "h1"), text))
+    # While the page after a submit loads, Chromium may answer for a node of the page before it ("Node with given id
+    # does not belong to the document", a plain WebDriverException rather than a stale element): keep polling.
+    WebDriverWait(driver, timeout, ignored_exceptions=(WebDriverException,)).until(
+        EC.text_to_be_present_in_element((By.TAG_NAME, "h1"), text)
+    )
 
 
 def shot(driver, folder, name, taken):
@@ -62,7 +67,7 @@ def reset(driver, url, password, folder, taken):
     driver.find_element(By.ID, "password").send_keys(password)
     driver.find_element(By.ID, "passwordConfirmation").send_keys(password + "x")
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    WebDriverWait(driver, 20).until(EC.visibility_of_element_located((By.ID, "password-error")))
+    WebDriverWait(driver, 20, ignored_exceptions=(WebDriverException,)).until(EC.visibility_of_element_located((By.ID, "password-error")))
     assert driver.find_element(By.ID, "password").get_attribute("aria-invalid") == "true"
     shot(driver, folder, "reset-2-error.png", taken)
 

@@ -49,6 +49,8 @@ enum AuthError: Error, Hashable, Sendable {
     case identityInUse
     /// Linking anonymous credentials to a user.
     case cannotLinkAnonymous
+    /// Linking API-key credentials to a user.
+    case cannotLinkAPIKey
     /// The confirmation function answered `fail`: the registration (or retry) failed. Carries the email.
     case confirmationFailed(String)
     /// The reset function answered `fail` (or the address is unknown and the app does not reveal it).

@@ -74,18 +74,7 @@ struct SessionService: Sendable {
     func startSession(for user: UserRecord, app: AppSettings, device: [String: JSONValue], apiKeyId: String? = nil) async throws -> LoginResult {
         let now = env.clock.now
         let secret = Base64URL.encode(Secrets.randomBytes(32))
-        let session = SessionRecord(
-            id: Secrets.objectID(at: now),
-            appId: app.id,
-            userId: user.id,
-            deviceId: Secrets.objectID(at: now),
-            device: device,
-            secretHash: Secrets.sha256(secret),
-            createdAt: now,
-            expiresAt: now.addingTimeInterval(TimeInterval(app.refreshTokenTTL)),
-            revokedAt: nil,
-            apiKeyId: apiKeyId
-        )
+        let session = newSession(for: user, app: app, device: device, secretHash: Secrets.sha256(secret), apiKeyId: apiKeyId)
         try await env.store.createSession(session)
         // Keys rotated or retired by `gatehouse keys` reach this instance before it signs.
         await env.keys.refreshIfNeeded(from: env.store, now: now)
@@ -100,6 +89,20 @@ struct SessionService: Sendable {
             refreshToken: try JWT.sign(refresh, key: key),
             userId: user.id,
             deviceId: session.deviceId
+        )
+    }
+
+    /// The record of a new session of `user`: what every login and sign-in of either protocol starts. `id`: the
+    /// session's id when its refresh token must carry it (native auth), else a new one.
+    func newSession(
+        id: String? = nil, for user: UserRecord, app: AppSettings, device: [String: JSONValue], secretHash: [UInt8], apiKeyId: String? = nil,
+        clientId: String? = nil
+    ) -> SessionRecord {
+        let now = env.clock.now
+        return SessionRecord(
+            id: id ?? Secrets.objectID(at: now), appId: app.id, userId: user.id, deviceId: Secrets.objectID(at: now), device: device,
+            secretHash: secretHash, createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(app.refreshTokenTTL)), revokedAt: nil,
+            clientId: clientId, apiKeyId: apiKeyId
         )
     }
 
@@ -159,16 +162,22 @@ struct SessionService: Sendable {
             throw AuthError.invalidSession(kind == .access ? "invalid session: access token expired" : "invalid session: refresh token expired")
         }
         guard let app = env.configuration.app(id: claims.aud) else { throw AuthError.invalidSession("invalid session: unknown app") }
-        guard let (session, user) = try await env.store.sessionWithUser(id: claims.sid), session.userId == claims.sub,
-            session.revokedAt == nil, session.expiresAt > now
-        else { throw AuthError.invalidSession("invalid session") }
+        guard let (session, user) = try await env.store.sessionWithUser(id: claims.sid), session.userId == claims.sub else {
+            throw AuthError.invalidSession("invalid session")
+        }
         if kind == .refresh {
             guard let secret = claims.jti, Secrets.constantTimeEquals(Secrets.sha256(secret), session.secretHash) else {
                 throw AuthError.invalidSession("invalid session")
             }
-            guard !Self.isIdle(session, app: app, now: now) else {
-                throw AuthError.invalidSession("invalid session: unused for too long, log in again")
-            }
+        }
+        switch Self.problem(with: session, user: user, app: app, now: now, refreshing: kind == .refresh) {
+        case nil: break
+        case .revoked?, .expired?, .userGone?: throw AuthError.invalidSession("invalid session")
+        case .idle?: throw AuthError.invalidSession("invalid session: unused for too long, log in again")
+        case .userDisabled?: throw AuthError.invalidSession("invalid session: user disabled")
+        }
+        guard let user else { throw AuthError.invalidSession("invalid session") }
+        if kind == .refresh {
             try await env.checkRateLimit(.refresh, app: app, identifier: session.id)
             // Busy sessions are written at most once per granularity: the read above says whether this use is news.
             let granularity = Self.touchGranularity(app)
@@ -176,9 +185,28 @@ struct SessionService: Sendable {
                 try await env.store.touchSession(id: session.id, now: now, notBefore: now.addingTimeInterval(-granularity))
             }
         }
-        guard let user else { throw AuthError.invalidSession("invalid session") }
-        guard !user.disabled else { throw AuthError.invalidSession("invalid session: user disabled") }
         return Caller(user: user, session: session, app: app)
+    }
+
+    /// Why a session cannot be used now. Both protocols ask this one question, each answering in its envelope.
+    enum Problem: Sendable, Hashable {
+        /// Signed out, reset, revoked by a replay, its key disabled, its user disabled or logged out everywhere.
+        case revoked
+        /// Past its `refreshTokenTTL`.
+        case expired
+        /// Unused longer than the app's `sessionIdleTimeout` (asked when refreshing).
+        case idle
+        case userGone
+        case userDisabled
+    }
+
+    /// The first reason `session` (of `user`, nil when the user is gone) cannot be used at `now`, or nil.
+    static func problem(with session: SessionRecord, user: UserRecord?, app: AppSettings, now: Date, refreshing: Bool) -> Problem? {
+        if session.revokedAt != nil { return .revoked }
+        if session.expiresAt <= now { return .expired }
+        if refreshing, isIdle(session, app: app, now: now) { return .idle }
+        guard let user else { return .userGone }
+        return user.disabled ? .userDisabled : nil
     }
 
     /// Whether `session` has gone unused longer than the app's `sessionIdleTimeout`.

@@ -74,9 +74,8 @@ struct EmailPasswordService: Sendable {
                 callAfterAnswer = call
             }
         }
-        let account = EmailAccountRecord(
-            appId: app.id, email: email.normalized, userId: userId, passwordHash: hash, confirmedAt: confirmed ? now : nil,
-            mailboxProvenAt: proven ? now : nil
+        let (user, identity, account) = Self.newAccount(
+            userId: userId, app: app, email: email, passwordHash: hash, confirmed: confirmed, proven: proven, now: now
         )
         if let existing {
             guard try await env.store.replacePendingRegistration(account, token: token, mail: mail) else {
@@ -88,11 +87,6 @@ struct EmailPasswordService: Sendable {
             if let callAfterAnswer { decideAfterAnswer(callAfterAnswer, account: account, local: local) }
             return
         }
-        let user = UserRecord(id: userId, appId: app.id, createdAt: now, disabled: false, customData: [:])
-        let identity = IdentityRecord(
-            id: Secrets.objectID(at: now), userId: userId, appId: app.id, providerType: Self.providerType,
-            externalId: email.normalized, data: ["email": .string(email.display)], createdAt: now
-        )
         do {
             try await env.store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: mail)
         } catch StoreError.conflict {
@@ -135,6 +129,24 @@ struct EmailPasswordService: Sendable {
                 env.logger.error("cannot apply the confirmation function's verdict", metadata: ["app": "\(account.appId)", "error": "\(error)"])
             }
         }
+    }
+
+    /// The records of a new email/password user, for a registration or a native sign-up: the user, its
+    /// `local-userpass` identity (profile `email`, plus `profile`), and its email account.
+    static func newAccount(
+        userId: String, app: AppSettings, email: EmailAddress, passwordHash: String, confirmed: Bool, proven: Bool,
+        profile: [String: JSONValue] = [:], now: Date
+    ) -> (UserRecord, IdentityRecord, EmailAccountRecord) {
+        let user = UserRecord(id: userId, appId: app.id, createdAt: now, disabled: false, customData: [:])
+        let identity = IdentityRecord(
+            id: Secrets.objectID(at: now), userId: userId, appId: app.id, providerType: providerType, externalId: email.normalized,
+            data: profile.merging(["email": .string(email.display)]) { _, address in address }, createdAt: now
+        )
+        let account = EmailAccountRecord(
+            appId: app.id, email: email.normalized, userId: userId, passwordHash: passwordHash, confirmedAt: confirmed ? now : nil,
+            mailboxProvenAt: proven ? now : nil
+        )
+        return (user, identity, account)
     }
 
     /// A registration of a taken address, in an app that does not reveal user existence: the caller gets the answer
@@ -266,7 +278,8 @@ struct EmailPasswordService: Sendable {
         let (token, secret) = makeToken(.confirmation, app: app, local: local, userId: account.userId, email: email)
         try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
         let call = ConfirmationCall(appId: app.id, token: secret, tokenId: token.id, username: email.display)
-        switch try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) } {
+        let verdict = try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) }
+        switch verdict {
         case .success:
             guard try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
             env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
@@ -317,7 +330,8 @@ struct EmailPasswordService: Sendable {
         let (token, secret) = makeToken(.passwordReset, app: app, local: local, userId: account.userId, email: email)
         try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
         let call = ResetCall(appId: app.id, token: secret, tokenId: token.id, username: email.display, arguments: arguments)
-        switch try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).reset(call, settings: local.resetFunction) } {
+        let verdict = try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).reset(call, settings: local.resetFunction) }
+        switch verdict {
         case .success:
             guard try await env.store.redeemPasswordResetToken(id: token.id, newPasswordHash: hash, now: env.clock.now) else {
                 throw AuthError.invalidTokenData

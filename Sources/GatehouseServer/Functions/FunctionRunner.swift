@@ -36,6 +36,9 @@ struct FunctionRunner: Sendable {
         return try Self.status(answer, function: "reset")
     }
 
+    /// The provider whose logins the custom function decides.
+    static let providerType = "custom-function"
+
     /// The identity a custom-function login proves.
     func login(appId: String, payload: [String: JSONValue], settings: WebhookSettings?) async throws(AuthError) -> ExternalIdentity {
         let outcome: CustomLoginOutcome
@@ -55,7 +58,7 @@ struct FunctionRunner: Sendable {
         switch outcome {
         case .user(let id, let name):
             guard !id.isEmpty, id.utf8.count <= 256 else { throw .providerUnavailable("the custom-function login failed: the id is empty or too long") }
-            return ExternalIdentity(providerType: "custom-function", externalId: id, data: name.map { ["name": .string($0)] } ?? [:])
+            return ExternalIdentity(providerType: Self.providerType, externalId: id, data: name.map { ["name": .string($0)] } ?? [:])
         case .refused(let reason):
             throw .invalidCredential("custom function refused the login: \(reason.prefix(200))")
         }

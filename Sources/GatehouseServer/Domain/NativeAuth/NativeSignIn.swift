@@ -89,9 +89,8 @@ extension NativeAuthService {
             try await recordAttempt(flow, token: token, client: client)
             let user: UserRecord
             do {
-                user = try await EmailPasswordService(env: env).authenticate(app: client.app, username: flow.username, password: password)
+                user = try await LoginService(env: env).prove(.emailPassword(username: flow.username, password: password), app: client.app, via: "native auth").user
             } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
-                await env.audit(.loginFailed, app: client.app.id, user: flow.userId, detail: ["via": "native auth", "provider": "password"])
                 throw NativeAuthFailure.invalidCredentials
             } catch AuthError.userDisabled {
                 throw NativeAuthFailure.userDisabled
@@ -143,10 +142,8 @@ extension NativeAuthService {
     ) async throws -> NativeAuthTokenResponse {
         let now = env.clock.now
         let refresh = OpaqueToken.make(id: Secrets.objectID(at: now))
-        let session = SessionRecord(
-            id: refresh.id, appId: client.app.id, userId: user.id, deviceId: Secrets.objectID(at: now),
-            device: ["client_id": .string(client.id)], secretHash: refresh.hash, createdAt: now,
-            expiresAt: now.addingTimeInterval(TimeInterval(client.app.refreshTokenTTL)), revokedAt: nil, clientId: client.id
+        let session = SessionService(env: env).newSession(
+            id: refresh.id, for: user, app: client.app, device: ["client_id": .string(client.id)], secretHash: refresh.hash, clientId: client.id
         )
         var effects: [NativeFlowEffect] = [.createSession(session)]
         if confirmEmail { effects.insert(.proveMailbox(userId: user.id, email: flow.username, .ownerProven(newPasswordHash: nil)), at: 0) }
@@ -198,14 +195,19 @@ extension NativeAuthService {
     /// refreshes); later, it revokes the session, because someone replays a token that was already exchanged.
     private func refresh(client: Client, form: NativeAuthForm, scopes: [String]) async throws -> NativeAuthTokenResponse {
         let text = try form.required("refresh_token")
-        guard let presented = OpaqueToken(text), var session = try await env.store.session(id: presented.id),
-            session.appId == client.app.id, session.clientId == client.id
+        guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
+            found.session.appId == client.app.id, found.session.clientId == client.id
         else { throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid") }
+        var session = found.session
         let now = env.clock.now
-        guard session.revokedAt == nil else { throw NativeAuthFailure.invalidRefreshToken("the session was revoked; sign in again") }
-        guard session.expiresAt > now, !SessionService.isIdle(session, app: client.app, now: now) else {
-            throw NativeAuthFailure.expiredRefreshToken
+        switch SessionService.problem(with: session, user: found.user, app: client.app, now: now, refreshing: true) {
+        case nil: break
+        case .revoked?: throw NativeAuthFailure.invalidRefreshToken("the session was revoked; sign in again")
+        case .expired?, .idle?: throw NativeAuthFailure.expiredRefreshToken
+        case .userGone?: throw NativeAuthFailure.invalidRefreshToken("the user no longer exists")
+        case .userDisabled?: throw NativeAuthFailure.userDisabled
         }
+        guard let user = found.user else { throw NativeAuthFailure.invalidRefreshToken("the user no longer exists") }
         let presentedHash = presented.hash
         let window = TimeInterval(client.settings.refreshTokenReuseWindow)
         /// A spent token came back after its window: someone holds a copy. The whole session ends, so that a thief
@@ -254,10 +256,6 @@ extension NativeAuthService {
             else { try await endSession(session) }
             secret = next
         }
-        guard let user = try await env.store.user(id: session.userId) else {
-            throw NativeAuthFailure.invalidRefreshToken("the user no longer exists")
-        }
-        guard !user.disabled else { throw NativeAuthFailure.userDisabled }
         await env.audit(.refresh, app: client.app.id, user: user.id, detail: ["session": session.id])
         return try await tokens(user: user, session: session, refreshSecret: secret!, client: client, scopes: scopes)
     }

@@ -102,16 +102,10 @@ extension NativeAuthService {
         let now = env.clock.now
         let userId = Secrets.objectID(at: now)
         guard let email = EmailAddress(flow.email) else { throw NativeAuthFailure.invalidParameter("username") }
-        var profile: [String: JSONValue] = ["email": .string(email.display)]
-        for (name, value) in flow.attributes { profile[name] = .string(value) }
-        let user = UserRecord(id: userId, appId: client.app.id, createdAt: now, disabled: false, customData: [:])
-        let identity = IdentityRecord(
-            id: Secrets.objectID(at: now), userId: userId, appId: client.app.id, providerType: EmailPasswordService.providerType,
-            externalId: email.normalized, data: profile, createdAt: now
-        )
-        let account = EmailAccountRecord(
-            appId: client.app.id, email: email.normalized, userId: userId, passwordHash: flow.passwordHash ?? "", confirmedAt: now,
-            mailboxProvenAt: now  // the code proved it
+        // Confirmed and proven: the code proved the mailbox.
+        let (user, identity, account) = EmailPasswordService.newAccount(
+            userId: userId, app: client.app, email: email, passwordHash: flow.passwordHash ?? "", confirmed: true, proven: true,
+            profile: flow.attributes.mapValues(JSONValue.string), now: now
         )
         var completed = flow
         completed.userId = userId

@@ -96,6 +96,8 @@ extension AuthError {
             ClientAPIError(status: .forbidden, code: .forbidden, message: message)
         case .cannotLinkAnonymous:
             .badRequest("Cannot add anonymous credentials to an existing user.")
+        case .cannotLinkAPIKey:
+            .badRequest("API key credentials cannot be linked to a user")
         case .confirmationFailed(let email):
             .badRequest("failed to confirm user \"\(email)\"")
         case .resetFailed(let email):

@@ -8,7 +8,6 @@ import Logging
 struct ClientAPIRoutes {
     let env: AuthEnvironment
 
-    private var emailPassword: EmailPasswordService { EmailPasswordService(env: env) }
     private var sessions: SessionService { SessionService(env: env) }
 
     func register(on router: Router<GatehouseRequestContext>) {
@@ -85,108 +84,60 @@ struct ClientAPIRoutes {
     }
 
     /// `POST …/auth/providers/{provider}/login`, and with `?link=true` (and the user's access token) the same
-    /// credentials linked to the logged-in user instead (spec §3.2, §3.3).
+    /// credentials linked to the logged-in user instead (spec §3.2, §3.3). The route decodes the provider's body into
+    /// a ``LoginCredential``; ``LoginService`` does the rest.
     @Sendable func login(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         let app = try env.app(try appId(context))
         let provider = try context.parameters.require("provider")
-        // Password logins are counted per address and username inside `authenticate`; the others per address here,
-        // links included (a link checks its credentials as a login does).
-        if provider != EmailPasswordService.providerType { try await env.checkRateLimit(.login, app: app) }
+        let logins = LoginService(env: env)
         if request.uri.queryParameters.get("link") == "true" {
             let caller = try await sessions.authenticate(try request.bearerToken(), as: .access)
             guard caller.app.id == app.id else { throw AuthError.invalidSession("invalid session: the token is for another app") }
-            // Before the credential is checked: a key session learns nothing about the credential it sent.
+            // Before the credential is read: a key session learns nothing about the credential it sent.
             let manager = try caller.manager(to: "link an identity")
-            guard case .external(let identity, _) = try await credential(provider, app: app, request: request, context: context, linking: true)
-            else { throw AuthError.cannotLinkAnonymous }
-            try await IdentityService(env: env).link(identity, to: manager)
-            return try JSONResponse.make(SessionResponse(accessToken: try sessions.accessToken(for: caller.user, session: caller.session, app: app)))
+            try logins.requireEnabled(provider, app: app)
+            let (credential, _) = try await Self.credential(provider, request: request, context: context)
+            return try JSONResponse.make(SessionResponse(accessToken: try await logins.link(credential, to: manager)))
         }
-        let user: UserRecord
-        let options: LoginOptions?
-        // The key of an api-key login: the session ends when the key is disabled or deleted.
-        var apiKeyId: String?
-        do {
-            switch try await credential(provider, app: app, request: request, context: context, linking: false) {
-            case .user(let found, let sent):
-                (user, options) = (found, sent)
-            case .apiKey(let found, let sent, let keyId):
-                (user, options, apiKeyId) = (found, sent, keyId)
-            case .external(let identity, let sent):
-                (user, options) = (try await IdentityService(env: env).logIn(identity, app: app), sent)
-            }
-        } catch let error as AuthError {
-            switch error {
-            case .invalidCredentials, .invalidCredential, .invalidAPIKey, .confirmationRequired, .userDisabled:
-                await env.audit(.loginFailed, app: app.id, detail: ["provider": String(provider.prefix(64)), "reason": "\(error)"])
-            default: break
-            }
-            throw error
-        }
-        let result = try await sessions.startSession(for: user, app: app, device: options?.device ?? [:], apiKeyId: apiKeyId)
-        var detail = ["provider": provider]
-        if let apiKeyId { detail["apiKey"] = apiKeyId }
-        await env.audit(.loginSucceeded, app: app.id, user: user.id, detail: detail)
+        try logins.requireEnabled(provider, app: app)
+        let (credential, options) = try await Self.credential(provider, request: request, context: context)
+        let result = try await logins.logIn(credential, app: app, device: options?.device ?? [:])
         return try JSONResponse.make(
             LoginResponse(accessToken: result.accessToken, refreshToken: result.refreshToken, userId: result.userId, deviceId: result.deviceId)
         )
     }
 
-    /// What a login body proves.
-    private enum Credential {
-        /// A user directly (email/password, a new anonymous user).
-        case user(UserRecord, LoginOptions?)
-        /// The user of an API key, and the key.
-        case apiKey(UserRecord, LoginOptions?, keyId: String)
-        /// An identity a provider vouches for, whose user is found or created.
-        case external(ExternalIdentity, LoginOptions?)
-    }
-
-    private func credential(
-        _ provider: String, app: AppSettings, request: Request, context: GatehouseRequestContext, linking: Bool
-    ) async throws -> Credential {
-        let providers = ProviderServices(env: env)
+    /// The credential and options of a login body, in the shape of each provider (spec §3.2).
+    private static func credential(
+        _ provider: String, request: Request, context: GatehouseRequestContext
+    ) async throws -> (LoginCredential, LoginOptions?) {
         switch provider {
         case EmailPasswordService.providerType:
             let body = try await request.decodeClientAPIBody(EmailPasswordLoginRequest.self, context: context)
-            let (user, _) = try await emailPassword.login(appId: app.id, username: body.username, password: body.password)
-            guard linking, let email = EmailAddress(body.username) else { return .user(user, body.options) }
-            return .external(ExternalIdentity(providerType: provider, externalId: email.normalized, data: [:]), body.options)
+            return (.emailPassword(username: body.username, password: body.password), body.options)
         case AnonymousService.providerType:
-            guard app.anonymousUsers else { throw AuthError.providerNotEnabled(provider) }
-            let options = try await request.decodeClientAPIBody(AnonymousLoginRequest.self, context: context).options
-            if linking { throw AuthError.cannotLinkAnonymous }
-            return .user(try await AnonymousService(env: env).login(appId: app.id).0, options)
+            return (.anonymous, try await request.decodeClientAPIBody(AnonymousLoginRequest.self, context: context).options)
         case APIKeyService.providerType:
-            guard app.apiKeys else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(APIKeyLoginRequest.self, context: context)
-            if linking { throw ClientAPIError.badRequest("API key credentials cannot be linked to a user") }
-            let (user, key) = try await APIKeyService(env: env).login(appId: app.id, key: body.key)
-            return .apiKey(user, body.options, keyId: key.id)
+            return (.apiKey(body.key), body.options)
         case CustomTokenProvider.providerType:
-            guard let settings = app.customToken else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(CustomTokenLoginRequest.self, context: context)
-            return .external(try await providers.customToken(settings, app: app).identity(token: body.token), body.options)
+            return (.customToken(body.token), body.options)
         case GoogleProvider.providerType:
-            guard let settings = app.google else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(GoogleLoginRequest.self, context: context)
-            let google = providers.google(settings)
             switch (body.idToken, body.authCode) {
-            case (let token?, nil): return .external(try await google.identity(idToken: token), body.options)
-            case (nil, let code?): return .external(try await google.identity(authCode: code), body.options)
+            case (let token?, nil): return (.googleIDToken(token), body.options)
+            case (nil, let code?): return (.googleAuthCode(code), body.options)
             case (nil, nil): throw ClientAPIError.missingParameter("id_token")
             default: throw ClientAPIError.invalidParameter("give either id_token or authCode, not both")
             }
         case AppleProvider.providerType:
-            guard let settings = app.apple else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(AppleLoginRequest.self, context: context)
-            return .external(try await providers.apple(settings).identity(idToken: body.idToken), body.options)
+            return (.appleIDToken(body.idToken), body.options)
         case FacebookProvider.providerType:
-            guard let settings = app.facebook else { throw AuthError.providerNotEnabled(provider) }
             let body = try await request.decodeClientAPIBody(FacebookLoginRequest.self, context: context)
-            return .external(try await providers.facebook(settings).identity(accessToken: body.accessToken), body.options)
-        case "custom-function":
-            guard let settings = app.customFunction else { throw AuthError.providerNotEnabled(provider) }
+            return (.facebookAccessToken(body.accessToken), body.options)
+        case FunctionRunner.providerType:
             // The body is the payload itself (Realm sends no `provider` key here); `options` is Gatehouse's.
             var payload = try await request.decodeClientAPIBody([String: JSONValue].self, context: context)
             var options: LoginOptions?
@@ -196,7 +147,7 @@ struct ClientAPIRoutes {
                 }
                 options = decoded
             }
-            return .external(try await FunctionRunner(env: env).login(appId: app.id, payload: payload, settings: settings), options)
+            return (.function(payload: payload), options)
         default:
             throw AuthError.providerNotEnabled(String(provider.prefix(64)))
         }

@@ -51,10 +51,28 @@ let package = Package(
             swiftSettings: swiftSettings + [.unsafeFlags(["-O", "-enforce-exclusivity=unchecked"])]
         ),
 
-        // The server as a library: configuration, domain, tokens, store, HTTP facades.
+        // The domain both protocols call: accounts, logins, sessions, native flows, policy and audit, with the
+        // configuration, token, provider and function types they need and the store protocol. No HTTP server, NIO
+        // or database driver: the compiler keeps the flow one way (façade → domain → store).
+        .target(
+            name: "GatehouseDomain",
+            dependencies: [
+                "GatehouseWire",
+                "GatehouseArgon2",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Mustache", package: "swift-mustache"),
+            ],
+            resources: [.copy("Resources/common-passwords.txt")],
+            swiftSettings: swiftSettings
+        ),
+
+        // The server as a library: configuration loading, HTTP façades, store implementations, mail delivery.
         .target(
             name: "GatehouseServer",
             dependencies: [
+                "GatehouseDomain",
                 "GatehouseWire",
                 "GatehouseArgon2",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -74,7 +92,7 @@ let package = Package(
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "Yams", package: "Yams"),
             ],
-            resources: [.copy("Resources/openapi.yaml"), .copy("Resources/common-passwords.txt")],
+            resources: [.copy("Resources/openapi.yaml")],
             swiftSettings: swiftSettings
         ),
 
@@ -82,6 +100,7 @@ let package = Package(
         .executableTarget(
             name: "GatehouseCLI",
             dependencies: [
+                "GatehouseDomain",
                 "GatehouseServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -115,6 +134,7 @@ let package = Package(
         .executableTarget(
             name: "EnumerationTiming",
             dependencies: [
+                "GatehouseDomain",
                 "GatehouseServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -129,6 +149,7 @@ let package = Package(
         .target(
             name: "GatehouseTestSupport",
             dependencies: [
+                "GatehouseDomain",
                 "GatehouseServer",
                 "GatehouseWire",
                 .product(name: "Logging", package: "swift-log"),
@@ -151,6 +172,7 @@ let package = Package(
             name: "GatehouseEndToEndTests",
             dependencies: [
                 "Gatehouse",
+                "GatehouseDomain",
                 "GatehouseServer",
                 "GatehouseTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -166,6 +188,7 @@ let package = Package(
         .testTarget(
             name: "GatehouseServerTests",
             dependencies: [
+                "GatehouseDomain",
                 "GatehouseServer",
                 "GatehouseTestSupport",
                 "GatehouseWire",

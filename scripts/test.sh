@@ -19,8 +19,8 @@ export GATEHOUSE_PYTHON
 export GATEHOUSE_ARGON2_REFERENCE="$GATEHOUSE_PYTHON"
 bash scripts/browser-env.sh
 
-# The SDK must not pull a server dependency into its module graph.
-swift package describe --type json | python3 scripts/check-sdk-dependencies.py
+# The SDK must not pull a server dependency into its module graph, nor the domain an HTTP, NIO or database one.
+swift package describe --type json | python3 scripts/check-module-graphs.py
 
 swift build --build-tests
 

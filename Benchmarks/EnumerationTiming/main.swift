@@ -18,6 +18,7 @@
 
 import AsyncHTTPClient
 import Foundation
+import GatehouseDomain
 import GatehouseServer
 import Logging
 import NIOCore

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseArgon2
+@_exported import GatehouseDomain
 import GatehouseWire
 import HTTPTypes
 public import Hummingbird
@@ -397,13 +398,6 @@ public struct AdminError: Error, CustomStringConvertible, Sendable {
     init(_ description: String) { self.description = description }
 }
 
-/// The public base URL, fixed once the real port is known (when the configured port is 0).
-final class PublicURL: Sendable {
-    private let storage: NIOLockedValueBox<String>
-    init(_ value: String) { storage = NIOLockedValueBox(value) }
-    var value: String { storage.withLockedValue { $0 } }
-    func set(_ value: String) { storage.withLockedValue { $0 = value } }
-}
 
 /// One log line per request: method, path (never the query, which may carry tokens), status, duration.
 struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 import GatehouseWire
 
 /// A server API key, as `gatehouse apikeys` shows it.

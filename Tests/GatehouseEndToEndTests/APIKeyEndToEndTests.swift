@@ -1,5 +1,6 @@
 import Foundation
 @testable import Gatehouse
+import GatehouseDomain
 import GatehouseServer
 import Testing
 

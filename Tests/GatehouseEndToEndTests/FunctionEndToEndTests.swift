@@ -1,5 +1,6 @@
 import Foundation
 import Gatehouse
+import GatehouseDomain
 import GatehouseServer
 import GatehouseWire
 import NIOConcurrencyHelpers

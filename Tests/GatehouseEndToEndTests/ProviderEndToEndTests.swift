@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Gatehouse
+import GatehouseDomain
 import GatehouseServer
 import GatehouseTestSupport
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Gatehouse
 import GatehouseArgon2
+import GatehouseDomain
 import GatehouseServer
 import Hummingbird
 import HummingbirdTesting

@@ -1,3 +1,4 @@
+import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseWire
 import Hummingbird

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseWire
 import HTTPTypes

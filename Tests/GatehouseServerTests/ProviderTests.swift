@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseTestSupport
 import GatehouseWire

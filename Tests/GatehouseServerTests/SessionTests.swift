@@ -1,6 +1,7 @@
 import GatehouseArgon2
 import Crypto
 import Foundation
+import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseWire
 import Hummingbird

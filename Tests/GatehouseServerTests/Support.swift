@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseArgon2
+import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseWire
 import Hummingbird

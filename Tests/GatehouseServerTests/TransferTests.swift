@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseTestSupport
 import GatehouseWire

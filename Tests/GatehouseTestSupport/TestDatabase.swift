@@ -1,5 +1,6 @@
 import Foundation
 public import GatehouseServer
+import GatehouseDomain
 import Logging
 
 /// Where a test's data lives. The suite runs twice in `scripts/test.sh`: on SQLite, then on PostgreSQL when

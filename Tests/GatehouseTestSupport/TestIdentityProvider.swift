@@ -3,6 +3,7 @@ public import CryptoExtras
 import Foundation
 public import GatehouseWire
 public import Hummingbird
+import GatehouseDomain
 import HummingbirdTesting
 public import NIOConcurrencyHelpers
 

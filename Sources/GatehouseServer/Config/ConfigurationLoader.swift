@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseArgon2
+import GatehouseDomain
 import HTTPTypes
 import Yams
 

@@ -1,3 +1,4 @@
+import GatehouseDomain
 /// Checks every request body gets before it is decoded, beyond the 64 KiB cap: JSON nested deeper than
 /// ``maxDepth``, and NUL characters (raw, or as `\u0000` in a JSON string). Invalid UTF-8, lone surrogates and
 /// numbers out of range are refused by the decoders themselves; each is a 400 in the API's envelope.

@@ -1,3 +1,4 @@
+import GatehouseDomain
 import Hummingbird
 
 /// CORS for browser clients, per app: a request whose `Origin` is in the app's `cors.allowedOrigins` gets

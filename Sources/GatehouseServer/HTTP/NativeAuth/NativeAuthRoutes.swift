@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 import GatehouseWire
 import HTTPTypes
 import Hummingbird

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 import Hummingbird
 import Logging
 import NIOCore

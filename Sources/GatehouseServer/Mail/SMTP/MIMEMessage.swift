@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 
 /// A mailbox as written in a `From` header: an optional display name and an address, parsed from the `mail.from`
 /// setting (`Gatehouse <no-reply@example.com>`, `"Example, Inc." <no-reply@example.com>` or `no-reply@example.com`).

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 import Logging
 import NIOSSL
 

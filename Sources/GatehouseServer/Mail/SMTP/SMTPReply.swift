@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 
 /// One SMTP reply (RFC 5321 §4.2): a three-digit code and one or more lines of text (`250-…` lines continue,
 /// `250 …` ends it).

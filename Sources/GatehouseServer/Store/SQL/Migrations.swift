@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 
 /// Versioned schema migrations. Each runs once, in its own transaction, recorded in `schema_migrations`;
 /// running them again does nothing. Add new ones at the end; never edit one that has shipped.

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 
 /// A value bound to or read from SQL. Timestamps are integer milliseconds; booleans are 0/1.
 enum SQLValue: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 import GatehouseWire
 
 /// Rate limit counters, login failure runs and the audit log.

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 import GatehouseWire
 
 /// ``GatehouseStore`` over any ``SQLDatabase``. The statements are plain SQL that SQLite and PostgreSQL both run.

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 import GatehouseWire
 
 /// The lines of a `gatehouse export` file (JSON lines, format 1), in order:

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseArgon2
+import GatehouseDomain
 import GatehouseWire
 
 /// What an export or import moved.

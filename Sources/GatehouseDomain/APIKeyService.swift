@@ -1,0 +1,201 @@
+import Foundation
+import GatehouseWire
+import Logging
+
+/// The `api-key` provider: user API keys (managed by their owner with a refresh token), server API keys (managed by
+/// the operator with `gatehouse apikeys`), and logging in with either.
+///
+/// A key is a 256-bit CSPRNG secret, shown once when it is made and stored only as its SHA-256. Each key has an
+/// `api-key` identity whose id (and id within the provider) is the key's id: on its owner for a user key (so a
+/// login with it is a login as the owner), and on a user of its own for a server key (profile `type` `server`).
+package struct APIKeyService: Sendable {
+    package let env: AuthEnvironment
+
+    package static let providerType = "api-key"
+    /// The longest key name, in characters (names are ASCII letters, digits, `_` and `-`).
+    package static let maxNameLength = 64
+
+    /// The app, if it has the provider on.
+    private func enabledApp(_ app: AppSettings) throws(AuthError) -> AppSettings {
+        guard app.apiKeys else { throw .providerNotEnabled(Self.providerType) }
+        return app
+    }
+
+    /// Throws ``AuthError/invalidAPIKeyName(_:)`` unless `name` follows the naming rule.
+    package static func validate(name: String) throws(AuthError) {
+        let allowed = name.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x5F || byte == 0x2D
+        }
+        guard !name.isEmpty, name.utf8.count <= maxNameLength, allowed else {
+            throw .invalidAPIKeyName("API key name must be 1 to \(maxNameLength) letters, digits, '_' or '-'")
+        }
+    }
+
+    // MARK: Login
+
+    /// Logs in with a key: a user key as its owner, a server key as its server user. Unknown, disabled and deleted
+    /// keys all get ``AuthError/invalidAPIKey``.
+    package func login(appId: String, key secret: String) async throws -> (UserRecord, APIKeyRecord) {
+        let app = try enabledApp(try env.app(appId))
+        let hash = Secrets.sha256(secret)
+        // Per key too (by its hash): a leaked key used from many addresses is still slowed down.
+        try await env.checkRateLimit(.login, app: app, identifier: Secrets.hex(hash))
+        guard let found = try await env.store.apiKeyLogin(appId: app.id, keyHash: hash),
+            Secrets.constantTimeEquals(found.key.keyHash, hash), !found.key.disabled
+        else { throw AuthError.invalidAPIKey }
+        guard !found.user.disabled else { throw AuthError.userDisabled }
+        return (found.user, found.key)
+    }
+
+    // MARK: User keys (refresh token)
+
+    /// The caller behind a refresh token (the api_keys routes take refresh tokens, spec §3.9).
+    package func caller(refreshToken: String) async throws -> SessionService.Caller {
+        try await SessionService(env: env).authenticate(refreshToken, as: .refresh)
+    }
+
+    /// `POST auth/api_keys`: a new key of the caller's, with its secret (the only time it is shown).
+    /// API keys one user may have.
+    package static let maxKeysPerUser = 20
+
+    package func create(caller: SessionService.Caller, name: String) async throws -> APIKeyResponse {
+        let app = try enabledApp(caller.app)
+        // A key cannot breed keys: a leaked key (or its session) must not outlive its own revocation.
+        let caller = try caller.manager(to: "create API keys").caller
+        try Self.validate(name: name)
+        guard try await env.store.apiKeys(appId: app.id, userId: caller.user.id).count < Self.maxKeysPerUser else {
+            throw AuthError.apiKeyRefused("a user can have at most \(Self.maxKeysPerUser) API keys; delete one first")
+        }
+        let (key, secret, _) = try await insert(app: app, owner: caller.user, name: name)
+        env.logger.info("API key created", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "key": "\(key.id)"])
+        await env.audit(.apiKeyCreated, app: app.id, user: caller.user.id, detail: ["apiKey": key.id, "name": key.name])
+        return APIKeyResponse(id: key.id, name: key.name, key: secret, disabled: key.disabled)
+    }
+
+    /// `GET auth/api_keys`: the caller's keys, oldest first, without secrets.
+    package func list(caller: SessionService.Caller) async throws -> [APIKeyResponse] {
+        let app = try enabledApp(caller.app)
+        return try await env.store.apiKeys(appId: app.id, userId: caller.user.id).map(Self.response)
+    }
+
+    /// `GET auth/api_keys/{id}`.
+    package func fetch(caller: SessionService.Caller, id: String) async throws -> APIKeyResponse {
+        Self.response(try await owned(caller: caller, id: id).1)
+    }
+
+    /// `DELETE auth/api_keys/{id}`: the key, its identity and the sessions logged in with it.
+    package func delete(caller: SessionService.Caller, id: String) async throws {
+        let (app, key) = try await owned(caller: try caller.manager(to: "delete API keys").caller, id: id)
+        guard try await env.store.deleteAPIKey(appId: app.id, id: key.id, now: env.clock.now) else { throw AuthError.apiKeyNotFound }
+        env.logger.info("API key deleted", metadata: ["app": "\(app.id)", "key": "\(key.id)"])
+        await env.audit(.apiKeyDeleted, app: app.id, user: caller.user.id, detail: ["apiKey": key.id])
+    }
+
+    /// `PUT auth/api_keys/{id}/enable` and `…/disable`. Disabling ends the sessions logged in with the key.
+    package func setDisabled(caller: SessionService.Caller, id: String, disabled: Bool) async throws {
+        // A key session could otherwise turn its own key back on after the owner disabled another, or the reverse.
+        let (app, key) = try await owned(caller: try caller.manager(to: "enable or disable API keys").caller, id: id)
+        guard try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: disabled, now: env.clock.now) else {
+            throw AuthError.apiKeyNotFound
+        }
+        await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, user: caller.user.id, detail: ["apiKey": key.id])
+    }
+
+    /// The caller's key `id`; another user's key, a server key or an unknown id are all ``AuthError/apiKeyNotFound``.
+    private func owned(caller: SessionService.Caller, id: String) async throws -> (AppSettings, APIKeyRecord) {
+        let app = try enabledApp(caller.app)
+        guard Secrets.isObjectID(id), let key = try await env.store.apiKey(appId: app.id, id: id.lowercased()), key.userId == caller.user.id else {
+            throw AuthError.apiKeyNotFound
+        }
+        return (app, key)
+    }
+
+    // MARK: Server keys (operator)
+
+    /// A new server key, its secret, and the id of the user it logs in as.
+    package func createServerKey(appId: String, name: String) async throws -> (key: APIKeyRecord, secret: String, userId: String) {
+        let app = try env.app(appId)
+        try Self.validate(name: name)
+        let made = try await insert(app: app, owner: nil, name: name)
+        env.logger.info("server API key created", metadata: ["app": "\(app.id)", "key": "\(made.key.id)"])
+        await env.audit(.apiKeyCreated, app: app.id, user: made.userId, detail: ["apiKey": made.key.id, "name": name, "server": "true"])
+        return made
+    }
+
+    /// The app's server keys, oldest first, with when each was made.
+    package func serverKeys(appId: String) async throws -> [APIKeyRecord] {
+        let app = try env.app(appId)
+        return try await env.store.apiKeys(appId: app.id, userId: nil)
+    }
+
+    /// Deletes (with its user) or enables/disables a server key. False when the app has no server key `id`.
+    package func deleteServerKey(appId: String, id: String) async throws -> Bool {
+        let app = try env.app(appId)
+        guard try await serverKey(app: app, id: id) != nil else { return false }
+        guard try await env.store.deleteAPIKey(appId: app.id, id: id.lowercased(), now: env.clock.now) else { return false }
+        await env.audit(.apiKeyDeleted, app: app.id, detail: ["apiKey": id.lowercased(), "server": "true"])
+        return true
+    }
+
+    package func setServerKeyDisabled(appId: String, id: String, disabled: Bool) async throws -> Bool {
+        let app = try env.app(appId)
+        guard try await serverKey(app: app, id: id) != nil else { return false }
+        guard try await env.store.setAPIKeyDisabled(appId: app.id, id: id.lowercased(), disabled: disabled, now: env.clock.now) else {
+            return false
+        }
+        await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, detail: ["apiKey": id.lowercased(), "server": "true"])
+        return true
+    }
+
+    private func serverKey(app: AppSettings, id: String) async throws -> APIKeyRecord? {
+        guard Secrets.isObjectID(id), let key = try await env.store.apiKey(appId: app.id, id: id.lowercased()), key.userId == nil else { return nil }
+        return key
+    }
+
+    // MARK: Shared
+
+    /// Stores a new key of `owner` (a server key with a new server user when nil) and its identity; returns the
+    /// record, the secret and the id of the user the key logs in as.
+    private func insert(app: AppSettings, owner: UserRecord?, name: String) async throws -> (key: APIKeyRecord, secret: String, userId: String) {
+        let now = env.clock.now
+        let secret = Secrets.token()
+        let key = APIKeyRecord(
+            id: Secrets.objectID(at: now), appId: app.id, userId: owner?.id, name: name, keyHash: Secrets.sha256(secret), disabled: false,
+            createdAt: now
+        )
+        var serverUser: UserRecord?
+        if owner == nil {
+            serverUser = UserRecord(id: Secrets.objectID(at: now), appId: app.id, createdAt: now, disabled: false, customData: [:])
+        }
+        // The identity's id is the key's, so that the profile lists the key's id (as App Services does).
+        let identity = IdentityRecord(
+            id: key.id, userId: owner?.id ?? serverUser!.id, appId: app.id, providerType: Self.providerType,
+            externalId: key.id,
+            // A server user's profile shows its key's name; a user key adds nothing to its owner's profile.
+            data: owner == nil ? ["name": .string(name)] : [:],
+            createdAt: now
+        )
+        do {
+            try await env.store.createAPIKey(key, identity: identity, serverUser: serverUser)
+        } catch StoreError.conflict {
+            throw AuthError.apiKeyAlreadyExists
+        }
+        return (key, secret, identity.userId)
+    }
+
+    package static func response(_ key: APIKeyRecord) -> APIKeyResponse {
+        APIKeyResponse(id: key.id, name: key.name, key: nil, disabled: key.disabled)
+    }
+
+    /// True when the user is the server user of a server key: its profile `type` is then `server`.
+    package static func isServerUser(_ identities: [IdentityRecord], store: any GatehouseStore) async throws -> Bool {
+        for identity in identities where identity.providerType == providerType {
+            if let key = try await store.apiKey(appId: identity.appId, id: identity.externalId), key.userId == nil { return true }
+        }
+        return false
+    }
+
+    package init(env: AuthEnvironment) {
+        self.env = env
+    }
+}

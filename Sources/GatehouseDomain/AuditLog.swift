@@ -1,0 +1,91 @@
+import Foundation
+import Logging
+
+/// The security events the audit log records (`gatehouse audit tail`). Each row has the time, app, user, client
+/// address and user agent; its detail holds facts like a provider or a key id, never a secret.
+package enum AuditKind: String, Sendable, CaseIterable {
+    case registration = "registration"
+    /// Someone tried to register (or sign up with) a taken address; the owner was told by email.
+    case registrationRefused = "registration_refused"
+    case confirmation = "confirmation"
+    case loginSucceeded = "login_succeeded"
+    case loginFailed = "login_failed"
+    case loginDelayed = "login_delayed"
+    case rateLimited = "rate_limited"
+    case refresh = "refresh"
+    case refreshTokenReused = "refresh_token_reused"
+    case logout = "logout"
+    case logoutEverywhere = "logout_everywhere"
+    case resetRequested = "reset_requested"
+    case resetCompleted = "reset_completed"
+    case userDeleted = "user_deleted"
+    case userDisabled = "user_disabled"
+    case userEnabled = "user_enabled"
+    case keyRotated = "signing_key_rotated"
+    case keyRetired = "signing_key_retired"
+    case apiKeyCreated = "api_key_created"
+    case apiKeyDeleted = "api_key_deleted"
+    case apiKeyEnabled = "api_key_enabled"
+    case apiKeyDisabled = "api_key_disabled"
+}
+
+extension AuthEnvironment {
+    /// The app id of events that belong to the server rather than one app (signing keys).
+    package static let serverWideApp = "*"
+
+    /// Records an event with the request's origin. A failure to record is logged, not thrown: the audit log must not
+    /// turn a database hiccup into a failed login that already succeeded.
+    package func audit(_ kind: AuditKind, app: String, user: String? = nil, detail: [String: String] = [:]) async {
+        let origin = RequestOrigin.current
+        let event = AuditEvent(
+            at: clock.now, appId: app, kind: kind.rawValue, userId: user, ip: origin.ip, userAgent: origin.userAgent, detail: detail
+        )
+        do {
+            try await auditWriter.append(event)
+        } catch {
+            logger.error("audit event not recorded", metadata: ["kind": "\(kind.rawValue)", "error": "\(error)"])
+        }
+    }
+}
+
+/// Writes audit events in groups (group commit): each request still waits until its own row is written, and the
+/// events of requests that arrive while a write is under way go together into the next multi-row INSERT. An idle
+/// server writes each event at once in a statement of its own; a busy one pays one statement for many events
+/// instead of one per refresh, login or logout.
+package actor AuditWriter {
+    private let store: any GatehouseStore
+    private var pending: [(event: AuditEvent, written: CheckedContinuation<Void, any Error>)] = []
+    private var writing = false
+    /// Events per INSERT at most (7 parameters each, far below SQLite's and PostgreSQL's limits).
+    package static let batchLimit = 256
+
+    package init(store: any GatehouseStore) {
+        self.store = store
+    }
+
+    /// Returns once `event` is in the database; throws what the write threw.
+    package func append(_ event: AuditEvent) async throws {
+        try await withCheckedThrowingContinuation { continuation in
+            pending.append((event, continuation))
+            if !writing {
+                writing = true
+                Task { await self.drain() }
+            }
+        }
+    }
+
+    /// Writes what is pending, group by group, until nothing is.
+    private func drain() async {
+        while !pending.isEmpty {
+            let group = Array(pending.prefix(Self.batchLimit))
+            pending.removeFirst(group.count)
+            do {
+                try await store.appendAuditEvents(group.map(\.event))
+                for entry in group { entry.written.resume() }
+            } catch {
+                for entry in group { entry.written.resume(throwing: error) }
+            }
+        }
+        writing = false
+    }
+}

@@ -1,0 +1,324 @@
+import Foundation
+import GatehouseArgon2
+import GatehouseWire
+import Logging
+
+/// What every domain operation needs: storage, time, hashing, keys and the configuration.
+package struct AuthEnvironment: Sendable {
+    package var store: any GatehouseStore
+    package var clock: GatehouseClock
+    package var hasher: any PasswordHasher
+    package var keys: SigningKeys
+    package var configuration: GatehouseConfiguration
+    /// The externally reachable base URL, with the real port when the configured one was 0.
+    package var publicURLBox: PublicURL
+    package var logger: Logger
+    /// Email templates by app id.
+    package var templates: [String: MailTemplates]
+    /// Outbound HTTP: identity providers' keys and APIs, webhooks.
+    package var outbound: any OutboundHTTP
+    /// Identity providers' signing keys.
+    package var jwks: JWKSCache
+    /// The configured `custom-token` keys of each app, parsed.
+    package var customTokenKeys: [String: [JWTVerificationKey]] = [:]
+    /// Closures standing in for webhooks (embedding programs).
+    package var functions: FunctionHandlers = FunctionHandlers()
+    /// Audit rows, written in groups under load.
+    package var auditWriter: AuditWriter
+    /// Work requests start and do not wait for.
+    package var background = BackgroundWork()
+
+    package func templates(for app: AppSettings) -> MailTemplates { templates[app.id]! }
+
+    package var publicURL: String { publicURLBox.value }
+
+    /// The app with `id`, or ``AuthError/appNotFound(_:)``.
+    package func app(_ id: String) throws(AuthError) -> AppSettings {
+        guard let app = configuration.app(id: id) else { throw .appNotFound(id) }
+        return app
+    }
+
+    package init(
+        store: any GatehouseStore, clock: GatehouseClock, hasher: any PasswordHasher, keys: SigningKeys,
+        configuration: GatehouseConfiguration, publicURLBox: PublicURL, logger: Logger,
+        templates: [String: MailTemplates], outbound: any OutboundHTTP, jwks: JWKSCache,
+        customTokenKeys: [String: [JWTVerificationKey]] = [:], functions: FunctionHandlers = FunctionHandlers(),
+        auditWriter: AuditWriter
+    ) {
+        self.store = store
+        self.clock = clock
+        self.hasher = hasher
+        self.keys = keys
+        self.configuration = configuration
+        self.publicURLBox = publicURLBox
+        self.logger = logger
+        self.templates = templates
+        self.outbound = outbound
+        self.jwks = jwks
+        self.customTokenKeys = customTokenKeys
+        self.functions = functions
+        self.auditWriter = auditWriter
+    }
+}
+
+/// How a session began. The kind decides what the session may do; only the domain reads it.
+package enum SessionKind: Sendable, Hashable {
+    /// Started by proving a first-party credential: a password, an email code, an identity provider, an anonymous
+    /// login. May manage the account.
+    case firstParty
+    /// Started with a user or server API key: may read the profile, refresh and call functions, but never link,
+    /// delete the user, end other sessions or manage keys. A leaked key must not become a way to keep the account.
+    case apiKey
+
+    package var mayManageAccount: Bool { self == .firstParty }
+}
+
+/// Proof that a caller may change its account (``SessionService/Caller/manager(to:)`` is the only way to make one).
+package struct AccountManager: Sendable {
+    package let caller: SessionService.Caller
+    fileprivate init(caller: SessionService.Caller) { self.caller = caller }
+}
+
+/// The result of a successful login.
+package struct LoginResult: Sendable, Hashable {
+    package var accessToken: String
+    package var refreshToken: String
+    package var userId: String
+    package var deviceId: String
+
+    package init(accessToken: String, refreshToken: String, userId: String, deviceId: String) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.userId = userId
+        self.deviceId = deviceId
+    }
+}
+
+/// Sessions and the tokens that stand for them.
+package struct SessionService: Sendable {
+    package let env: AuthEnvironment
+
+    /// Starts a session for `user` and issues its tokens. `apiKeyId`: the key the user logged in with, whose
+    /// disabling or deletion ends the session.
+    package func startSession(for user: UserRecord, app: AppSettings, device: [String: JSONValue], apiKeyId: String? = nil) async throws -> LoginResult {
+        let now = env.clock.now
+        let secret = Base64URL.encode(Secrets.randomBytes(32))
+        let session = newSession(for: user, app: app, device: device, secretHash: Secrets.sha256(secret), apiKeyId: apiKeyId)
+        try await env.store.createSession(session)
+        // Keys rotated or retired by `gatehouse keys` reach this instance before it signs.
+        await env.keys.refreshIfNeeded(from: env.store, now: now)
+        let key = env.keys.current
+        let refresh = TokenClaims(
+            sub: user.id, typ: .refresh, sid: session.id, aud: app.id, iss: env.publicURL,
+            iat: Int64(now.timeIntervalSince1970), exp: Int64(session.expiresAt.timeIntervalSince1970),
+            baasDeviceId: session.deviceId, userData: nil, jti: secret
+        )
+        return LoginResult(
+            accessToken: try accessToken(for: user, session: session, app: app),
+            refreshToken: try JWT.sign(refresh, key: key),
+            userId: user.id,
+            deviceId: session.deviceId
+        )
+    }
+
+    /// The record of a new session of `user`: what every login and sign-in of either protocol starts. `id`: the
+    /// session's id when its refresh token must carry it (native auth), else a new one.
+    package func newSession(
+        id: String? = nil, for user: UserRecord, app: AppSettings, device: [String: JSONValue], secretHash: [UInt8], apiKeyId: String? = nil,
+        clientId: String? = nil
+    ) -> SessionRecord {
+        let now = env.clock.now
+        return SessionRecord(
+            id: id ?? Secrets.objectID(at: now), appId: app.id, userId: user.id, deviceId: Secrets.objectID(at: now), device: device,
+            secretHash: secretHash, createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(app.refreshTokenTTL)), revokedAt: nil,
+            clientId: clientId, apiKeyId: apiKeyId
+        )
+    }
+
+    /// An access token for `user` in `session`, with the user's current custom data.
+    package func accessToken(for user: UserRecord, session: SessionRecord, app: AppSettings) throws -> String {
+        let now = env.clock.now
+        let key = env.keys.current
+        let claims = TokenClaims(
+            sub: user.id, typ: .access, sid: session.id, aud: app.id, iss: env.publicURL,
+            iat: Int64(now.timeIntervalSince1970), exp: Int64(now.timeIntervalSince1970) + Int64(app.accessTokenTTL),
+            baasDeviceId: session.deviceId, userData: user.customData, jti: nil
+        )
+        return try JWT.sign(claims, key: key)
+    }
+
+    /// An authenticated caller: the user and session behind a valid token.
+    package struct Caller: Sendable {
+        package var user: UserRecord
+        package var session: SessionRecord
+        package var app: AppSettings
+
+        /// How the session began, which decides what it may do (the security model's "session kinds have powers").
+        package var kind: SessionKind { session.apiKeyId == nil ? .firstParty : .apiKey }
+
+        /// The caller as one who may change the account, or ``AuthError/forbidden(_:)`` for a session that may not.
+        /// Every operation that links or removes an identity, deletes the user, ends other sessions or manages API
+        /// keys takes an ``AccountManager``, so it cannot run for a session without that power.
+        package func manager(to action: String) throws(AuthError) -> AccountManager {
+            guard kind.mayManageAccount else {
+                throw .forbidden("a session logged in with an API key cannot \(action); log in with a password or another provider")
+            }
+            return AccountManager(caller: self)
+        }
+
+        package init(user: UserRecord, session: SessionRecord, app: AppSettings) {
+            self.user = user
+            self.session = session
+            self.app = app
+        }
+    }
+
+    /// Verifies a bearer token of the expected kind: signature, expiry, the session (alive, unexpired, and for
+    /// refresh tokens the secret) and the user. Any failure is ``AuthError/invalidSession(_:)``.
+    package func authenticate(_ token: String, as kind: TokenClaims.Kind) async throws -> Caller {
+        let now = env.clock.now
+        await env.keys.refreshIfNeeded(from: env.store, now: now)
+        let claims: TokenClaims
+        do {
+            claims = try JWT.verify(token, keys: env.keys.publicKey(kid:))
+        } catch where error == .unknownKey {
+            // A key this instance has not read yet (`keys rotate` on another instance): read the keys again, once.
+            await env.keys.refreshIfNeeded(from: env.store, now: now, kid: JWT.kid(token))
+            do {
+                claims = try JWT.verify(token, keys: env.keys.publicKey(kid:))
+            } catch {
+                throw AuthError.invalidSession(error.description)
+            }
+        } catch {
+            throw AuthError.invalidSession(error.description)
+        }
+        guard claims.typ == kind else { throw AuthError.invalidSession(TokenError.wrongKind(expected: kind).description) }
+        guard claims.exp > Int64(now.timeIntervalSince1970) else {
+            throw AuthError.invalidSession(kind == .access ? "invalid session: access token expired" : "invalid session: refresh token expired")
+        }
+        guard let app = env.configuration.app(id: claims.aud) else { throw AuthError.invalidSession("invalid session: unknown app") }
+        guard let (session, user) = try await env.store.sessionWithUser(id: claims.sid), session.userId == claims.sub else {
+            throw AuthError.invalidSession("invalid session")
+        }
+        if kind == .refresh {
+            guard let secret = claims.jti, Secrets.constantTimeEquals(Secrets.sha256(secret), session.secretHash) else {
+                throw AuthError.invalidSession("invalid session")
+            }
+        }
+        switch Self.problem(with: session, user: user, app: app, now: now, refreshing: kind == .refresh) {
+        case nil: break
+        case .revoked?, .expired?, .userGone?: throw AuthError.invalidSession("invalid session")
+        case .idle?: throw AuthError.invalidSession("invalid session: unused for too long, log in again")
+        case .userDisabled?: throw AuthError.invalidSession("invalid session: user disabled")
+        }
+        guard let user else { throw AuthError.invalidSession("invalid session") }
+        if kind == .refresh {
+            try await env.checkRateLimit(.refresh, app: app, identifier: session.id)
+            // Busy sessions are written at most once per granularity: the read above says whether this use is news.
+            let granularity = Self.touchGranularity(app)
+            if now.timeIntervalSince(session.lastActiveAt) >= granularity {
+                try await env.store.touchSession(id: session.id, now: now, notBefore: now.addingTimeInterval(-granularity))
+            }
+        }
+        return Caller(user: user, session: session, app: app)
+    }
+
+    /// Why a session cannot be used now. Both protocols ask this one question, each answering in its envelope.
+    package enum Problem: Sendable, Hashable {
+        /// Signed out, reset, revoked by a replay, its key disabled, its user disabled or logged out everywhere.
+        case revoked
+        /// Past its `refreshTokenTTL`.
+        case expired
+        /// Unused longer than the app's `sessionIdleTimeout` (asked when refreshing).
+        case idle
+        case userGone
+        case userDisabled
+    }
+
+    /// The first reason `session` (of `user`, nil when the user is gone) cannot be used at `now`, or nil.
+    package static func problem(with session: SessionRecord, user: UserRecord?, app: AppSettings, now: Date, refreshing: Bool) -> Problem? {
+        if session.revokedAt != nil { return .revoked }
+        if session.expiresAt <= now { return .expired }
+        if refreshing, isIdle(session, app: app, now: now) { return .idle }
+        guard let user else { return .userGone }
+        return user.disabled ? .userDisabled : nil
+    }
+
+    /// Whether `session` has gone unused longer than the app's `sessionIdleTimeout`.
+    package static func isIdle(_ session: SessionRecord, app: AppSettings, now: Date) -> Bool {
+        app.sessionIdleTimeout > 0 && now.timeIntervalSince(session.lastActiveAt) > TimeInterval(app.sessionIdleTimeout)
+    }
+
+    /// How stale a session's recorded last use may be: a minute, or a tenth of the idle timeout when that is shorter.
+    package static func touchGranularity(_ app: AppSettings) -> TimeInterval {
+        app.sessionIdleTimeout > 0 ? min(60, TimeInterval(app.sessionIdleTimeout) / 10) : 60
+    }
+
+    /// `POST auth/session`: a fresh access token (with current custom data) for a valid refresh token.
+    package func refresh(_ refreshToken: String) async throws -> String {
+        let caller = try await authenticate(refreshToken, as: .refresh)
+        await env.audit(.refresh, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id])
+        return try accessToken(for: caller.user, session: caller.session, app: caller.app)
+    }
+
+    /// `DELETE auth/session`: revokes the refresh token's session at once.
+    package func logOut(_ refreshToken: String) async throws {
+        let caller = try await authenticate(refreshToken, as: .refresh)
+        try await env.store.revokeSession(id: caller.session.id, now: env.clock.now)
+        await env.audit(.logout, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id])
+    }
+
+    /// `GET auth/profile`.
+    package func profile(_ accessToken: String) async throws -> ProfileResponse {
+        let caller = try await authenticate(accessToken, as: .access)
+        let identities = try await env.store.identities(userId: caller.user.id)
+        var data: [String: JSONValue] = [:]
+        for identity in identities {
+            data.merge(identity.data) { existing, _ in existing }
+        }
+        return ProfileResponse(
+            userId: caller.user.id,
+            domainId: Self.domainId(appId: caller.app.id),
+            // As App Services: an external provider's identity is known by that provider's id for the user (the JWT's
+            // `sub`, the Facebook user id); email/password and anonymous identities by their own ObjectId.
+            identities: identities.map {
+                ProfileIdentity(
+                    id: $0.providerType == EmailPasswordService.providerType ? $0.id : $0.externalId, providerType: $0.providerType,
+                    providerId: Self.providerId(appId: $0.appId, provider: $0.providerType)
+                )
+            },
+            data: data,
+            type: try await APIKeyService.isServerUser(identities, store: env.store) ? "server" : "normal"
+        )
+    }
+
+    /// `DELETE auth/delete`: removes the user with every identity and session.
+    package func deleteUser(_ accessToken: String) async throws {
+        let caller = try await authenticate(accessToken, as: .access).manager(to: "delete the user").caller
+        try await env.store.deleteUser(id: caller.user.id)
+        env.logger.info("user deleted", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)"])
+        await env.audit(.userDeleted, app: caller.app.id, user: caller.user.id)
+    }
+
+    /// `DELETE auth/sessions` (a Gatehouse extension): with an access token, ends every session of its user.
+    package func logOutEverywhere(_ accessToken: String) async throws {
+        let caller = try await authenticate(accessToken, as: .access).manager(to: "log the user out everywhere").caller
+        let revoked = try await env.store.revokeAllSessions(userId: caller.user.id, now: env.clock.now)
+        env.logger.info("logged out everywhere", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)", "sessions": "\(revoked)"])
+        await env.audit(.logoutEverywhere, app: caller.app.id, user: caller.user.id, detail: ["sessions": "\(revoked)"])
+    }
+
+    /// A stable 24-hex id for an app's provider configuration (App Services' `provider_id`).
+    package static func providerId(appId: String, provider: String) -> String {
+        Secrets.hex(Array(Secrets.sha256("provider:\(appId):\(provider)").prefix(12)))
+    }
+
+    /// A stable 24-hex id for the app's user domain.
+    package static func domainId(appId: String) -> String {
+        Secrets.hex(Array(Secrets.sha256("domain:\(appId)").prefix(12)))
+    }
+
+    package init(env: AuthEnvironment) {
+        self.env = env
+    }
+}

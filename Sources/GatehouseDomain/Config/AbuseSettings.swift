@@ -1,0 +1,94 @@
+/// `rateLimits`: how many requests of each kind one client address, and one identifier, may make in a window.
+///
+/// Counted in the database, so every instance sharing it enforces the same limits. A request over a limit is refused
+/// with HTTP 429 and `Retry-After` before any work is done for it. Windows are fixed (they start at the first
+/// request and last `window` seconds), so a client can make at most twice a limit across a window boundary.
+public struct RateLimitSettings: Sendable, Hashable {
+    /// A kind of request, counted on its own.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        /// Password, API key and provider logins; native sign-in starts and password checks. Identifier: the
+        /// username (email) or the API key.
+        case login
+        /// `register` and native sign-up starts. Identifier: the email.
+        case registration
+        /// Requests that send an email (confirmation, reset, codes). Per address the older `emailLimit` applies too.
+        /// Identifier: the email.
+        case email
+        /// Checks of emailed tokens and codes (`confirm`, `reset`, native `continue` and code grants). Identifier:
+        /// the token id or the flow.
+        case code
+        /// Refresh token use (`auth/session`, native refresh grants). Identifier: the session.
+        case refresh
+    }
+
+    /// At most `count` requests in `window` seconds.
+    public struct Limit: Sendable, Hashable, CustomStringConvertible {
+        public var count: Int
+        public var window: Int
+        public init(_ count: Int, per window: Int) {
+            self.count = count
+            self.window = window
+        }
+        public var description: String { "\(count)/\(window)s" }
+    }
+
+    /// The limits of one kind; nil turns that limit off.
+    public struct Rule: Sendable, Hashable {
+        public var perIP: Limit?
+        public var perIdentifier: Limit?
+        public init(perIP: Limit?, perIdentifier: Limit?) {
+            self.perIP = perIP
+            self.perIdentifier = perIdentifier
+        }
+    }
+
+    /// `rateLimits.enabled`: false turns every limit of the app off (benchmarks, trusted internal apps).
+    public var enabled: Bool
+    public var rules: [Kind: Rule]
+
+    public init(enabled: Bool = true, rules: [Kind: Rule] = Self.defaultRules) {
+        self.enabled = enabled
+        self.rules = rules
+    }
+
+    /// The defaults, per 5 minutes: generous enough for an office behind one address, tight enough to make
+    /// guessing and flooding slow. Password guessing on one account is slowed further by ``LoginBackoffSettings``.
+    public static let defaultRules: [Kind: Rule] = [
+        .login: Rule(perIP: Limit(100, per: 300), perIdentifier: Limit(30, per: 300)),
+        .registration: Rule(perIP: Limit(30, per: 300), perIdentifier: Limit(10, per: 300)),
+        .email: Rule(perIP: Limit(30, per: 300), perIdentifier: nil),
+        .code: Rule(perIP: Limit(60, per: 300), perIdentifier: Limit(10, per: 300)),
+        .refresh: Rule(perIP: Limit(600, per: 300), perIdentifier: Limit(60, per: 300)),
+    ]
+
+    /// The rule of `kind`, or nil when limits are off.
+    package func rule(_ kind: Kind) -> Rule? { enabled ? rules[kind] : nil }
+}
+
+/// `loginBackoff`: growing delays after repeated wrong passwords for one account, instead of a lock anyone could
+/// set off against a victim.
+///
+/// After `freeFailures` consecutive failures for a username (known or unknown, so the delay reveals nothing), each
+/// further attempt must wait `baseDelay × 2^(failures − freeFailures)` seconds, at most `maxDelay`, after the previous
+/// attempt; earlier ones are refused with 429 and `Retry-After` without checking the password. A correct password
+/// clears the count.
+public struct LoginBackoffSettings: Sendable, Hashable {
+    public var enabled: Bool
+    public var freeFailures: Int
+    public var baseDelay: Int
+    public var maxDelay: Int
+
+    public init(enabled: Bool = true, freeFailures: Int = 5, baseDelay: Int = 1, maxDelay: Int = 900) {
+        self.enabled = enabled
+        self.freeFailures = freeFailures
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+    }
+
+    /// Seconds an attempt must wait after the previous one, `failures` failures into a run; 0 while free.
+    package func delay(afterFailures failures: Int) -> Int {
+        guard enabled, failures >= freeFailures else { return 0 }
+        let exponent = min(failures - freeFailures, 30)
+        return min(maxDelay, baseDelay << exponent)
+    }
+}

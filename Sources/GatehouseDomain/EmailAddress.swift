@@ -1,0 +1,53 @@
+import Foundation
+
+/// An email address as accounts are keyed by it: trimmed, in Unicode canonical form (NFC), matched
+/// case-insensitively.
+package struct EmailAddress: Hashable, Sendable {
+    /// Trimmed and NFC-normalized, as the user typed it otherwise; shown in the profile and used as the recipient.
+    package let display: String
+    /// ``display`` lowercased; the account key. `é` typed precomposed or as `e` + accent is one account.
+    package let normalized: String
+
+    /// Parses and checks an address. Deliberately permissive about the local part (RFC 5321 and 6531 allow a lot),
+    /// strict about what would break mail or lookups or fool a reader: one `@`, no spaces, control or invisible
+    /// formatting characters (bidirectional overrides, zero-width joiners), no private-use or unassigned code points,
+    /// a dotted domain of letters, digits and hyphens (international letters included), sane lengths.
+    package init?(_ raw: String) {
+        let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping
+        guard trimmed.utf8.count <= 254, let at = trimmed.lastIndex(of: "@") else { return nil }
+        let local = trimmed[..<at]
+        let domain = trimmed[trimmed.index(after: at)...]
+        guard !local.isEmpty, local.utf8.count <= 64, !domain.isEmpty else { return nil }
+        guard !trimmed.unicodeScalars.contains(where: Self.isForbidden) else { return nil }
+        guard !local.contains("@"), !domain.contains("@") else { return nil }
+        let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 2,
+            labels.allSatisfy({ label in
+                !label.isEmpty && label.utf8.count <= 63 && !label.hasPrefix("-") && !label.hasSuffix("-")
+                    && label.unicodeScalars.allSatisfy(Self.isDomainCharacter)
+            })
+        else { return nil }
+        display = trimmed
+        normalized = trimmed.lowercased()
+    }
+
+    /// Characters no address may hold: whitespace, controls, invisible formatting, private-use, unassigned.
+    private static func isForbidden(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.properties.isWhitespace { return true }
+        switch scalar.properties.generalCategory {
+        case .control, .format, .privateUse, .unassigned, .surrogate, .lineSeparator, .paragraphSeparator: return true
+        default: return false
+        }
+    }
+
+    /// Letters, digits and `-` (ASCII or international: an IDN domain in Unicode form).
+    private static func isDomainCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.isASCII { return scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "-" }
+        switch scalar.properties.generalCategory {
+        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter, .nonspacingMark, .spacingMark,
+            .decimalNumber:
+            return true
+        default: return false
+        }
+    }
+}

@@ -1,0 +1,477 @@
+import Foundation
+import GatehouseWire
+import Logging
+
+/// The `local-userpass` provider: registration, confirmation, password reset and login.
+///
+/// Unless the app sets `revealUserExistence`, an unknown address gets the same answer as a known one and the
+/// server does the same work for it (a password verification against a dummy hash, the same token statements
+/// rolled back), so neither the answer nor its timing tells whether an account exists.
+package struct EmailPasswordService: Sendable {
+    package let env: AuthEnvironment
+
+    package static let providerType = "local-userpass"
+    /// A user id no user has (ObjectIds are hex), looked up for unknown addresses so that they cost the same queries.
+    package static let absentUserId = "absent-user"
+
+    private func provider(_ appId: String) throws(AuthError) -> (AppSettings, LocalUserpassConfiguration) {
+        let app = try env.app(appId)
+        guard let local = app.localUserpass else { throw .providerNotEnabled(Self.providerType) }
+        return (app, local)
+    }
+
+    private func checkPassword(_ password: String, email: EmailAddress?, _ policy: PasswordPolicy) throws(AuthError) {
+        if let violation = policy.violation(password, email: email?.normalized) { throw .passwordPolicy(violation, policy.message(violation)) }
+    }
+
+    /// `register`: a pending account and a confirmation email, or (with `confirmation: auto`) a confirmed account.
+    ///
+    /// A registration over a pending one (someone registered the address and no one confirmed it) replaces it: the
+    /// new password, a new link, and the older links stop working. For a confirmed address, an app that reveals user
+    /// existence answers `AccountNameInUse` (before any hashing, as App Services does); any other answers as it would
+    /// a new registration, after the same work, and tells the address's owner by email instead.
+    package func register(appId: String, email rawEmail: String, password: String) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        try await env.checkRateLimit(.registration, app: app, identifier: email.normalized)
+        try checkPassword(password, email: email, local.password)
+        let existing = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        if app.revealUserExistence, existing != nil { throw AuthError.accountNameInUse }
+        // Counted for every registration, taken or not, mailing or not: the limit must not tell them apart.
+        try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
+        let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
+        if let existing, existing.confirmedAt != nil { return try await registrationRefused(app: app, email: email, owner: existing.userId) }
+        let now = env.clock.now
+        let userId = existing?.userId ?? Secrets.objectID(at: now)
+        var confirmed = local.confirmation == .auto
+        // A confirmation function that says `success` vouches for the address as the app's own check; `auto` does not.
+        var proven = false
+        var token: OneTimeTokenRecord?
+        var mail: OutboxMessage?
+        /// A confirmation function to call once the pending account is written (an app that hides user existence).
+        var callAfterAnswer: ConfirmationCall?
+        switch local.confirmation {
+        case .auto:
+            break
+        case .email:
+            (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, email: email)
+        case .function:
+            let (record, secret) = makeToken(.confirmation, app: app, local: local, userId: userId, email: email)
+            let call = ConfirmationCall(appId: app.id, token: secret, tokenId: record.id, username: email.display)
+            if app.revealUserExistence {
+                // The function decides before anything is written: on `fail` (or when it cannot be reached) no account
+                // exists (or the pending one stays as it was); on `pending` the account waits for `confirm` with the
+                // token the function was given.
+                switch try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) {
+                case .success: (confirmed, proven) = (true, true)
+                case .pending: token = record
+                case .fail: throw AuthError.confirmationFailed(email.display)
+                }
+            } else {
+                // Its verdict (or failure) would tell a new address from a taken one, which gets no call: the pending
+                // account is written, the caller answered, and the function decides after (``decideAfterAnswer``).
+                token = record
+                callAfterAnswer = call
+            }
+        }
+        let (user, identity, account) = Self.newAccount(
+            userId: userId, app: app, email: email, passwordHash: hash, confirmed: confirmed, proven: proven, now: now
+        )
+        if let existing {
+            guard try await env.store.replacePendingRegistration(account, token: token, mail: mail) else {
+                // Confirmed meanwhile: taken after all.
+                return try await registrationRefused(app: app, email: email, owner: existing.userId)
+            }
+            env.logger.info("pending registration replaced", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
+            await env.audit(.registration, app: app.id, user: userId, detail: ["provider": Self.providerType, "confirmed": "\(confirmed)", "replaced": "true"])
+            if let callAfterAnswer { decideAfterAnswer(callAfterAnswer, account: account, local: local) }
+            return
+        }
+        do {
+            try await env.store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: mail)
+        } catch StoreError.conflict {
+            // A racing registration of the address won; its email is on its way, and this one is dropped.
+            if app.revealUserExistence { throw AuthError.accountNameInUse }
+            await env.audit(.registrationRefused, app: app.id, detail: ["provider": Self.providerType, "race": "true"])
+            return
+        }
+        env.logger.info("user registered", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
+        await env.audit(.registration, app: app.id, user: userId, detail: ["provider": Self.providerType, "confirmed": "\(confirmed)"])
+        if let callAfterAnswer { decideAfterAnswer(callAfterAnswer, account: account, local: local) }
+    }
+
+    /// Runs the confirmation function of a registration after its answer: `success` confirms the pending account,
+    /// `pending` leaves it waiting for `confirm`, and `fail` (or a function that cannot be reached) discards it if it
+    /// is still pending, as if it had never been made.
+    private func decideAfterAnswer(_ call: ConfirmationCall, account: EmailAccountRecord, local: LocalUserpassConfiguration) {
+        env.background.run { [env] in
+            let verdict: FunctionStatus?
+            do {
+                verdict = try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction)
+            } catch {
+                env.logger.notice("confirmation function failed after the answer", metadata: ["app": "\(account.appId)", "error": "\(error)"])
+                verdict = nil
+            }
+            do {
+                switch verdict {
+                case .success?:
+                    if try await env.store.redeemConfirmationToken(id: call.tokenId, now: env.clock.now) {
+                        await env.audit(.confirmation, app: account.appId, user: account.userId, detail: ["by": "function"])
+                    }
+                case .pending?:
+                    break
+                case .fail?, nil:
+                    if try await env.store.discardPendingRegistration(account) {
+                        env.logger.info("registration refused by the confirmation function", metadata: ["app": "\(account.appId)"])
+                    }
+                }
+            } catch {
+                env.logger.error("cannot apply the confirmation function's verdict", metadata: ["app": "\(account.appId)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// The records of a new email/password user, for a registration or a native sign-up: the user, its
+    /// `local-userpass` identity (profile `email`, plus `profile`), and its email account.
+    package static func newAccount(
+        userId: String, app: AppSettings, email: EmailAddress, passwordHash: String, confirmed: Bool, proven: Bool,
+        profile: [String: JSONValue] = [:], now: Date
+    ) -> (UserRecord, IdentityRecord, EmailAccountRecord) {
+        let user = UserRecord(id: userId, appId: app.id, createdAt: now, disabled: false, customData: [:])
+        let identity = IdentityRecord(
+            id: Secrets.objectID(at: now), userId: userId, appId: app.id, providerType: providerType, externalId: email.normalized,
+            data: profile.merging(["email": .string(email.display)]) { _, address in address }, createdAt: now
+        )
+        let account = EmailAccountRecord(
+            appId: app.id, email: email.normalized, userId: userId, passwordHash: passwordHash, confirmedAt: confirmed ? now : nil,
+            mailboxProvenAt: proven ? now : nil
+        )
+        return (user, identity, account)
+    }
+
+    /// A registration of a taken address, in an app that does not reveal user existence: the caller gets the answer
+    /// of a new registration; the owner gets an email saying someone tried.
+    private func registrationRefused(app: AppSettings, email: EmailAddress, owner: String?) async throws {
+        try await env.store.enqueue(env.mail(.accountExists, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display)))
+        env.logger.info("registration of a taken address", metadata: ["app": "\(app.id)"])
+        await env.audit(.registrationRefused, app: app.id, user: owner, detail: ["provider": Self.providerType])
+    }
+
+    /// A new token of `kind` (the record to store, and its secret).
+    private func makeToken(
+        _ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, userId: String, email: EmailAddress
+    ) -> (OneTimeTokenRecord, String) {
+        let now = env.clock.now
+        let secret = Secrets.token()
+        let token = OneTimeTokenRecord(
+            id: Secrets.objectID(at: now), appId: app.id, kind: kind, userId: userId, secretHash: Secrets.sha256(secret),
+            createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(local.tokenTTL)), usedAt: nil, supersededAt: nil,
+            email: email.normalized
+        )
+        return (token, secret)
+    }
+
+    /// A new token of `kind` and the email carrying its link.
+    private func makeTokenMail(
+        _ kind: OneTimeTokenKind,
+        app: AppSettings,
+        local: LocalUserpassConfiguration,
+        userId: String,
+        email: EmailAddress
+    ) -> (OneTimeTokenRecord, OutboxMessage) {
+        let recipient = email.display
+        let (token, secret) = makeToken(kind, app: app, local: local, userId: userId, email: email)
+        let mailKind: MailKind
+        let base: String
+        switch kind {
+        case .confirmation:
+            mailKind = .confirmation
+            base = local.emailConfirmationURL ?? "\(env.publicURL)/app/\(app.id)/confirm"
+        case .passwordReset:
+            mailKind = .passwordReset
+            base = local.resetPasswordURL ?? "\(env.publicURL)/app/\(app.id)/reset"
+        }
+        var variables = MailVariables(appName: app.name, email: recipient)
+        variables.link = MailLinks.link(base: base, token: secret, tokenId: token.id)
+        variables.token = secret
+        variables.tokenId = token.id
+        variables.expiresInMinutes = max(1, local.tokenTTL / 60)
+        return (token, env.mail(mailKind, app: app, recipient: recipient, variables))
+    }
+
+    /// Issues a token and its email for `account`, or, when `account` is nil, does the same work and rolls it back.
+    private func issue(_ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress, account: EmailAccountRecord?)
+        async throws
+    {
+        try await env.checkSendLimit(kind == .confirmation ? .confirmation : .passwordReset, app: app, address: email.normalized)
+        let (token, mail) = makeTokenMail(
+            kind, app: app, local: local, userId: account?.userId ?? Secrets.objectID(), email: email
+        )
+        try await env.store.issueOneTimeToken(token, mail: mail, dryRun: account == nil)
+    }
+
+    /// `confirm/send`: a new confirmation email for a pending account (older links stop working).
+    package func resendConfirmation(appId: String, email rawEmail: String) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        if app.revealUserExistence {
+            guard let account else { throw AuthError.userNotFound }
+            guard account.confirmedAt == nil else { throw AuthError.userAlreadyConfirmed }
+            try await issue(.confirmation, app: app, local: local, email: email, account: account)
+        } else if let account, account.confirmedAt != nil {
+            // Tell the owner, not the caller.
+            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
+            try await env.store.enqueue(env.mail(.alreadyConfirmed, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display)))
+        } else {
+            try await issue(.confirmation, app: app, local: local, email: email, account: account)
+        }
+    }
+
+    /// `confirm`: confirms the account of a valid confirmation token, once.
+    package func confirm(appId: String, token: String, tokenId: String) async throws {
+        let (app, _) = try provider(appId)
+        guard let record = try await validToken(token: token, tokenId: tokenId, kind: .confirmation, app: app) else {
+            throw AuthError.invalidTokenData
+        }
+        guard try await env.store.redeemConfirmationToken(id: record.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
+        env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
+        await env.audit(.confirmation, app: app.id, user: record.userId)
+    }
+
+    /// `confirm/call`: runs the confirmation function again for a pending account, with a new token (older ones
+    /// stop working). Calls count against the app's per-address `emailLimit`.
+    ///
+    /// Where the app reveals user existence the function runs inside the request, whose answer is the function's.
+    /// Otherwise every address gets 200 at once, after the same work (the limit counted, the account looked up), and
+    /// the function runs for a pending account after the answer: neither its verdict nor its latency may tell that
+    /// the address has an account.
+    package func retryCustomConfirmation(appId: String, email rawEmail: String) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        guard local.confirmation == .function else {
+            let how = local.confirmation == .auto ? "automatic confirmation is enabled" : "confirmation is by email"
+            throw AuthError.functionNotEnabled("cannot run confirmation for \(email.display): \(how)")
+        }
+        if !app.revealUserExistence {
+            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
+            guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized), account.confirmedAt == nil else { return }
+            env.background.run { [self] in
+                do {
+                    try await runConfirmationFunction(account, app: app, local: local, email: email)
+                } catch {
+                    env.logger.notice("confirmation function failed after the answer", metadata: ["app": "\(app.id)", "error": "\(error)"])
+                }
+            }
+            return
+        }
+        guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized) else { throw AuthError.userNotFound }
+        guard account.confirmedAt == nil else { throw AuthError.userAlreadyConfirmed }
+        try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
+        try await runConfirmationFunction(account, app: app, local: local, email: email)
+    }
+
+    /// Gives the confirmation function a new token for `account` and acts on its verdict.
+    private func runConfirmationFunction(_ account: EmailAccountRecord, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress)
+        async throws
+    {
+        let (token, secret) = makeToken(.confirmation, app: app, local: local, userId: account.userId, email: email)
+        try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
+        let call = ConfirmationCall(appId: app.id, token: secret, tokenId: token.id, username: email.display)
+        let verdict = try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) }
+        switch verdict {
+        case .success:
+            guard try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
+            env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
+            await env.audit(.confirmation, app: app.id, user: account.userId, detail: ["by": "function"])
+        case .pending:
+            break
+        case .fail:
+            throw AuthError.confirmationFailed(email.display)
+        }
+    }
+
+    /// `reset/call`: runs the reset function. The function gets a reset token, never the password; on `success` the
+    /// new password is set (and every session ends), on `pending` the token waits for `reset` with it and a password,
+    /// on `fail` nothing changes. Calls count against the app's per-address `emailLimit`.
+    ///
+    /// Where the app reveals user existence the function runs inside the request, whose answer is the function's
+    /// (an unknown address is `UserNotFound`). Otherwise every address gets 200 after the same work (the limit, the
+    /// lookup, the hash of the new password), and the function runs for a known address after the answer: the caller
+    /// learns the outcome by signing in.
+    package func callResetFunction(appId: String, email rawEmail: String, password: String, arguments: [JSONValue]) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        guard local.reset == .function else { throw AuthError.functionNotEnabled("the reset function is not enabled for this app") }
+        try checkPassword(password, email: email, local.password)
+        try await env.checkSendLimit(.passwordReset, app: app, address: email.normalized)
+        let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        if app.revealUserExistence, account == nil { throw AuthError.userNotFound }
+        // Hashed first, for known and unknown addresses alike, so that nothing slow happens between the function's
+        // answer and the write.
+        let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
+        guard let account else { return }
+        if app.revealUserExistence {
+            return try await runResetFunction(account, hash: hash, app: app, local: local, email: email, arguments: arguments)
+        }
+        env.background.run { [self] in
+            do {
+                try await runResetFunction(account, hash: hash, app: app, local: local, email: email, arguments: arguments)
+            } catch {
+                env.logger.notice("reset function failed after the answer", metadata: ["app": "\(app.id)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Gives the reset function a new token for `account` and acts on its verdict.
+    private func runResetFunction(
+        _ account: EmailAccountRecord, hash: String, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress, arguments: [JSONValue]
+    ) async throws {
+        let (token, secret) = makeToken(.passwordReset, app: app, local: local, userId: account.userId, email: email)
+        try await env.store.issueOneTimeToken(token, mail: nil, dryRun: false)
+        let call = ResetCall(appId: app.id, token: secret, tokenId: token.id, username: email.display, arguments: arguments)
+        let verdict = try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).reset(call, settings: local.resetFunction) }
+        switch verdict {
+        case .success:
+            guard try await env.store.redeemPasswordResetToken(id: token.id, newPasswordHash: hash, now: env.clock.now) else {
+                throw AuthError.invalidTokenData
+            }
+            env.logger.info("password reset by function", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
+            await env.audit(.resetCompleted, app: app.id, user: account.userId, detail: ["by": "function"])
+        case .pending:
+            break
+        case .fail:
+            throw AuthError.resetFailed(email.display)
+        }
+    }
+
+    /// Runs a function that was given `token`; when it fails, refuses or cannot be reached, the token is retired, so
+    /// that a token handed to a function that said no cannot be used later.
+    private func runRetiringOnFailure(_ token: OneTimeTokenRecord, _ run: () async throws -> FunctionStatus) async throws -> FunctionStatus {
+        do {
+            let status = try await run()
+            if status == .fail { try await env.store.retireOneTimeToken(id: token.id, now: env.clock.now) }
+            return status
+        } catch {
+            try? await env.store.retireOneTimeToken(id: token.id, now: env.clock.now)
+            throw error
+        }
+    }
+
+    /// `reset/send`: a reset email for a known address.
+    package func sendPasswordReset(appId: String, email rawEmail: String) async throws {
+        let (app, local) = try provider(appId)
+        guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        if app.revealUserExistence, account == nil { throw AuthError.userNotFound }
+        try await issue(.passwordReset, app: app, local: local, email: email, account: account)
+        await env.audit(.resetRequested, app: app.id, user: account?.userId)
+    }
+
+    /// `reset`: sets a new password with a valid reset token, once, and ends every session of the user.
+    package func resetPassword(appId: String, token: String, tokenId: String, password: String) async throws {
+        let (app, local) = try provider(appId)
+        guard let record = try await validToken(token: token, tokenId: tokenId, kind: .passwordReset, app: app) else {
+            throw AuthError.invalidTokenData
+        }
+        // Checked against the account's own address: the password may not be the email.
+        let account = try await env.store.identities(userId: record.userId).first { $0.providerType == Self.providerType }
+        try checkPassword(password, email: account.flatMap { EmailAddress($0.externalId) }, local.password)
+        let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
+        guard try await env.store.redeemPasswordResetToken(id: record.id, newPasswordHash: hash, now: env.clock.now) else {
+            throw AuthError.invalidTokenData
+        }
+        env.logger.info("password reset", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
+        await env.audit(.resetCompleted, app: app.id, user: record.userId)
+    }
+
+    /// Where a one-time token stands. Only a caller holding the token's secret learns more than `invalid`.
+    package enum TokenState: Sendable, Equatable {
+        case valid(OneTimeTokenRecord)
+        case used
+        /// A newer email was sent; only its link works.
+        case superseded
+        case expired
+        /// Unknown id, wrong secret, other app or kind.
+        case invalid
+    }
+
+    /// The state of `token`/`tokenId` as a token of `kind` in `appId` (the secret compared in constant time).
+    package func tokenState(appId: String, token: String, tokenId: String, kind: OneTimeTokenKind) async throws -> TokenState {
+        let (app, _) = try provider(appId)
+        guard Secrets.isObjectID(tokenId), token.utf8.count <= 256,
+            let record = try await env.store.oneTimeToken(id: tokenId.lowercased()),
+            record.appId == app.id, record.kind == kind,
+            Secrets.constantTimeEquals(Secrets.sha256(token), record.secretHash)
+        else { return .invalid }
+        if record.usedAt != nil { return .used }
+        if record.supersededAt != nil { return .superseded }
+        if record.expiresAt <= env.clock.now { return .expired }
+        return .valid(record)
+    }
+
+    /// The token record if `token` matches it and it can still be redeemed.
+    private func validToken(token: String, tokenId: String, kind: OneTimeTokenKind, app: AppSettings) async throws
+        -> OneTimeTokenRecord?
+    {
+        try await env.checkRateLimit(.code, app: app, identifier: tokenId)
+        guard case .valid(let record) = try await tokenState(appId: app.id, token: token, tokenId: tokenId, kind: kind) else { return nil }
+        return record
+    }
+
+    /// `login`: the user for a correct email and password of a confirmed account.
+    package func login(appId: String, username: String, password: String) async throws -> (UserRecord, AppSettings) {
+        let (app, _) = try provider(appId)
+        return (try await authenticate(app: app, username: username, password: password), app)
+    }
+
+    /// The user for a correct email and password of a confirmed, enabled account, for any sign-in path (the Client
+    /// API, native auth). Unknown addresses cost a dummy hash, so that they answer at the same speed; a hash made
+    /// with older parameters is upgraded.
+    ///
+    /// Counted against the app's `login` rate limits (per address and per username) and its login backoff: after a
+    /// run of wrong passwords for the username, known or not, attempts must wait (``AuthError/loginDelayed(retryAfter:)``).
+    package func authenticate(app: AppSettings, username: String, password: String) async throws -> UserRecord {
+        let email = EmailAddress(username)
+        let identifier = email?.normalized ?? String(username.prefix(256))
+        try await env.checkRateLimit(.login, app: app, identifier: identifier)
+        let backoff = LoginBackoff(env: env, app: app, identifier: identifier)
+        let hadRun = try await backoff.admit()
+        func wrongPassword(_ userId: String?) async throws -> Never {
+            try await backoff.failed(userId: userId)
+            throw AuthError.invalidCredentials
+        }
+        guard password.count <= app.passwordPolicy.maxLength, let email,
+            let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        else {
+            // The same work as for a known account: the user lookup (of an id that cannot exist) and a hash.
+            _ = try await env.store.user(id: Self.absentUserId)
+            try await env.hasher.burnVerify(password, parameters: app.passwordHash)
+            try await wrongPassword(nil)
+        }
+        guard !account.passwordHash.isEmpty else {
+            // An account made by native sign-up with codes only: it has no password to check.
+            _ = try await env.store.user(id: account.userId)
+            try await env.hasher.burnVerify(password, parameters: app.passwordHash)
+            try await wrongPassword(account.userId)
+        }
+        let user = try await env.store.user(id: account.userId)
+        guard try await env.hasher.verify(password, against: account.passwordHash) else { try await wrongPassword(account.userId) }
+        try await backoff.succeeded(hadRun: hadRun)
+        // "Confirmation required" would tell whoever just registered an address that it was free (a taken one answers
+        // as a wrong password): only an app that reveals user existence says it.
+        guard account.confirmedAt != nil else { throw app.revealUserExistence ? AuthError.confirmationRequired : AuthError.invalidCredentials }
+        guard let user else { throw AuthError.invalidCredentials }
+        guard !user.disabled else { throw AuthError.userDisabled }
+        if env.hasher.needsRehash(account.passwordHash, parameters: app.passwordHash) {
+            let upgraded = try await env.hasher.hash(password, parameters: app.passwordHash)
+            try await env.store.upgradePasswordHash(appId: app.id, email: account.email, from: account.passwordHash, to: upgraded)
+            env.logger.info("password hash upgraded", metadata: ["app": "\(app.id)", "user": "\(user.id)"])
+        }
+        return user
+    }
+
+    package init(env: AuthEnvironment) {
+        self.env = env
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import GatehouseWire
+
+/// Runs an app's confirmation, reset and custom-login functions: the embedding program's closure when it gave one
+/// (``FunctionHandlers``), else the configured webhook. The JSON each webhook receives and answers:
+///
+/// - confirmation: `{"type":"confirmation","appId","token","tokenId","username"}` → `{"status":"success"|"pending"|"fail"}`
+/// - reset: `{"type":"reset","appId","token","tokenId","username","arguments":[…]}` → the same
+/// - custom-function login: `{"type":"login","appId","payload":{…}}` → `{"id":"…","name":"…"}` or `{"error":"…"}`
+package struct FunctionRunner: Sendable {
+    package let env: AuthEnvironment
+
+    private var webhooks: WebhookCaller { WebhookCaller(http: env.outbound, clock: env.clock) }
+
+    package func confirm(_ call: ConfirmationCall, settings: WebhookSettings?) async throws(AuthError) -> FunctionStatus {
+        if let closure = env.functions.confirmation {
+            do { return try await closure(call) } catch { throw .providerUnavailable("the confirmation function failed") }
+        }
+        guard let settings else { throw .providerUnavailable("no confirmation function is configured") }
+        let answer = try await webhooks.call(settings, function: "confirmation", body: [
+            "type": "confirmation", "appId": .string(call.appId), "token": .string(call.token), "tokenId": .string(call.tokenId),
+            "username": .string(call.username),
+        ])
+        return try Self.status(answer, function: "confirmation")
+    }
+
+    package func reset(_ call: ResetCall, settings: WebhookSettings?) async throws(AuthError) -> FunctionStatus {
+        if let closure = env.functions.reset {
+            do { return try await closure(call) } catch { throw .providerUnavailable("the reset function failed") }
+        }
+        guard let settings else { throw .providerUnavailable("no reset function is configured") }
+        let answer = try await webhooks.call(settings, function: "reset", body: [
+            "type": "reset", "appId": .string(call.appId), "token": .string(call.token), "tokenId": .string(call.tokenId),
+            "username": .string(call.username), "arguments": .array(call.arguments),
+        ])
+        return try Self.status(answer, function: "reset")
+    }
+
+    /// The provider whose logins the custom function decides.
+    package static let providerType = "custom-function"
+
+    /// The identity a custom-function login proves.
+    package func login(appId: String, payload: [String: JSONValue], settings: WebhookSettings?) async throws(AuthError) -> ExternalIdentity {
+        let outcome: CustomLoginOutcome
+        if let closure = env.functions.customLogin {
+            do { outcome = try await closure(appId, payload) } catch { throw .providerUnavailable("the custom-function login failed") }
+        } else {
+            guard let settings else { throw .providerUnavailable("no custom-function webhook is configured") }
+            let answer = try await webhooks.call(settings, function: "custom-function", body: ["type": "login", "appId": .string(appId), "payload": .object(payload)])
+            if case .string(let id)? = answer["id"] {
+                outcome = .user(id: id, name: answer["name"]?.profileString)
+            } else if let reason = answer["error"]?.profileString {
+                outcome = .refused(reason)
+            } else {
+                throw .providerUnavailable("the custom-function login failed: its answer has neither id nor error")
+            }
+        }
+        switch outcome {
+        case .user(let id, let name):
+            guard !id.isEmpty, id.utf8.count <= 256 else { throw .providerUnavailable("the custom-function login failed: the id is empty or too long") }
+            return ExternalIdentity(providerType: Self.providerType, externalId: id, data: name.map { ["name": .string($0)] } ?? [:])
+        case .refused(let reason):
+            throw .invalidCredential("custom function refused the login: \(reason.prefix(200))")
+        }
+    }
+
+    private static func status(_ answer: [String: JSONValue], function: String) throws(AuthError) -> FunctionStatus {
+        guard case .string(let text)? = answer["status"], let status = FunctionStatus(rawValue: text) else {
+            throw .providerUnavailable("the \(function) function failed: expected {\"status\": \"success\" | \"pending\" | \"fail\"}")
+        }
+        return status
+    }
+
+    package init(env: AuthEnvironment) {
+        self.env = env
+    }
+}

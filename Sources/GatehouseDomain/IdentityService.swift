@@ -1,0 +1,71 @@
+import Foundation
+import Logging
+
+/// Users found by, and linked to, the identities providers vouch for. The same external identity always finds the
+/// same user.
+package struct IdentityService: Sendable {
+    package let env: AuthEnvironment
+
+    /// The user of `identity`, created on its first login. Its profile data is refreshed from the provider's.
+    package func logIn(_ identity: ExternalIdentity, app: AppSettings) async throws -> UserRecord {
+        for _ in 0..<2 {
+            if let existing = try await env.store.identity(appId: app.id, providerType: identity.providerType, externalId: identity.externalId) {
+                if existing.data != identity.data { try await env.store.updateIdentityData(id: existing.id, data: identity.data) }
+                guard let user = try await env.store.user(id: existing.userId) else { throw AuthError.invalidCredentials }
+                guard !user.disabled else { throw AuthError.userDisabled }
+                return user
+            }
+            let now = env.clock.now
+            let user = UserRecord(id: Secrets.objectID(at: now), appId: app.id, createdAt: now, disabled: false, customData: [:])
+            do {
+                try await env.store.createUser(user, identity: record(identity, userId: user.id, app: app))
+                env.logger.info("user created", metadata: ["app": "\(app.id)", "user": "\(user.id)", "provider": "\(identity.providerType)"])
+                return user
+            } catch StoreError.conflict {
+                // Two first logins with one identity raced, and the other one created the user: find it.
+                continue
+            }
+        }
+        throw AuthError.invalidCredentials
+    }
+
+    /// Adds `identity` to the caller's user (`login?link=true`). An identity that is already the caller's is fine; one
+    /// of another user is refused, except an email/password account that was registered but never logged in: it
+    /// is no one's user yet, so it moves to the caller (and its empty user goes), as App Services does.
+    package func link(_ identity: ExternalIdentity, to manager: AccountManager) async throws {
+        let caller = manager.caller
+        let app = caller.app
+        for _ in 0..<2 {
+            if let existing = try await env.store.identity(appId: app.id, providerType: identity.providerType, externalId: identity.externalId) {
+                if existing.userId == caller.user.id { return }
+                if identity.providerType == EmailPasswordService.providerType,
+                    try await env.store.adoptIdentity(id: existing.id, from: existing.userId, to: caller.user.id, at: env.clock.now)
+                {
+                    env.logger.info("identity linked", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
+                    return
+                }
+                throw AuthError.identityInUse
+            }
+            do {
+                try await env.store.addIdentity(record(identity, userId: caller.user.id, app: app))
+                env.logger.info("identity linked", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
+                return
+            } catch StoreError.conflict {
+                continue
+            }
+        }
+        throw AuthError.identityInUse
+    }
+
+    private func record(_ identity: ExternalIdentity, userId: String, app: AppSettings) -> IdentityRecord {
+        let now = env.clock.now
+        return IdentityRecord(
+            id: Secrets.objectID(at: now), userId: userId, appId: app.id, providerType: identity.providerType,
+            externalId: identity.externalId, data: identity.data, createdAt: now
+        )
+    }
+
+    package init(env: AuthEnvironment) {
+        self.env = env
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import GatehouseWire
+import Logging
+
+/// A credential someone presents to log in or to link, as a façade decoded it from its protocol's request.
+package enum LoginCredential: Sendable {
+    case emailPassword(username: String, password: String)
+    case anonymous
+    case apiKey(String)
+    case customToken(String)
+    case googleIDToken(String)
+    case googleAuthCode(String)
+    case appleIDToken(String)
+    case facebookAccessToken(String)
+    /// The custom function's payload (without Gatehouse's `options`).
+    case function(payload: [String: JSONValue])
+
+    /// The provider's name in the Client API (`local-userpass`, `api-key`, …).
+    package var providerType: String {
+        switch self {
+        case .emailPassword: EmailPasswordService.providerType
+        case .anonymous: AnonymousService.providerType
+        case .apiKey: APIKeyService.providerType
+        case .customToken: CustomTokenProvider.providerType
+        case .googleIDToken, .googleAuthCode: GoogleProvider.providerType
+        case .appleIDToken: AppleProvider.providerType
+        case .facebookAccessToken: FacebookProvider.providerType
+        case .function: FunctionRunner.providerType
+        }
+    }
+}
+
+/// Login and linking, for every credential and both protocols: the credential is proved (with its provider's
+/// checks and the app's limits), the user found or created, the session started, and the outcome audited, here
+/// and nowhere else. The security model's provenance rule lives here: a session for user U starts only for a
+/// credential U held before this request (or for the user this login creates).
+package struct LoginService: Sendable {
+    package let env: AuthEnvironment
+
+    /// Who a proved credential stands for.
+    package struct Proof: Sendable {
+        package var user: UserRecord
+        /// The API key that logged in: the session it starts ends when the key is disabled or deleted.
+        package var apiKeyId: String?
+
+        package init(user: UserRecord, apiKeyId: String? = nil) {
+            self.user = user
+            self.apiKeyId = apiKeyId
+        }
+    }
+
+    /// Proves `credential` for a login and starts a session for its user (Client API
+    /// `auth/providers/{provider}/login`). A failure to prove is audited (`login_failed`), a success too.
+    package func logIn(_ credential: LoginCredential, app: AppSettings, device: [String: JSONValue]) async throws -> LoginResult {
+        let proof = try await prove(credential, app: app)
+        let result = try await SessionService(env: env).startSession(for: proof.user, app: app, device: device, apiKeyId: proof.apiKeyId)
+        var detail = ["provider": credential.providerType]
+        if let key = proof.apiKeyId { detail["apiKey"] = key }
+        await env.audit(.loginSucceeded, app: app.id, user: proof.user.id, detail: detail)
+        return result
+    }
+
+    /// Throws ``AuthError/providerNotEnabled(_:)`` unless the app logs in with `provider` (a Client API provider
+    /// name). Façades call it before they read a credential's body.
+    package func requireEnabled(_ provider: String, app: AppSettings) throws(AuthError) {
+        let enabled = switch provider {
+        case EmailPasswordService.providerType: app.localUserpass != nil
+        case AnonymousService.providerType: app.anonymousUsers
+        case APIKeyService.providerType: app.apiKeys
+        case CustomTokenProvider.providerType: app.customToken != nil
+        case GoogleProvider.providerType: app.google != nil
+        case AppleProvider.providerType: app.apple != nil
+        case FacebookProvider.providerType: app.facebook != nil
+        case FunctionRunner.providerType: app.customFunction != nil
+        default: false
+        }
+        guard enabled else { throw .providerNotEnabled(String(provider.prefix(64))) }
+    }
+
+    /// The user `credential` stands for, created on a provider's first login. Counted against the app's login
+    /// limits (per client address; passwords per username too, with the login backoff; keys per key).
+    ///
+    /// - Parameter via: which protocol asked, for the audit log (`native auth`; nil for the Client API).
+    package func prove(_ credential: LoginCredential, app: AppSettings, via: String? = nil) async throws -> Proof {
+        do {
+            try requireEnabled(credential.providerType, app: app)
+            if case .emailPassword(let username, let password) = credential {
+                return Proof(user: try await EmailPasswordService(env: env).authenticate(app: app, username: username, password: password))
+            }
+            try await env.checkRateLimit(.login, app: app)
+            switch credential {
+            case .anonymous:
+                return Proof(user: try await AnonymousService(env: env).login(appId: app.id).0)
+            case .apiKey(let secret):
+                let (user, key) = try await APIKeyService(env: env).login(appId: app.id, key: secret)
+                return Proof(user: user, apiKeyId: key.id)
+            default:
+                return Proof(user: try await IdentityService(env: env).logIn(try await identity(credential, app: app), app: app))
+            }
+        } catch let error as AuthError {
+            switch error {
+            case .invalidCredentials, .invalidCredential, .invalidAPIKey, .confirmationRequired, .userDisabled:
+                var detail = ["provider": credential.providerType, "reason": "\(error)"]
+                detail["via"] = via
+                await env.audit(.loginFailed, app: app.id, detail: detail)
+            default: break
+            }
+            throw error
+        }
+    }
+
+    /// Proves `credential` and adds its identity to the manager's user (`login?link=true`): the caller proved both
+    /// sides, its session (a first-party one: ``AccountManager``) and the credential, checked as a login checks it.
+    /// Anonymous and API-key credentials cannot be linked. Returns a new access token for the session.
+    package func link(_ credential: LoginCredential, to manager: AccountManager) async throws -> String {
+        let app = manager.caller.app
+        try requireEnabled(credential.providerType, app: app)
+        let identity: ExternalIdentity
+        if case .emailPassword(let username, let password) = credential {
+            // Counted per address and username inside, as a login.
+            _ = try await EmailPasswordService(env: env).authenticate(app: app, username: username, password: password)
+            guard let email = EmailAddress(username) else { throw AuthError.invalidCredentials }
+            identity = ExternalIdentity(providerType: credential.providerType, externalId: email.normalized, data: [:])
+        } else {
+            // A link attempt counts as a login attempt, whatever its credential.
+            try await env.checkRateLimit(.login, app: app)
+            switch credential {
+            case .anonymous: throw AuthError.cannotLinkAnonymous
+            case .apiKey: throw AuthError.cannotLinkAPIKey
+            default: identity = try await self.identity(credential, app: app)
+            }
+        }
+        try await IdentityService(env: env).link(identity, to: manager)
+        return try SessionService(env: env).accessToken(for: manager.caller.user, session: manager.caller.session, app: app)
+    }
+
+    /// The identity an external provider (or the custom function) vouches for. Throws
+    /// ``AuthError/providerNotEnabled(_:)`` when the app does not use that provider.
+    private func identity(_ credential: LoginCredential, app: AppSettings) async throws -> ExternalIdentity {
+        let providers = ProviderServices(env: env)
+        let off = AuthError.providerNotEnabled(credential.providerType)
+        switch credential {
+        case .customToken(let token):
+            guard let settings = app.customToken else { throw off }
+            return try await providers.customToken(settings, app: app).identity(token: token)
+        case .googleIDToken(let token):
+            guard let settings = app.google else { throw off }
+            return try await providers.google(settings).identity(idToken: token)
+        case .googleAuthCode(let code):
+            guard let settings = app.google else { throw off }
+            return try await providers.google(settings).identity(authCode: code)
+        case .appleIDToken(let token):
+            guard let settings = app.apple else { throw off }
+            return try await providers.apple(settings).identity(idToken: token)
+        case .facebookAccessToken(let token):
+            guard let settings = app.facebook else { throw off }
+            return try await providers.facebook(settings).identity(accessToken: token)
+        case .function(let payload):
+            guard let settings = app.customFunction else { throw off }
+            return try await FunctionRunner(env: env).login(appId: app.id, payload: payload, settings: settings)
+        case .emailPassword, .anonymous, .apiKey:
+            preconditionFailure("\(credential.providerType) is not an external identity")
+        }
+    }
+
+    package init(env: AuthEnvironment) {
+        self.env = env
+    }
+}

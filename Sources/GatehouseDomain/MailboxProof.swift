@@ -1,0 +1,38 @@
+import Foundation
+
+/// How a flow proved that the caller reads an account's mailbox, which decides what the proof does to the account
+/// (the security model's "proving a mailbox is a reset of trust", `docs/security-model.md`).
+///
+/// Every proof confirms a pending account and marks the mailbox proven. The first proof of a mailbox that was never
+/// proven before (a pending registration, an account an app confirmed automatically) also discards every credential
+/// that someone who had not proven the mailbox could have set: the password, unless this is the confirmation of the
+/// registration that set it; the user's API keys; every identity but the email one; and every session. So whoever
+/// registered someone else's address first, or linked their own login to it, loses it when the owner shows up.
+///
+/// The store applies a proof in the transaction of the step that made it (``GatehouseStore``), and nowhere else:
+/// every flow that proves a mailbox (a confirmation link or function, an emailed code, a reset by link, code or
+/// function, a hosted page) goes through this one rule.
+package enum MailboxProof: Sendable, Hashable {
+    /// The link or confirmation function of the registration that set the account's password: the password stays
+    /// (it is the one the registration chose, and no other registration can have replaced it since, because a new
+    /// registration supersedes the older links).
+    case registrationConfirmed
+    /// An emailed code, a reset link or code, a reset function: `newPasswordHash` is the password the proof sets
+    /// (a reset), or nil (a code sign-in, which keeps a proven password and discards an unproven one).
+    case ownerProven(newPasswordHash: String?)
+
+    /// The password hash to store, given the current one and whether the mailbox had been proven before.
+    package func passwordHash(current: String, wasProven: Bool) -> String {
+        switch self {
+        case .registrationConfirmed: current
+        case .ownerProven(let new?): new
+        case .ownerProven(nil): wasProven ? current : ""
+        }
+    }
+
+    /// Whether this proof discards what was set before it: the first proof by the owner of a never-proven mailbox.
+    package func resetsTrust(wasProven: Bool) -> Bool {
+        if case .ownerProven = self { return !wasProven }
+        return false
+    }
+}

@@ -1,0 +1,234 @@
+import Foundation
+import GatehouseWire
+import Logging
+
+/// The fields of one form-encoded native auth request.
+package struct NativeAuthForm: Sendable {
+    package var fields: [String: String]
+
+    package init(_ fields: [String: String]) { self.fields = fields }
+
+    /// The field's value, or nil when absent or empty.
+    package func optional(_ name: String) -> String? {
+        guard let value = fields[name], !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// The field's value, or `invalid_request` (90100) naming it.
+    package func required(_ name: String) throws(NativeAuthFailure) -> String {
+        guard let value = optional(name) else { throw .invalidParameter(name) }
+        return value
+    }
+}
+
+/// The native auth API (spec `native-auth-api.md`): sign-up, sign-in and password reset in steps joined by
+/// continuation tokens, over the same accounts as the Client API's `local-userpass` provider.
+///
+/// - Every step answers a new continuation token and kills the one it was given (``NativeFlowRecord``); a step that
+///   fails on the user's input (a wrong code, a weak password, an invalid attribute) keeps it.
+/// - Codes: ``NativeAuthSettings/CodeSettings``; sent through the outbox with the `one_time_code` template and
+///   counted against the app's email send limit.
+/// - Nothing is written to the accounts until a flow completes: a sign-up creates its account in the same
+///   transaction that ends the flow.
+/// - Unless the app sets `revealUserExistence`, sign-in and reset for an unknown address play along: a flow
+///   is made, a code is "sent" (the same statements run and are undone), and every code then fails as
+///   `invalid_oob_value`; a password sign-in does a dummy hash and fails as invalid credentials.
+package struct NativeAuthService: Sendable {
+    package let env: AuthEnvironment
+
+    /// The app and client behind a request.
+    package struct Client: Sendable {
+        package var app: AppSettings
+        package var settings: NativeAuthSettings
+        package var id: String
+
+        package init(app: AppSettings, settings: NativeAuthSettings, id: String) {
+            self.app = app
+            self.settings = settings
+            self.id = id
+        }
+    }
+
+    /// Resolves the app and checks that native auth is on and the `client_id` is one of its clients.
+    package func client(appId: String, form: NativeAuthForm) throws(NativeAuthFailure) -> Client {
+        guard let app = env.configuration.app(id: appId) else { throw .appNotFound(appId) }
+        guard let settings = app.nativeAuth, settings.enabled else { throw .nativeAuthDisabled }
+        let clientId = try form.required("client_id")
+        guard settings.clientIds.contains(clientId) else { throw .unauthorizedClient }
+        return Client(app: app, settings: settings, id: clientId)
+    }
+
+    /// The request's `challenge_type` list, which must include `redirect`. Unknown types are ignored.
+    package func challengeTypes(_ form: NativeAuthForm) throws(NativeAuthFailure) -> Set<NativeAuthChallengeType> {
+        let types = Set(try form.required("challenge_type").split(whereSeparator: { $0 == " " || $0 == "," || $0 == "+" })
+            .compactMap { NativeAuthChallengeType(rawValue: String($0)) })
+        guard types.contains(.redirect) else { throw .missingRedirect }
+        return types
+    }
+
+    package func username(_ form: NativeAuthForm) throws(NativeAuthFailure) -> EmailAddress {
+        guard let text = form.optional("username"), let email = EmailAddress(text) else { throw .invalidParameter("username") }
+        return email
+    }
+
+    // MARK: Flows and their tokens
+
+    /// A new flow at ``NativeFlowRecord/Step/started`` and its first token.
+    package func startFlow(
+        _ kind: NativeFlowRecord.Kind,
+        client: Client,
+        email: EmailAddress,
+        userId: String?,
+        challengeTypes: Set<NativeAuthChallengeType>,
+        passwordHash: String? = nil,
+        attributes: [String: String] = [:]
+    ) async throws -> OpaqueToken {
+        let now = env.clock.now
+        let id = Secrets.objectID(at: now)
+        let token = OpaqueToken.make(id: id)
+        let flow = NativeFlowRecord(
+            id: id, appId: client.app.id, clientId: client.id, kind: kind, step: .started, username: email.normalized,
+            email: email.display, userId: userId, challengeTypes: challengeTypes, tokenHash: token.hash,
+            tokenExpiresAt: now.addingTimeInterval(TimeInterval(client.settings.continuationTokenTTL)), codeHash: nil,
+            codeExpiresAt: nil, codeSentAt: nil, attempts: 0, verified: false, passwordHash: passwordHash, attributes: attributes,
+            createdAt: now
+        )
+        try await env.store.insertFlow(flow)
+        return token
+    }
+
+    /// The flow behind the request's `continuation_token`, if the token is the flow's current one, unexpired, of
+    /// this app and client, of one of `kinds`, and at one of `steps`.
+    package func loadFlow(
+        _ form: NativeAuthForm,
+        client: Client,
+        kinds: Set<NativeFlowRecord.Kind>,
+        steps: Set<NativeFlowRecord.Step>
+    ) async throws -> (NativeFlowRecord, OpaqueToken) {
+        let text = try form.required("continuation_token")
+        guard let token = OpaqueToken(text), let flow = try await env.store.flow(id: token.id),
+            flow.appId == client.app.id, flow.clientId == client.id, kinds.contains(flow.kind),
+            Secrets.constantTimeEquals(token.hash, flow.tokenHash)
+        else { throw NativeAuthFailure.invalidContinuationToken() }
+        guard flow.tokenExpiresAt > env.clock.now else { throw NativeAuthFailure.expiredContinuationToken }
+        guard steps.contains(flow.step) else {
+            throw NativeAuthFailure.invalidContinuationToken("the continuation token is not valid for this endpoint")
+        }
+        return (flow, token)
+    }
+
+    /// Moves `flow` to `step` with a new token, applying `effects` in the same transaction, if `token` is still the
+    /// current one; otherwise (a racing request won, or it expired) `invalid_grant`.
+    package func advance(
+        _ flow: NativeFlowRecord,
+        from token: OpaqueToken,
+        to step: NativeFlowRecord.Step,
+        client: Client,
+        effects: [NativeFlowEffect] = []
+    ) async throws -> (NativeFlowRecord, OpaqueToken) {
+        let now = env.clock.now
+        let next = OpaqueToken.make(id: flow.id)
+        var flow = flow
+        flow.step = step
+        flow.tokenHash = next.hash
+        flow.tokenExpiresAt = now.addingTimeInterval(TimeInterval(client.settings.continuationTokenTTL))
+        let advanced: Bool
+        do {
+            advanced = try await env.store.advanceFlow(flow, from: token.hash, now: now, effects: effects)
+        } catch StoreError.conflict {
+            throw NativeAuthFailure.userAlreadyExists
+        }
+        guard advanced else { throw NativeAuthFailure.invalidContinuationToken("the continuation token was already used") }
+        return (flow, next)
+    }
+
+    /// Counts one wrong-answer attempt before an answer is checked; `tooManyAttempts` once the flow used them all.
+    package func recordAttempt(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws {
+        guard try await env.store.recordFlowAttempt(id: flow.id, tokenHash: token.hash, limit: client.settings.code.maxAttempts) else {
+            env.logger.notice("native auth flow out of attempts", metadata: ["app": "\(client.app.id)", "flow": "\(flow.id)"])
+            throw NativeAuthFailure.tooManyAttempts
+        }
+    }
+
+    // MARK: Codes
+
+    /// Emails a new code (replacing any earlier one) and answers the `oob` challenge. For a flow without an
+    /// account (an unknown address in sign-in or reset) the same work runs, but no email leaves and no code can
+    /// match.
+    package func sendCode(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws -> NativeAuthStepResponse {
+        let settings = client.settings
+        let now = env.clock.now
+        guard flow.attempts < settings.code.maxAttempts else { throw NativeAuthFailure.tooManyAttempts }
+        if let sentAt = flow.codeSentAt {
+            let wait = sentAt.addingTimeInterval(TimeInterval(settings.code.resendInterval)).timeIntervalSince(now)
+            if wait > 0 { throw NativeAuthFailure.resendTooSoon(retryAfter: Int(wait.rounded(.up))) }
+        }
+        do {
+            try await env.checkSendLimit(.oneTimeCode, app: client.app, address: flow.username)
+        } catch AuthError.tooManyEmails(let retryAfter) {
+            throw NativeAuthFailure.tooManyEmails(retryAfter: retryAfter)
+        }
+        // A sign-up for a taken address mails its owner a notice instead of a code, and no code can match: the caller
+        // sees a sign-up like any other, the owner hears of it. (The same statements run either way.)
+        var taken = false
+        if flow.kind == .signUp { taken = try await env.store.emailAccount(appId: client.app.id, email: flow.username)?.confirmedAt != nil }
+        let real = (flow.kind == .signUp || flow.userId != nil) && !taken
+        let code = OneTimeCode.generate(length: settings.code.length)
+        var variables = MailVariables(appName: client.app.name, email: flow.email)
+        variables.code = code
+        variables.expiresInMinutes = max(1, settings.code.ttl / 60)
+        let mail = env.mail(taken ? .accountExists : .oneTimeCode, app: client.app, recipient: flow.email, variables)
+        if taken {
+            env.logger.info("sign-up of a taken address", metadata: ["app": "\(client.app.id)", "via": "native auth"])
+            await env.audit(.registrationRefused, app: client.app.id, detail: ["via": "native auth"])
+        }
+        var next = flow
+        next.codeHash = real ? OneTimeCode.hash(code, flowId: flow.id) : Secrets.randomBytes(32)
+        next.codeExpiresAt = now.addingTimeInterval(TimeInterval(settings.code.ttl))
+        next.codeSentAt = now
+        let (_, nextToken) = try await advance(next, from: token, to: .codeSent, client: client, effects: [.mail(mail, dryRun: !real && !taken)])
+        return NativeAuthStepResponse(
+            continuationToken: nextToken.encoded, challengeType: .oob, bindingMethod: "prompt", challengeChannel: "email",
+            challengeTargetLabel: OneTimeCode.maskedAddress(flow.email), codeLength: settings.code.length,
+            interval: settings.code.resendInterval
+        )
+    }
+
+    /// Checks the request's `oob` code against the flow's current code; counts the attempt first. Throws
+    /// `invalid_oob_value` for a wrong or expired code (the token stays valid for another try or a resend).
+    package func checkCode(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client, form: NativeAuthForm) async throws {
+        let code = try form.required("oob")
+        try await env.checkRateLimit(.code, app: client.app, identifier: flow.id)
+        try await recordAttempt(flow, token: token, client: client)
+        guard let expected = flow.codeHash, code.utf8.count <= 32,
+            Secrets.constantTimeEquals(OneTimeCode.hash(code, flowId: flow.id), expected)
+        else { throw NativeAuthFailure.invalidCode() }
+        guard let expiry = flow.codeExpiresAt, expiry > env.clock.now else {
+            throw NativeAuthFailure.invalidCode("the code has expired; ask for a new one")
+        }
+    }
+
+    // MARK: Passwords
+
+    /// Checks `password` against the app's policy and hashes it.
+    package func hashNewPassword(_ password: String, email: String, client: Client) async throws -> String {
+        try checkNewPassword(password, email: email, client: client)
+        return try await env.hasher.hash(password, parameters: client.app.passwordHash)
+    }
+
+    /// Refuses a password that breaks the app's policy, with the rule's suberror. `email`: the flow's (normalized).
+    package func checkNewPassword(_ password: String, email: String, client: Client) throws(NativeAuthFailure) {
+        let policy = client.app.passwordPolicy
+        if let violation = policy.violation(password, email: email) { throw NativeAuthFailure.password(violation, policy: policy) }
+    }
+
+    /// The request's `redirect` answer, logged: the client cannot do what the app needs.
+    package func redirect(_ reason: String, client: Client) -> NativeAuthStepResponse {
+        env.logger.info("native auth redirect", metadata: ["app": "\(client.app.id)", "reason": "\(reason)"])
+        return .redirect(reason: reason)
+    }
+
+    package init(env: AuthEnvironment) {
+        self.env = env
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import GatehouseWire
+import Logging
+
+/// Self-service password reset: `resetpassword/v1.0/start` → `challenge` (code emailed) → `continue` with the
+/// code → `submit` the new password → `poll_completion` → `/token grant_type=continuation_token`.
+///
+/// The password is set at `submit`, in the transaction that moves the flow on (and that also confirms the address
+/// and revokes every session of the user, as the Client API's reset does), so `poll_completion` answers
+/// `succeeded` at once.
+extension NativeAuthService {
+    /// Seconds a client waits between polls; the first poll already succeeds.
+    package static let pollInterval = 1
+
+    /// `resetpassword/v1.0/start`.
+    package func resetPasswordStart(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+        let types = try challengeTypes(form)
+        let email = try username(form)
+        let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
+        if client.app.revealUserExistence {
+            guard let account else { throw NativeAuthFailure.userNotFound }
+            // Without revealUserExistence a code-only account may reset, which gives it its first password.
+            if account.passwordHash.isEmpty { throw NativeAuthFailure.userHasNoPassword }
+        }
+        guard types.contains(.oob) else {
+            return redirect("a password reset needs a one-time code, and the client does not take codes (oob)", client: client)
+        }
+        let token = try await startFlow(.resetPassword, client: client, email: email, userId: account?.userId, challengeTypes: types)
+        await env.audit(.resetRequested, app: client.app.id, user: account?.userId, detail: ["via": "native auth"])
+        return NativeAuthStepResponse(continuationToken: token.encoded)
+    }
+
+    /// `resetpassword/v1.0/challenge`: emails a code (first or again).
+    package func resetPasswordChallenge(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+        let types = try challengeTypes(form)
+        let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.started, .codeSent])
+        guard types.contains(.oob) else {
+            return redirect("a password reset needs a one-time code, and the client does not take codes (oob)", client: client)
+        }
+        return try await sendCode(flow, token: token, client: client)
+    }
+
+    /// `resetpassword/v1.0/continue` with `grant_type=oob`.
+    package func resetPasswordContinue(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+        let grant = try form.required("grant_type")
+        guard grant == NativeAuthGrantType.oob.rawValue else {
+            throw NativeAuthFailure.invalidContinuationToken("grant_type '\(grant.prefix(64))' does not continue a password reset")
+        }
+        var (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.codeSent])
+        try await checkCode(flow, token: token, client: client, form: form)
+        guard flow.userId != nil else { throw NativeAuthFailure.invalidCode() }
+        flow.verified = true
+        flow.codeHash = nil
+        let (_, next) = try await advance(flow, from: token, to: .newPassword, client: client)
+        return NativeAuthStepResponse(continuationToken: next.encoded, expiresIn: client.settings.continuationTokenTTL)
+    }
+
+    /// `resetpassword/v1.0/submit`: sets the new password.
+    package func resetPasswordSubmit(client: Client, form: NativeAuthForm) async throws -> NativeAuthSubmitResponse {
+        let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.newPassword])
+        let hash = try await hashNewPassword(try form.required("new_password"), email: flow.username, client: client)
+        guard let userId = flow.userId else { throw NativeAuthFailure.invalidContinuationToken() }
+        let (_, next) = try await advance(flow, from: token, to: .submitted, client: client, effects: [.resetPassword(userId: userId, email: flow.username, passwordHash: hash)])
+        env.logger.info("password reset", metadata: ["app": "\(client.app.id)", "user": "\(userId)", "via": "native auth"])
+        await env.audit(.resetCompleted, app: client.app.id, user: userId, detail: ["via": "native auth"])
+        return NativeAuthSubmitResponse(continuationToken: next.encoded, pollInterval: Self.pollInterval)
+    }
+
+    /// `resetpassword/v1.0/poll_completion`: always `succeeded`, with the token for sign-in after reset.
+    package func resetPasswordPollCompletion(client: Client, form: NativeAuthForm) async throws -> NativeAuthPollResponse {
+        let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.submitted])
+        let (_, next) = try await advance(flow, from: token, to: .completed, client: client)
+        return NativeAuthPollResponse(status: .succeeded, continuationToken: next.encoded, expiresIn: client.settings.continuationTokenTTL)
+    }
+}

@@ -1,0 +1,304 @@
+import Crypto
+import Foundation
+import GatehouseWire
+import Logging
+
+/// Sign-in (`oauth2/v2.0/initiate` → `challenge` → `token`), sign-in after sign-up or reset
+/// (`grant_type=continuation_token`), and refresh (`grant_type=refresh_token`).
+extension NativeAuthService {
+    /// Scopes granted when the client asks for none.
+    package static let defaultScopes = ["openid", "profile", "offline_access"]
+
+    /// `oauth2/v2.0/initiate`.
+    package func signInInitiate(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+        let types = try challengeTypes(form)
+        let email = try username(form)
+        try await env.checkRateLimit(.login, app: client.app, identifier: email.normalized)
+        let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
+        if account == nil, client.app.revealUserExistence { throw NativeAuthFailure.userNotFound }
+        guard types.contains(.oob) || types.contains(.password) else {
+            return redirect("the client takes neither codes (oob) nor passwords", client: client)
+        }
+        let token = try await startFlow(.signIn, client: client, email: email, userId: account?.userId, challengeTypes: types)
+        return NativeAuthStepResponse(continuationToken: token.encoded)
+    }
+
+    /// `oauth2/v2.0/challenge`: asks for the password, or emails a code (first or again).
+    package func signInChallenge(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+        let types = try challengeTypes(form)
+        let (flow, token) = try await loadFlow(form, client: client, kinds: [.signIn], steps: [.started, .codeSent])
+        if flow.step == .codeSent {
+            guard types.contains(.oob) else { return redirect("a code was sent, and the client does not take codes (oob)", client: client) }
+            return try await sendCode(flow, token: token, client: client)
+        }
+        switch try await signInMethod(flow, types: types, client: client) {
+        case .password:
+            let (_, next) = try await advance(flow, from: token, to: .password, client: client)
+            return NativeAuthStepResponse(continuationToken: next.encoded, challengeType: .password)
+        case .code:
+            return try await sendCode(flow, token: token, client: client)
+        case .redirect(let reason):
+            return redirect(reason, client: client)
+        }
+    }
+
+    private enum SignInMethod {
+        case password, code
+        case redirect(String)
+    }
+
+    /// Where the app reveals user existence, as Entra does: a confirmed account with a password signs in with it
+    /// when the client takes passwords; an account without one, or not yet confirmed, with a code (which also
+    /// confirms it); a password account may use a code instead when the app offers code sign-up.
+    ///
+    /// Otherwise the answer depends on the app and the client only, never on the account, so that it tells nothing:
+    /// every address gets what a new account of this app would have, a password when the app signs up with passwords
+    /// and the client takes them, else a code. An account without a password (signed up with codes) then signs in
+    /// with a client that takes codes only, or sets a password with a reset; a pending account's password does not
+    /// sign in until the account is confirmed.
+    private func signInMethod(_ flow: NativeFlowRecord, types: Set<NativeAuthChallengeType>, client: Client) async throws -> SignInMethod {
+        let settings = client.settings
+        var hasPassword = settings.signUpMethods.contains(.emailPassword)
+        var confirmed = true
+        if client.app.revealUserExistence, flow.userId != nil,
+            let account = try await env.store.emailAccount(appId: client.app.id, email: flow.username),
+            account.userId == flow.userId
+        {
+            hasPassword = !account.passwordHash.isEmpty
+            confirmed = account.confirmedAt != nil
+        }
+        if hasPassword, confirmed, types.contains(.password) { return .password }
+        if types.contains(.oob), !hasPassword || !confirmed || settings.signUpMethods.contains(.emailOTP) { return .code }
+        return .redirect(
+            hasPassword
+                ? "this account signs in with a password, and the client does not take passwords"
+                : "this account signs in with a one-time code, and the client does not take codes (oob)"
+        )
+    }
+
+    /// `oauth2/v2.0/token`.
+    package func token(client: Client, form: NativeAuthForm) async throws -> NativeAuthTokenResponse {
+        let grant = try form.required("grant_type")
+        if form.optional("challenge_type") != nil { _ = try challengeTypes(form) }
+        let scopes = Self.scopes(form.optional("scope"))
+        switch NativeAuthGrantType(rawValue: grant) {
+        case .password:
+            let (flow, token) = try await loadFlow(form, client: client, kinds: [.signIn], steps: [.password])
+            try checkUsername(form, flow: flow)
+            let password = try form.required("password")
+            try await recordAttempt(flow, token: token, client: client)
+            let user: UserRecord
+            do {
+                user = try await LoginService(env: env).prove(.emailPassword(username: flow.username, password: password), app: client.app, via: "native auth").user
+            } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
+                throw NativeAuthFailure.invalidCredentials
+            } catch AuthError.userDisabled {
+                throw NativeAuthFailure.userDisabled
+            }
+            return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
+        case .oob:
+            let (flow, token) = try await loadFlow(form, client: client, kinds: [.signIn], steps: [.codeSent])
+            try await checkCode(flow, token: token, client: client, form: form)
+            guard let userId = flow.userId, let user = try await env.store.user(id: userId) else { throw NativeAuthFailure.invalidCode() }
+            guard !user.disabled else { throw NativeAuthFailure.userDisabled }
+            return try await finish(flow, token: token, user: user, client: client, scopes: scopes, confirmEmail: true)
+        case .continuationToken:
+            let (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp, .resetPassword], steps: [.completed])
+            try checkUsername(form, flow: flow)
+            guard let userId = flow.userId, let user = try await env.store.user(id: userId) else {
+                throw NativeAuthFailure.invalidContinuationToken("the account of this flow no longer exists")
+            }
+            guard !user.disabled else { throw NativeAuthFailure.userDisabled }
+            return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
+        case .refreshToken:
+            return try await refresh(client: client, form: form, scopes: scopes)
+        default:
+            throw NativeAuthFailure.unsupportedGrantType(grant)
+        }
+    }
+
+    /// The `username` a client sends with a grant must be the flow's.
+    private func checkUsername(_ form: NativeAuthForm, flow: NativeFlowRecord) throws(NativeAuthFailure) {
+        if let username = form.optional("username"), EmailAddress(username)?.normalized != flow.username {
+            throw .invalidContinuationToken("the username does not match this flow")
+        }
+    }
+
+    /// The requested scopes in order without repeats, or ``defaultScopes``.
+    package static func scopes(_ text: String?) -> [String] {
+        var seen = Set<String>()
+        let requested = (text ?? "").split(separator: " ").map(String.init).filter { !$0.isEmpty && seen.insert($0).inserted }
+        return requested.isEmpty ? defaultScopes : requested
+    }
+
+    /// Ends the flow and starts a session, in one transaction, and answers its tokens.
+    private func finish(
+        _ flow: NativeFlowRecord,
+        token: OpaqueToken,
+        user: UserRecord,
+        client: Client,
+        scopes: [String],
+        confirmEmail: Bool = false
+    ) async throws -> NativeAuthTokenResponse {
+        let now = env.clock.now
+        let refresh = OpaqueToken.make(id: Secrets.objectID(at: now))
+        let session = SessionService(env: env).newSession(
+            id: refresh.id, for: user, app: client.app, device: ["client_id": .string(client.id)], secretHash: refresh.hash, clientId: client.id
+        )
+        var effects: [NativeFlowEffect] = [.createSession(session)]
+        if confirmEmail { effects.insert(.proveMailbox(userId: user.id, email: flow.username, .ownerProven(newPasswordHash: nil)), at: 0) }
+        _ = try await advance(flow, from: token, to: .finished, client: client, effects: effects)
+        env.logger.info("user signed in", metadata: ["app": "\(client.app.id)", "user": "\(user.id)", "via": "native auth \(flow.kind.rawValue)"])
+        if flow.kind == .signUp {
+            await env.audit(.registration, app: client.app.id, user: user.id, detail: ["via": "native auth"])
+        }
+        await env.audit(.loginSucceeded, app: client.app.id, user: user.id, detail: ["via": "native auth \(flow.kind.rawValue)"])
+        return try await tokens(user: user, session: session, refreshSecret: refresh.secret, client: client, scopes: scopes)
+    }
+
+    /// The `/token` answer for a session: a new access token, the refresh token for `refreshSecret`, an id token.
+    private func tokens(
+        user: UserRecord,
+        session: SessionRecord,
+        refreshSecret: [UInt8],
+        client: Client,
+        scopes: [String]
+    ) async throws -> NativeAuthTokenResponse {
+        let app = client.app
+        let access = try SessionService(env: env).accessToken(for: user, session: session, app: app)
+        var idToken: String?
+        if scopes.contains("openid") {
+            let profile = try await env.store.identities(userId: user.id)
+                .first { $0.providerType == EmailPasswordService.providerType }?.data ?? [:]
+            let email = profile["email"].flatMap { if case .string(let s) = $0 { s } else { nil } }
+            let name = profile["displayName"].flatMap { if case .string(let s) = $0 { s } else { nil } }
+            let now = Int64(env.clock.now.timeIntervalSince1970)
+            let claims = NativeAuthIDTokenClaims(
+                iss: env.publicURL, sub: user.id, aud: client.id, exp: now + Int64(app.accessTokenTTL), iat: now,
+                preferredUsername: email ?? user.id, email: email, name: name, oid: user.id, tid: app.id
+            )
+            await env.keys.refreshIfNeeded(from: env.store, now: env.clock.now)
+            let key = env.keys.current
+            idToken = try JWT.sign(claims, key: key)
+        }
+        let info = try JSONEncoder().encode(NativeAuthClientInfo(uid: user.id, utid: app.id))
+        return NativeAuthTokenResponse(
+            scope: scopes.joined(separator: " "), expiresIn: app.accessTokenTTL, accessToken: access,
+            refreshToken: scopes.contains("offline_access") ? OpaqueToken(id: session.id, secret: refreshSecret).encoded : nil,
+            idToken: idToken, clientInfo: Base64URL.encode(info)
+        )
+    }
+
+    /// `grant_type=refresh_token`. The refresh token rotates: the answer carries a new one, derived from the
+    /// presented secret and a random salt kept in the session. Presenting the previous token again within
+    /// `refreshTokenReuseWindow` seconds answers the same new token (a client that lost the answer, or two racing
+    /// refreshes); later, it revokes the session, because someone replays a token that was already exchanged.
+    private func refresh(client: Client, form: NativeAuthForm, scopes: [String]) async throws -> NativeAuthTokenResponse {
+        let text = try form.required("refresh_token")
+        guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
+            found.session.appId == client.app.id, found.session.clientId == client.id
+        else { throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid") }
+        var session = found.session
+        let now = env.clock.now
+        switch SessionService.problem(with: session, user: found.user, app: client.app, now: now, refreshing: true) {
+        case nil: break
+        case .revoked?: throw NativeAuthFailure.invalidRefreshToken("the session was revoked; sign in again")
+        case .expired?, .idle?: throw NativeAuthFailure.expiredRefreshToken
+        case .userGone?: throw NativeAuthFailure.invalidRefreshToken("the user no longer exists")
+        case .userDisabled?: throw NativeAuthFailure.userDisabled
+        }
+        guard let user = found.user else { throw NativeAuthFailure.invalidRefreshToken("the user no longer exists") }
+        let presentedHash = presented.hash
+        let window = TimeInterval(client.settings.refreshTokenReuseWindow)
+        /// A spent token came back after its window: someone holds a copy. The whole session ends, so that a thief
+        /// who rotated ahead loses it as surely as the owner.
+        func endSession(_ session: SessionRecord) async throws -> Never {
+            try await env.store.revokeSession(id: session.id, now: now)
+            env.logger.warning(
+                "refresh token reused after rotation; session revoked",
+                metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "session": "\(session.id)"]
+            )
+            await env.audit(.refreshTokenReused, app: client.app.id, user: session.userId, detail: ["session": session.id])
+            throw NativeAuthFailure.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
+        }
+        let isCurrent = Secrets.constantTimeEquals(presentedHash, session.secretHash)
+        guard isCurrent || session.previousSecretHash.map({ Secrets.constantTimeEquals(presentedHash, $0) }) == true else {
+            // Older than the previous one: spent two or more rotations ago. Within the window it is a client's late
+            // retry of a race it already won; after it, a copy.
+            if let spentAt = try await env.store.spentRefreshSecret(sessionId: session.id, secretHash: presentedHash) {
+                if now.timeIntervalSince(spentAt) > window { try await endSession(session) }
+                throw NativeAuthFailure.invalidRefreshToken("the refresh token was already used")
+            }
+            throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid")
+        }
+        // Counted once the secret is known to be the session's (as the Client API's refresh does): a session id alone,
+        // which access tokens carry in `sid`, must not let anyone use up the session's refresh allowance. And counted
+        // before the secret rotates: a refresh refused with 429 must leave the client's token as it was, or the retry
+        // after Retry-After (longer than the reuse window) would look like a replay and revoke the session.
+        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
+        var secret: [UInt8]?
+        if isCurrent {
+            let salt = Secrets.randomBytes(16)
+            let next = Self.derive(presented.secret, salt: salt)
+            if try await env.store.rotateSessionSecret(id: session.id, from: presentedHash, to: Self.sha256(next), salt: salt, now: now) {
+                secret = next
+            } else if let reloaded = try await env.store.session(id: session.id) {
+                session = reloaded  // a racing refresh rotated it first: fall through to the reuse check
+            }
+        }
+        if secret == nil {
+            guard let previous = session.previousSecretHash, Secrets.constantTimeEquals(presentedHash, previous),
+                let salt = session.rotationSalt, let rotatedAt = session.rotatedAt
+            else { throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid") }
+            let next = Self.derive(presented.secret, salt: salt)
+            guard now.timeIntervalSince(rotatedAt) <= window, Secrets.constantTimeEquals(Self.sha256(next), session.secretHash),
+                session.revokedAt == nil
+            else { try await endSession(session) }
+            secret = next
+        }
+        await env.audit(.refresh, app: client.app.id, user: user.id, detail: ["session": session.id])
+        return try await tokens(user: user, session: session, refreshSecret: secret!, client: client, scopes: scopes)
+    }
+
+    /// `oauth2/v2.0/revoke` (RFC 7009): ends the session of a refresh token (current, previous or spent) or of an
+    /// access token issued to this client, at once: its refresh token stops working, and so do its access tokens at
+    /// every Gatehouse endpoint (resource servers that verify tokens offline see them until they expire). Answers 200
+    /// whatever the token was, so that it tells nothing about tokens it did not end.
+    package func revoke(client: Client, form: NativeAuthForm) async throws -> NativeAuthRevokeResponse {
+        let text = try form.required("token")
+        guard let session = try await sessionToRevoke(text, client: client) else { return NativeAuthRevokeResponse() }
+        try await env.store.revokeSession(id: session.id, now: env.clock.now)
+        env.logger.info("signed out", metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "via": "native auth"])
+        await env.audit(.logout, app: client.app.id, user: session.userId, detail: ["session": session.id, "via": "native auth"])
+        return NativeAuthRevokeResponse()
+    }
+
+    /// The live session `text` stands for, if it was issued to `client`.
+    private func sessionToRevoke(_ text: String, client: Client) async throws -> SessionRecord? {
+        guard let presented = OpaqueToken(text) else {
+            // Not a refresh token: an access token, whose session ends with it.
+            do {
+                let caller = try await SessionService(env: env).authenticate(text, as: .access)
+                return caller.app.id == client.app.id && caller.session.clientId == client.id ? caller.session : nil
+            } catch is AuthError {
+                return nil
+            }
+        }
+        guard let session = try await env.store.session(id: presented.id), session.appId == client.app.id,
+            session.clientId == client.id, session.revokedAt == nil
+        else { return nil }
+        let hash = presented.hash
+        if Secrets.constantTimeEquals(hash, session.secretHash)
+            || session.previousSecretHash.map({ Secrets.constantTimeEquals(hash, $0) }) == true
+        {
+            return session
+        }
+        return try await env.store.spentRefreshSecret(sessionId: session.id, secretHash: hash) == nil ? nil : session
+    }
+
+    private static func derive(_ secret: [UInt8], salt: [UInt8]) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: salt, using: SymmetricKey(data: secret)))
+    }
+
+    private static func sha256(_ bytes: [UInt8]) -> [UInt8] { Array(SHA256.hash(data: bytes)) }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import GatehouseWire
+import Logging
+
+/// Sign-up: `signup/v1.0/start` → `challenge` (code emailed) → `continue` with the code → [`credential_required`
+/// → `challenge` answers `password` → `continue` with the password] → [`attributes_required` → `continue` with
+/// attributes] → 200 with the token for `/token grant_type=continuation_token`.
+extension NativeAuthService {
+    /// `signup/v1.0/start`.
+    package func signUpStart(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+        let types = try challengeTypes(form)
+        let email = try username(form)
+        try await env.checkRateLimit(.registration, app: client.app, identifier: email.normalized)
+        let settings = client.settings
+        guard types.contains(.oob) else {
+            return redirect("this app verifies email addresses with a one-time code, and the client does not take codes (oob)", client: client)
+        }
+        if settings.requiresPassword, !types.contains(.password) {
+            return redirect("this app requires a password, and the client does not take passwords", client: client)
+        }
+        let password = form.optional("password")
+        if password != nil, !settings.signUpMethods.contains(.emailPassword) {
+            throw NativeAuthFailure.invalidRequest("this app signs up with email codes only; send no password")
+        }
+        let attributes = try parseAttributes(form.optional("attributes"), settings: settings)
+        if let password { try checkNewPassword(password, email: email.normalized, client: client) }
+        // A pending account (someone's unconfirmed registration) does not stop a sign-up: the code proves the mailbox,
+        // and the sign-up restarts that account. A confirmed one is refused only where the app reveals user existence;
+        // otherwise the flow goes on, and its "code" email tells the owner someone tried (``sendCode``).
+        if client.app.revealUserExistence, let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized),
+            account.confirmedAt != nil
+        {
+            throw NativeAuthFailure.userAlreadyExists
+        }
+        // Hashing is slow; it runs before the flow is written and never inside a transaction.
+        let hash = try await password.asyncMap { try await hashNewPassword($0, email: email.normalized, client: client) }
+        let token = try await startFlow(
+            .signUp, client: client, email: email, userId: nil, challengeTypes: types, passwordHash: hash, attributes: attributes
+        )
+        return NativeAuthStepResponse(continuationToken: token.encoded)
+    }
+
+    /// `signup/v1.0/challenge`: sends the first code, sends another (resend), or asks for the password.
+    package func signUpChallenge(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+        let types = try challengeTypes(form)
+        let (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.started, .codeSent, .passwordNeeded])
+        if flow.step == .passwordNeeded {
+            guard types.contains(.password) else {
+                return redirect("this app requires a password, and the client does not take passwords", client: client)
+            }
+            let (_, next) = try await advance(flow, from: token, to: .password, client: client)
+            return NativeAuthStepResponse(continuationToken: next.encoded, challengeType: .password)
+        }
+        guard types.contains(.oob) else {
+            return redirect("this app verifies email addresses with a one-time code, and the client does not take codes (oob)", client: client)
+        }
+        return try await sendCode(flow, token: token, client: client)
+    }
+
+    /// `signup/v1.0/continue` with `grant_type` `oob`, `password` or `attributes`.
+    package func signUpContinue(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+        let grant = try form.required("grant_type")
+        var flow: NativeFlowRecord
+        let token: OpaqueToken
+        switch NativeAuthGrantType(rawValue: grant) {
+        case .oob:
+            (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.codeSent])
+            try await checkCode(flow, token: token, client: client, form: form)
+            flow.verified = true
+            flow.codeHash = nil
+        case .password:
+            (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.password])
+            flow.passwordHash = try await hashNewPassword(try form.required("password"), email: flow.username, client: client)
+        case .attributes:
+            (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.attributes])
+            let given = try parseAttributes(try form.required("attributes"), settings: client.settings)
+            flow.attributes.merge(given) { _, new in new }
+        default:
+            throw NativeAuthFailure.invalidContinuationToken("grant_type '\(grant.prefix(64))' does not continue a sign-up")
+        }
+        return try await nextSignUpStep(flow, token: token, client: client)
+    }
+
+    /// After a successful `continue`: ask for what is still missing, or create the account.
+    private func nextSignUpStep(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws -> NativeAuthStepResponse {
+        let settings = client.settings
+        if settings.requiresPassword, flow.passwordHash == nil {
+            let (_, next) = try await advance(flow, from: token, to: .passwordNeeded, client: client)
+            throw NativeAuthFailure.credentialRequired(continuationToken: next.encoded)
+        }
+        let missing = settings.attributes.filter { $0.required && (flow.attributes[$0.name] ?? "").isEmpty }
+        if !missing.isEmpty {
+            let (_, next) = try await advance(flow, from: token, to: .attributes, client: client)
+            throw NativeAuthFailure.attributesRequired(
+                missing.map {
+                    NativeAuthRequiredAttribute(name: $0.name, type: $0.type, required: true, options: $0.regex.map { .init(regex: $0) })
+                },
+                continuationToken: next.encoded
+            )
+        }
+        // Everything is there: the account is created in the transaction that moves the flow on.
+        let now = env.clock.now
+        let userId = Secrets.objectID(at: now)
+        guard let email = EmailAddress(flow.email) else { throw NativeAuthFailure.invalidParameter("username") }
+        // Confirmed and proven: the code proved the mailbox.
+        let (user, identity, account) = EmailPasswordService.newAccount(
+            userId: userId, app: client.app, email: email, passwordHash: flow.passwordHash ?? "", confirmed: true, proven: true,
+            profile: flow.attributes.mapValues(JSONValue.string), now: now
+        )
+        var completed = flow
+        completed.userId = userId
+        let (_, next) = try await advance(
+            completed, from: token, to: .completed, client: client, effects: [.createAccount(user, identity, account)]
+        )
+        env.logger.info("user registered", metadata: ["app": "\(client.app.id)", "user": "\(userId)", "via": "native auth"])
+        return NativeAuthStepResponse(continuationToken: next.encoded, expiresIn: settings.continuationTokenTTL)
+    }
+
+    /// The app's attributes found in `text` (a JSON object), validated. Unknown names are ignored; a list of
+    /// strings (a multi-select) is joined with commas; numbers and booleans are taken as their text. Any invalid
+    /// value fails them all as `attribute_validation_failed`, naming each.
+    package func parseAttributes(_ text: String?, settings: NativeAuthSettings) throws(NativeAuthFailure) -> [String: String] {
+        guard let text else { return [:] }
+        guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) else {
+            throw .invalidRequest("attributes must be a JSON object, like {\"displayName\":\"Ada\"}")
+        }
+        var values: [String: String] = [:]
+        var invalid: [String] = []
+        for attribute in settings.attributes {
+            guard let raw = object[attribute.name] else { continue }
+            let value: String?
+            switch raw {
+            case .string(let s): value = s
+            case .int(let n): value = String(n)
+            case .double(let n): value = String(n)
+            case .bool(let b): value = String(b)
+            case .array(let items):
+                let strings = items.compactMap { if case .string(let s) = $0 { s } else { nil } }
+                value = strings.count == items.count ? strings.joined(separator: ",") : nil
+            case .null, .object: value = nil
+            }
+            guard let value, value.count <= 1024, !value.contains(where: { $0.isNewline }),
+                attribute.regex.map({ Self.value(value, matches: $0) }) ?? true,
+                !(attribute.required && value.trimmingCharacters(in: .whitespaces).isEmpty)
+            else {
+                invalid.append(attribute.name)
+                continue
+            }
+            values[attribute.name] = value
+        }
+        if !invalid.isEmpty { throw .attributeValidationFailed(invalid) }
+        return values
+    }
+
+    /// True when the whole of `value` matches `pattern` (checked to compile when the configuration loads).
+    private static func value(_ value: String, matches pattern: String) -> Bool {
+        guard let regex = try? Regex(pattern), let match = try? regex.wholeMatch(in: value) else { return false }
+        return match.range == value.startIndex..<value.endIndex
+    }
+}
+
+extension Optional {
+    /// `map` with an async transform.
+    package func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let self else { return nil }
+        return try await transform(self)
+    }
+}

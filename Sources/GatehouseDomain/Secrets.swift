@@ -1,0 +1,55 @@
+import Crypto
+import Foundation
+
+/// Random identifiers and secrets, and how they are stored and compared.
+package enum Secrets {
+    /// A 24-hex id in the shape of a BSON ObjectId (4 bytes of seconds, 8 random bytes), as Realm clients expect
+    /// for `user_id`, `device_id` and API key ids.
+    package static func objectID(at date: Date = Date()) -> String {
+        var bytes = [UInt8](repeating: 0, count: 12)
+        let seconds = UInt32(truncatingIfNeeded: Int64(date.timeIntervalSince1970))
+        bytes[0] = UInt8(seconds >> 24)
+        bytes[1] = UInt8(truncatingIfNeeded: seconds >> 16)
+        bytes[2] = UInt8(truncatingIfNeeded: seconds >> 8)
+        bytes[3] = UInt8(truncatingIfNeeded: seconds)
+        var rng = SystemRandomNumberGenerator()
+        for i in 4..<12 { bytes[i] = UInt8.random(in: .min ... .max, using: &rng) }
+        return hex(bytes)
+    }
+
+    /// `count` bytes from the system CSPRNG.
+    package static func randomBytes(_ count: Int) -> [UInt8] {
+        var rng = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &rng) }
+    }
+
+    /// A 256-bit secret as 64 hex digits: one-time tokens travel in URLs, where hex needs no escaping.
+    package static func token() -> String { hex(randomBytes(32)) }
+
+    /// What is stored instead of a secret.
+    package static func sha256(_ secret: String) -> [UInt8] { Array(SHA256.hash(data: Data(secret.utf8))) }
+
+    /// Compares two byte strings in time that depends only on their lengths.
+    package static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for i in a.indices { difference |= a[i] ^ b[i] }
+        return difference == 0
+    }
+
+    package static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// True for exactly 24 lowercase or uppercase hex digits.
+    package static func isObjectID(_ text: String) -> Bool {
+        text.utf8.count == 24 && text.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }
+    }
+}

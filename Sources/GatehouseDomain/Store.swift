@@ -1,0 +1,167 @@
+import Foundation
+import GatehouseWire
+
+/// Everything the domain needs from storage. Each method is one atomic unit: where several rows change together
+/// (an account with its token and its email, a redeemed token with the account it confirms), they change in one
+/// transaction. No method hashes passwords or does other slow work while holding the database.
+package protocol GatehouseStore: Sendable {
+    func ping() async throws
+
+    // MARK: Signing keys
+    func signingKeys() async throws -> [SigningKeyRecord]
+    /// The active keys, after inserting `first` if there are none: atomic across instances that start together, so
+    /// that they all sign with the same first key.
+    func signingKeys(insertingIfNone first: SigningKeyRecord) async throws -> [SigningKeyRecord]
+    /// Every key, retired ones too, oldest first, with when each was retired.
+    func allSigningKeys() async throws -> [(key: SigningKeyRecord, retiredAt: Date?)]
+    /// Adds a key; being the newest, it signs from now on.
+    func insertSigningKey(_ key: SigningKeyRecord) async throws
+    /// Retires an active key unless it is the last active one; racing retirements take turns, so they cannot leave
+    /// none. False when the key is unknown, already retired, or the last.
+    func retireSigningKey(kid: String, at: Date) async throws -> Bool
+
+    // MARK: Users
+    /// Creates a user with a `local-userpass` identity and its account; with the confirmation token and email
+    /// when given. Throws ``StoreError/conflict`` when the email is taken.
+    func createEmailUser(
+        user: UserRecord,
+        identity: IdentityRecord,
+        account: EmailAccountRecord,
+        token: OneTimeTokenRecord?,
+        mail: OutboxMessage?
+    ) async throws
+    /// Replaces a pending registration (the account of `account.userId`, if it is still unconfirmed) with a new one:
+    /// its password and confirmation state, the user's unused tokens superseded, `token` and `mail` stored. One
+    /// transaction. False, changing nothing, when the account is gone or confirmed.
+    func replacePendingRegistration(_ account: EmailAccountRecord, token: OneTimeTokenRecord?, mail: OutboxMessage?) async throws -> Bool
+    /// Deletes the pending registration `account` (its email account, identity and tokens, and its user if that has
+    /// no other identity) if the address is still pending for that user. False, changing nothing, otherwise.
+    func discardPendingRegistration(_ account: EmailAccountRecord) async throws -> Bool
+    /// Creates a user with one identity (anonymous users, and later external providers).
+    func createUser(_ user: UserRecord, identity: IdentityRecord) async throws
+    /// The identity an app's provider knows by `externalId`.
+    func identity(appId: String, providerType: String, externalId: String) async throws -> IdentityRecord?
+    /// Replaces an identity's profile data (refreshed from its provider at each login).
+    func updateIdentityData(id: String, data: [String: JSONValue]) async throws
+    /// Adds an identity to an existing user. Throws ``StoreError/conflict`` when the identity exists.
+    func addIdentity(_ identity: IdentityRecord) async throws
+    /// Moves identity `id` (with its email account) from user `from` to user `to` and deletes `from`, if `from` has
+    /// no other identity and never had a session; one transaction. The identity counts as linked `at` (profiles list
+    /// identities in link order). False, changing nothing, otherwise.
+    func adoptIdentity(id: String, from: String, to: String, at: Date) async throws -> Bool
+    func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord?
+    func user(id: String) async throws -> UserRecord?
+    func identities(userId: String) async throws -> [IdentityRecord]
+    /// Removes the user with every identity, account, session, token and API key.
+    func deleteUser(id: String) async throws
+    /// Replaces the user's custom data. Returns false when the user does not exist in that app.
+    func setCustomData(appId: String, userId: String, data: [String: JSONValue]) async throws -> Bool
+    /// Replaces a password hash if it is still `old` (a rehash must not undo a concurrent reset).
+    func upgradePasswordHash(appId: String, email: String, from old: String, to new: String) async throws
+
+    // MARK: One-time tokens
+    /// Stores `token`, supersedes the user's older unused tokens of the same kind, and queues `mail` if any.
+    /// With `dryRun` it runs the same statements and rolls them back: the work done for an unknown address, so
+    /// that its timing matches a known one.
+    func issueOneTimeToken(_ token: OneTimeTokenRecord, mail: OutboxMessage?, dryRun: Bool) async throws
+    func oneTimeToken(id: String) async throws -> OneTimeTokenRecord?
+    /// Makes an unused token unusable (it counts as superseded).
+    func retireOneTimeToken(id: String, now: Date) async throws
+    /// Marks the token used if it is unused, not superseded and unexpired at `now`, and confirms its account;
+    /// one atomic conditional update, so of many concurrent calls exactly one returns true.
+    func redeemConfirmationToken(id: String, now: Date) async throws -> Bool
+    /// As ``redeemConfirmationToken(id:now:)``, then sets the new password hash and revokes every session of
+    /// the user, in the same transaction.
+    func redeemPasswordResetToken(id: String, newPasswordHash: String, now: Date) async throws -> Bool
+
+    // MARK: Sessions
+    func createSession(_ session: SessionRecord) async throws
+    func session(id: String) async throws -> SessionRecord?
+    /// The session and its user (nil when the user is gone), in one read: what every authenticated request needs.
+    func sessionWithUser(id: String) async throws -> (session: SessionRecord, user: UserRecord?)?
+    func revokeSession(id: String, now: Date) async throws
+    /// Records that the session's refresh token was used `now`, unless that was already recorded after `notBefore`
+    /// (so that busy sessions cost a write at most once a minute).
+    func touchSession(id: String, now: Date, notBefore: Date) async throws
+    /// Revokes every live session of the user ("log out everywhere"); the number revoked.
+    func revokeAllSessions(userId: String, now: Date) async throws -> Int
+    /// Disables or enables a user of `appId`; disabling also revokes every session, in the same transaction. False
+    /// when there is no such user.
+    func setUserDisabled(appId: String, userId: String, disabled: Bool, now: Date) async throws -> Bool
+    /// Replaces the session's secret hash `old` with `new` (keeping `old` as the previous one, with the salt `new`
+    /// was derived with) if `old` is still current and the session alive at `now`. Of racing calls one wins.
+    /// The spent secret is remembered with the session (``spentRefreshSecret(sessionId:secretHash:)``), in the same
+    /// transaction.
+    func rotateSessionSecret(id: String, from old: [UInt8], to new: [UInt8], salt: [UInt8], now: Date) async throws -> Bool
+    /// When the session's refresh secret hashing to `secretHash` was spent by a rotation; nil if it never was.
+    func spentRefreshSecret(sessionId: String, secretHash: [UInt8]) async throws -> Date?
+
+    // MARK: API keys
+    /// Stores `key` with its `api-key` identity; for a server key also `serverUser`, the user the identity belongs
+    /// to. One transaction. Throws ``StoreError/conflict`` when the owner (or, for a server key, the app) already
+    /// has a key of that name.
+    func createAPIKey(_ key: APIKeyRecord, identity: IdentityRecord, serverUser: UserRecord?) async throws
+    func apiKey(appId: String, id: String) async throws -> APIKeyRecord?
+    /// The keys of `userId`, or the app's server keys when nil, oldest first.
+    func apiKeys(appId: String, userId: String?) async throws -> [APIKeyRecord]
+    /// The key of the app whose secret hashes to `keyHash`, with the user it logs in as (through its `api-key`
+    /// identity).
+    func apiKeyLogin(appId: String, keyHash: [UInt8]) async throws -> (key: APIKeyRecord, user: UserRecord)?
+    /// Enables or disables the key; disabling also revokes the sessions logged in with it. False when no such key.
+    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, now: Date) async throws -> Bool
+    /// Deletes the key with its identity and revokes the sessions logged in with it; a server key's user goes too.
+    /// False when no such key.
+    func deleteAPIKey(appId: String, id: String, now: Date) async throws -> Bool
+
+    // MARK: Native auth flows
+    func insertFlow(_ flow: NativeFlowRecord) async throws
+    func flow(id: String) async throws -> NativeFlowRecord?
+    /// Replaces the stored flow with `flow` if its token hash is still `expectedTokenHash` and unexpired at `now`,
+    /// and applies `effects`, in one transaction. Returns false, changing nothing, when the token was used or
+    /// expired meanwhile. Throws ``StoreError/conflict`` when a new account's email is taken.
+    func advanceFlow(_ flow: NativeFlowRecord, from expectedTokenHash: [UInt8], now: Date, effects: [NativeFlowEffect]) async throws -> Bool
+    /// Counts one wrong-answer attempt against the flow if its token is still `tokenHash` and fewer than `limit`
+    /// were counted; atomic, so racing guesses cannot exceed the limit. False when the limit is reached.
+    func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> Bool
+
+    // MARK: Send limits
+    /// Records one email request for (app, address, kind) if fewer than `limit` were recorded since `since`;
+    /// atomic, so concurrent requests cannot overshoot. Returns false when the limit is reached.
+    func recordSend(appId: String, address: String, kind: String, now: Date, since: Date, limit: Int) async throws -> Bool
+    /// When the oldest request still in the window was made (to compute Retry-After).
+    func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date?
+
+    // MARK: Rate limits and login backoff
+    /// Counts one request against each counter (a key and its window in seconds), all in one statement, and returns
+    /// per key the requests counted in its current window and when the window started. A window that has run out
+    /// starts again at `now`.
+    func hitRateLimits(_ counters: [RateCounter], now: Date) async throws -> [String: RateCount]
+    /// Deletes the counters whose windows ended before `now`.
+    func purgeRateLimits(now: Date) async throws
+    /// The current run of failed password checks for `key`, if any.
+    func loginFailures(key: String) async throws -> LoginFailureRecord?
+    /// Moves the run's last attempt from `previous` to `now` if no other request moved it first: of racing attempts
+    /// on a delayed account exactly one proceeds.
+    func claimLoginAttempt(key: String, previous: Date, now: Date) async throws -> Bool
+    /// Counts a failed password check; returns the failures in the run.
+    func recordLoginFailure(key: String, now: Date) async throws -> Int
+    /// Ends the run (a correct password).
+    func clearLoginFailures(key: String) async throws
+
+    // MARK: Audit log
+    /// Appends events in one statement, in order.
+    func appendAuditEvents(_ events: [AuditEvent]) async throws
+    /// The newest `limit` events of the app (all apps when nil) and user (all when nil), oldest first, after `afterSeq`.
+    func auditEvents(appId: String?, userId: String?, afterSeq: Int64?, limit: Int) async throws -> [AuditEvent]
+
+    // MARK: Outbox
+    func enqueue(_ mail: OutboxMessage) async throws
+    /// Claims up to `limit` pending messages due at `now` for one sender until `leaseUntil`, oldest first. Claimed
+    /// messages are invisible to other senders (other instances) until delivered, failed, or the lease runs out
+    /// (a sender that died mid-delivery).
+    func claimDueMail(now: Date, leaseUntil: Date, limit: Int) async throws -> [OutboxMessage]
+    func markDelivered(id: String, at: Date) async throws
+    func markAttemptFailed(id: String, error: String, retryAt: Date?) async throws
+    /// Messages to `recipient` (any status), newest first; all messages when nil.
+    func mailbox(recipient: String?, limit: Int) async throws -> [OutboxMessage]
+}

@@ -1,0 +1,184 @@
+import Crypto
+import Foundation
+import GatehouseWire
+
+/// Claims of the tokens Gatehouse issues. Realm clients parse both tokens and assert that `exp` and `iat` are
+/// integers, so they are `Int64` here, never dates or doubles.
+package struct TokenClaims: Codable, Sendable, Hashable {
+    package enum Kind: String, Codable, Sendable {
+        case access
+        case refresh
+    }
+
+    /// The user id.
+    package var sub: String
+    /// Tells access from refresh tokens; using one as the other is refused.
+    package var typ: Kind
+    /// The session (refresh token) this token belongs to.
+    package var sid: String
+    /// The app id.
+    package var aud: String
+    /// The server's public URL.
+    package var iss: String
+    package var iat: Int64
+    package var exp: Int64
+    /// Device id of the session, under the name realm-web reads.
+    package var baasDeviceId: String
+    /// Custom user data (access tokens): `{}` until it exists.
+    package var userData: [String: JSONValue]?
+    /// The session's secret (refresh tokens only); the server stores its SHA-256.
+    package var jti: String?
+
+    package enum CodingKeys: String, CodingKey {
+        case sub, typ, sid, aud, iss, iat, exp, jti
+        case baasDeviceId = "baas_device_id"
+        case userData = "user_data"
+    }
+
+    package init(
+        sub: String, typ: Kind, sid: String, aud: String, iss: String, iat: Int64, exp: Int64, baasDeviceId: String,
+        userData: [String: JSONValue]? = nil, jti: String? = nil
+    ) {
+        self.sub = sub
+        self.typ = typ
+        self.sid = sid
+        self.aud = aud
+        self.iss = iss
+        self.iat = iat
+        self.exp = exp
+        self.baasDeviceId = baasDeviceId
+        self.userData = userData
+        self.jti = jti
+    }
+}
+
+/// Why a token was refused. Never includes the token itself.
+package struct TokenError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var description: String
+    package static let malformed = TokenError(description: "invalid session: malformed token")
+    package static let badSignature = TokenError(description: "invalid session: signature is invalid")
+    package static let unknownKey = TokenError(description: "invalid session: signing key is unknown")
+    package static func wrongKind(expected: TokenClaims.Kind) -> TokenError {
+        TokenError(description: "invalid session: expected a\(expected == .access ? "n access" : " refresh") token")
+    }
+
+    package init(description: String) {
+        self.description = description
+    }
+}
+
+/// Compact JWS (ES256) encoding and decoding.
+package enum JWT {
+    private struct Header: Codable {
+        package var alg: String
+        package var typ: String?
+        package var kid: String?
+    }
+
+    /// The base64url header of ES256 tokens signed with `kid`.
+    package static func header(kid: String) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do {
+            return Base64URL.encode(try encoder.encode(Header(alg: "ES256", typ: "JWT", kid: kid)))
+        } catch {
+            preconditionFailure("encoding a JWS header of three strings cannot fail: \(error)")
+        }
+    }
+
+    package static func sign(_ claims: some Encodable, key: SigningKeys.Key) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let signingInput = key.header + "." + Base64URL.encode(try encoder.encode(claims))
+        let signature = try key.privateKey.signature(for: Data(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+
+    /// The `kid` of a token's header, unverified (to pick the key); nil when there is none or the token is malformed.
+    package static func kid(_ token: String) -> String? {
+        guard let end = token.firstIndex(of: "."), token.distance(from: token.startIndex, to: end) < 1024,
+            let data = Base64URL.decode(token[..<end]), let header = try? JSONDecoder().decode(Header.self, from: data)
+        else { return nil }
+        return header.kid
+    }
+
+    /// Checks the structure, algorithm and signature, and returns the claims. Expiry and kind are the caller's.
+    package static func verify(_ token: String, keys: (String) -> P256.Signing.PublicKey?) throws(TokenError) -> TokenClaims {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, token.utf8.count < 16_384,
+            let headerData = Base64URL.decode(parts[0]),
+            let payloadData = Base64URL.decode(parts[1]),
+            let signatureData = Base64URL.decode(parts[2]),
+            let header = try? JSONDecoder().decode(Header.self, from: headerData)
+        else { throw .malformed }
+        guard header.alg == "ES256", let kid = header.kid else { throw .badSignature }
+        guard let key = keys(kid) else { throw .unknownKey }
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
+            key.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+        else { throw .badSignature }
+        guard let claims = try? JSONDecoder().decode(TokenClaims.self, from: payloadData) else { throw .malformed }
+        return claims
+    }
+}
+
+/// base64url without padding (RFC 7515 §2), over bytes: every token verified and signed goes through it, so it
+/// does not take Foundation's string replacements (which were an eighth of a refresh's CPU time).
+package enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    /// Each byte's 6-bit value, or 0xFF for a byte outside the alphabet (which includes "=", "+" and "/").
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (value, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(value) }
+        return table
+    }()
+
+    package static func encode(_ data: some DataProtocol) -> String {
+        let bytes = Array(data)
+        let alphabet = alphabet
+        // 4 characters per 3 bytes; a last group of 1 or 2 bytes gives 2 or 3 characters (no padding).
+        let length = (bytes.count * 4 + 2) / 3
+        return String(unsafeUninitializedCapacity: length) { out in
+            var o = 0
+            for i in stride(from: 0, to: bytes.count, by: 3) {
+                // A short last group reads as zero bytes; only the characters it needs are kept.
+                let n = UInt32(bytes[i]) << 16
+                    | UInt32(i + 1 < bytes.count ? bytes[i + 1] : 0) << 8
+                    | UInt32(i + 2 < bytes.count ? bytes[i + 2] : 0)
+                for k in 0..<4 where o < length {
+                    out[o] = alphabet[Int(n >> UInt32(18 - 6 * k) & 63)]
+                    o += 1
+                }
+            }
+            return o
+        }
+    }
+
+    /// The bytes of unpadded base64url text; nil for any character outside the alphabet (padding included), a
+    /// length no encoding has, or a last character whose unused low bits are not zero — so that every byte string
+    /// has exactly one text form (RFC 4648 §3.5), and a token altered in those bits is refused rather than read as
+    /// the same token.
+    package static func decode(_ text: some StringProtocol) -> Data? {
+        var text = String(text)
+        return text.withUTF8 { utf8 -> Data? in
+            guard utf8.count % 4 != 1 else { return nil }
+            let values = values
+            var out = [UInt8]()
+            out.reserveCapacity(utf8.count * 3 / 4)
+            var accumulator: UInt32 = 0
+            var bits = 0
+            for byte in utf8 {
+                let value = values[Int(byte)]
+                guard value != 0xFF else { return nil }
+                accumulator = accumulator << 6 | UInt32(value)
+                bits += 6
+                if bits >= 8 {
+                    bits -= 8
+                    out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                }
+            }
+            // 2 or 4 bits are left over after a short last group; an encoder writes them as zeros.
+            guard accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+            return Data(out)
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import GatehouseArgon2
+import GatehouseDomain
+import NIOConcurrencyHelpers
+import NIOPosix
+import ServiceLifecycle
+
+/// Argon2id in PHC string form, on NIO's blocking thread pool.
+final class Argon2PasswordHasher: PasswordHasher {
+    private let pool: NIOThreadPool
+    private let dummies = NIOLockedValueBox<[Argon2Parameters: String]>([:])
+
+    init(pool: NIOThreadPool = .singleton) { self.pool = pool }
+
+    /// The largest memory cost a stored hash may ask for: a tampered row must not make the server allocate
+    /// gigabytes.
+    static let maxMemoryKiB: UInt32 = 1_048_576
+
+    /// Passwords are hashed in Unicode NFC, so that "é" typed as one code point or as e + accent is one password.
+    private static func normalized(_ password: String) -> String { password.precomposedStringWithCanonicalMapping }
+
+    func hash(_ password: String, parameters: Argon2Parameters) async throws -> String {
+        let password = Self.normalized(password)
+        return try await pool.runIfActive { try Argon2.hashPHC(password: password, parameters: parameters) }
+    }
+
+    func verify(_ password: String, against hash: String) async throws -> Bool {
+        guard let stored = try? Argon2.parseParameters(phc: hash), stored.memoryKiB <= Self.maxMemoryKiB else { return false }
+        let password = Self.normalized(password)
+        return try await pool.runIfActive { (try? Argon2.verifyPHC(password: password, phc: hash)) ?? false }
+    }
+
+    func needsRehash(_ hash: String, parameters: Argon2Parameters) -> Bool {
+        guard let current = try? Argon2.parseParameters(phc: hash) else { return true }
+        return current.memoryKiB != parameters.memoryKiB || current.iterations != parameters.iterations
+            || current.parallelism != parameters.parallelism
+    }
+
+    func burnVerify(_ password: String, parameters: Argon2Parameters) async throws {
+        let dummy: String
+        if let cached = dummies.withLockedValue({ $0[parameters] }) {
+            dummy = cached
+        } else {
+            dummy = try await hash(Secrets.token(), parameters: parameters)
+            dummies.withLockedValue { $0[parameters] = dummy }
+        }
+        _ = try await verify(password, against: dummy)
+    }
+
+    /// Computes the dummy hash ahead of the first request, so that the first unknown login is not slower.
+    func prepare(_ parameters: Argon2Parameters) async throws {
+        try await burnVerify("", parameters: parameters)
+    }
+}
+
+/// Gives Argon2's kept block matrix (m KiB) back to the system once hashing pauses: every `interval` it frees the
+/// matrix if no hash started or finished during the previous interval, so an idle server holds no hashing memory.
+struct HashMemoryTrimService: Service {
+    var interval: Duration = .seconds(30)
+
+    func run() async throws {
+        // Its sleep ends at a graceful shutdown too, so that it never holds the server's exit back.
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: interval)
+                Argon2.releaseIdleMemory()
+            }
+        }
+    }
+}

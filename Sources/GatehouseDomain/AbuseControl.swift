@@ -2,13 +2,13 @@ import Foundation
 import Logging
 
 extension AuthEnvironment {
-    /// Counts this request against the app's limits of `kind`: per client address (``RequestOrigin/current``), and
+    /// Counts this request against the app's limits of `kind`: per client address (``AuthEnvironment/origin``), and
     /// per `identifier` (an email, an API key, a session) when given. Throws ``AuthError/rateLimited(retryAfter:)``
     /// when either is over, with the seconds until its window ends.
     package func checkRateLimit(_ kind: RateLimitSettings.Kind, app: AppSettings, identifier: String? = nil) async throws {
         guard let rule = app.rateLimits.rule(kind) else { return }
         var limits: [(counter: RateCounter, limit: RateLimitSettings.Limit)] = []
-        if let limit = rule.perIP, let ip = RequestOrigin.current.ip {
+        if let limit = rule.perIP, let ip = origin.ip {
             limits.append((RateCounter(key: "\(app.id)|\(kind.rawValue)|ip|\(ip)", window: limit.window), limit))
         }
         if let limit = rule.perIdentifier, let identifier {

@@ -36,7 +36,7 @@ extension AuthEnvironment {
     /// Records an event with the request's origin. A failure to record is logged, not thrown: the audit log must not
     /// turn a database hiccup into a failed login that already succeeded.
     package func audit(_ kind: AuditKind, app: String, user: String? = nil, detail: [String: String] = [:]) async {
-        let origin = RequestOrigin.current
+        let origin = self.origin
         let event = AuditEvent(
             at: clock.now, appId: app, kind: kind.rawValue, userId: user, ip: origin.ip, userAgent: origin.userAgent, detail: detail
         )

@@ -27,6 +27,17 @@ package struct AuthEnvironment: Sendable {
     package var auditWriter: AuditWriter
     /// Work requests start and do not wait for.
     package var background = BackgroundWork()
+    /// Who is asking, for rate limits and the audit log: set per request (``serving(_:)``); empty for the server's
+    /// own work (the command line, background delivery).
+    package var origin = RequestOrigin()
+
+    /// This environment for one request from `origin`: the services a façade builds with it count that client's
+    /// limits and record its address in the audit log.
+    package func serving(_ origin: RequestOrigin) -> AuthEnvironment {
+        var copy = self
+        copy.origin = origin
+        return copy
+    }
 
     package func templates(for app: AppSettings) -> MailTemplates { templates[app.id]! }
 

@@ -10,6 +10,8 @@ struct GatehouseRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     /// The address of the connection's peer.
     var peerIP: String?
+    /// Who is asking, as ``RequestOriginMiddleware`` found it: what the routes hand to the domain.
+    var origin = RequestOrigin()
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -51,8 +53,8 @@ enum JSONResponse {
 }
 
 
-/// Sets ``RequestOrigin/current`` for the rest of the request: the client's address (the peer's, or the last entry
-/// of the configured proxy header) and its user agent.
+/// Sets the context's ``GatehouseRequestContext/origin`` for the rest of the request: the client's address (the
+/// peer's, or the last entry of the configured proxy header) and its user agent.
 struct RequestOriginMiddleware: RouterMiddleware {
     typealias Context = GatehouseRequestContext
     /// `server.clientIPHeader`.
@@ -64,7 +66,8 @@ struct RequestOriginMiddleware: RouterMiddleware {
             let last = forwarded.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
             if !last.isEmpty, last.count <= 64 { ip = last }
         }
-        let origin = RequestOrigin(ip: ip, userAgent: request.headers[.userAgent].map { String($0.prefix(256)) })
-        return try await RequestOrigin.$current.withValue(origin) { try await next(request, context) }
+        var context = context
+        context.origin = RequestOrigin(ip: ip, userAgent: request.headers[.userAgent].map { String($0.prefix(256)) })
+        return try await next(request, context)
     }
 }

@@ -9,7 +9,8 @@ import Logging
 struct ClientAPIRoutes {
     let env: AuthEnvironment
 
-    private var sessions: SessionService { SessionService(env: env) }
+    /// The request's services get the environment with the client's origin.
+    private func sessions(_ context: GatehouseRequestContext) -> SessionService { SessionService(env: env.serving(context.origin)) }
 
     func register(on router: Router<GatehouseRequestContext>) {
         let app = router.group("api/client/v2.0/app/:appId")
@@ -79,7 +80,7 @@ struct ClientAPIRoutes {
             let id = try context.parameters.require("appId")
             _ = try env.app(id)
             let body = try await request.decodeClientAPIBody(Body.self, context: context)
-            try await action(EmailPasswordService(env: env), id, body)
+            try await action(EmailPasswordService(env: env.serving(context.origin)), id, body)
             return try JSONResponse.empty(status)
         }
     }
@@ -90,9 +91,9 @@ struct ClientAPIRoutes {
     @Sendable func login(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         let app = try env.app(try appId(context))
         let provider = try context.parameters.require("provider")
-        let logins = LoginService(env: env)
+        let logins = LoginService(env: env.serving(context.origin))
         if request.uri.queryParameters.get("link") == "true" {
-            let caller = try await sessions.authenticate(try request.bearerToken(), as: .access)
+            let caller = try await sessions(context).authenticate(try request.bearerToken(), as: .access)
             guard caller.app.id == app.id else { throw AuthError.invalidSession("invalid session: the token is for another app") }
             // Before the credential is read: a key session learns nothing about the credential it sent.
             let manager = try caller.manager(to: "link an identity")
@@ -155,69 +156,69 @@ struct ClientAPIRoutes {
     }
 
     @Sendable func refresh(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        let token = try await sessions.refresh(try request.bearerToken())
+        let token = try await sessions(context).refresh(try request.bearerToken())
         return try JSONResponse.make(.created, SessionResponse(accessToken: token))
     }
 
     @Sendable func logOut(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await sessions.logOut(try request.bearerToken())
+        try await sessions(context).logOut(try request.bearerToken())
         return JSONResponse.noContent()
     }
 
     /// `DELETE auth/sessions` (a Gatehouse extension): with an access token, ends every session of its user.
     @Sendable func logOutEverywhere(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await sessions.logOutEverywhere(try request.bearerToken())
+        try await sessions(context).logOutEverywhere(try request.bearerToken())
         return JSONResponse.noContent()
     }
 
     @Sendable func profile(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try JSONResponse.make(try await sessions.profile(try request.bearerToken()))
+        try JSONResponse.make(try await sessions(context).profile(try request.bearerToken()))
     }
 
     @Sendable func deleteUser(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await sessions.deleteUser(try request.bearerToken())
+        try await sessions(context).deleteUser(try request.bearerToken())
         return JSONResponse.noContent()
     }
 
     // MARK: API keys
 
-    private var apiKeys: APIKeyService { APIKeyService(env: env) }
+    private func apiKeys(_ context: GatehouseRequestContext) -> APIKeyService { APIKeyService(env: env.serving(context.origin)) }
 
     private func keyId(_ context: GatehouseRequestContext) throws -> String {
         try context.parameters.require("keyId")
     }
 
     /// The caller behind the refresh token, checked before the body is read.
-    private func keyOwner(_ request: Request) async throws -> SessionService.Caller {
-        try await apiKeys.caller(refreshToken: try request.bearerToken())
+    private func keyOwner(_ request: Request, _ context: GatehouseRequestContext) async throws -> SessionService.Caller {
+        try await apiKeys(context).caller(refreshToken: try request.bearerToken())
     }
 
     @Sendable func createAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        let caller = try await keyOwner(request)
+        let caller = try await keyOwner(request, context)
         let body = try await request.decodeClientAPIBody(CreateAPIKeyRequest.self, context: context)
-        return try JSONResponse.make(.created, try await apiKeys.create(caller: caller, name: body.name))
+        return try JSONResponse.make(.created, try await apiKeys(context).create(caller: caller, name: body.name))
     }
 
     @Sendable func listAPIKeys(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try JSONResponse.make(try await apiKeys.list(caller: try await keyOwner(request)))
+        try JSONResponse.make(try await apiKeys(context).list(caller: try await keyOwner(request, context)))
     }
 
     @Sendable func fetchAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try JSONResponse.make(try await apiKeys.fetch(caller: try await keyOwner(request), id: try keyId(context)))
+        try JSONResponse.make(try await apiKeys(context).fetch(caller: try await keyOwner(request, context), id: try keyId(context)))
     }
 
     @Sendable func deleteAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await apiKeys.delete(caller: try await keyOwner(request), id: try keyId(context))
+        try await apiKeys(context).delete(caller: try await keyOwner(request, context), id: try keyId(context))
         return JSONResponse.noContent()
     }
 
     @Sendable func enableAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await apiKeys.setDisabled(caller: try await keyOwner(request), id: try keyId(context), disabled: false)
+        try await apiKeys(context).setDisabled(caller: try await keyOwner(request, context), id: try keyId(context), disabled: false)
         return JSONResponse.noContent()
     }
 
     @Sendable func disableAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await apiKeys.setDisabled(caller: try await keyOwner(request), id: try keyId(context), disabled: true)
+        try await apiKeys(context).setDisabled(caller: try await keyOwner(request, context), id: try keyId(context), disabled: true)
         return JSONResponse.noContent()
     }
 }

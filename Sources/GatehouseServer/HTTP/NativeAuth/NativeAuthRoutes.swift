@@ -42,7 +42,7 @@ struct NativeAuthRoutes {
         { [env] request, context in
             let appId = try context.parameters.require("appId")
             let form = try await request.decodeNativeAuthForm(context: context)
-            let service = NativeAuthService(env: env)
+            let service = NativeAuthService(env: env.serving(context.origin))
             let client = try service.client(appId: appId, form: form)
             var response = try JSONResponse.make(try await action(service, client, form))
             if let correlation = request.headers[NativeAuthErrorResponse.correlationHeader] {

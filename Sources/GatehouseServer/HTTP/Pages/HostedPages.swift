@@ -12,7 +12,8 @@ import NIOCore
 struct HostedPages {
     let env: AuthEnvironment
 
-    private var service: EmailPasswordService { EmailPasswordService(env: env) }
+    /// The request's service, with the client's origin.
+    private func service(_ context: GatehouseRequestContext) -> EmailPasswordService { EmailPasswordService(env: env.serving(context.origin)) }
 
     func register(on router: Router<GatehouseRequestContext>) {
         let app = router.group("app/:appId")
@@ -32,7 +33,7 @@ struct HostedPages {
             guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
                 return Page(status: .badRequest, title: "This link is incomplete", body: incompleteLink(app, csrf, resend: "confirm/send"))
             }
-            switch try await service.tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .confirmation) {
+            switch try await service(context).tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .confirmation) {
             case .valid:
                 return Page(
                     title: "Confirm your email",
@@ -54,13 +55,13 @@ struct HostedPages {
         try await formPage(request, context) { app, form, csrf in
             let token = form["token"] ?? "", tokenId = form["tokenId"] ?? ""
             do {
-                try await service.confirm(appId: app.id, token: token, tokenId: tokenId)
+                try await service(context).confirm(appId: app.id, token: token, tokenId: tokenId)
                 return Page(
                     title: "Your email is confirmed",
                     body: "<p class=\"ok\" role=\"status\">Thank you. Your email address is confirmed; you can sign in to \(htmlEscape(app.name)) now.</p>"
                 )
             } catch AuthError.invalidTokenData {
-                let state = try await service.tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .confirmation)
+                let state = try await service(context).tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .confirmation)
                 return confirmationOutcome(state, app: app, csrf: csrf)
             }
         }
@@ -93,7 +94,7 @@ struct HostedPages {
 
     @Sendable func resendConfirmation(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         try await sendPage(request, context, kind: "confirmation") { app, email in
-            try await service.resendConfirmation(appId: app.id, email: email)
+            try await service(context).resendConfirmation(appId: app.id, email: email)
         }
     }
 
@@ -105,7 +106,7 @@ struct HostedPages {
             guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
                 return Page(status: .badRequest, title: "This link is incomplete", body: incompleteLink(app, csrf, resend: "reset/send"))
             }
-            switch try await service.tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .passwordReset) {
+            switch try await service(context).tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .passwordReset) {
             case .valid:
                 return resetForm(app: app, token: token, tokenId: tokenId, csrf: csrf, error: nil)
             case let state:
@@ -122,7 +123,7 @@ struct HostedPages {
                 return resetForm(app: app, token: token, tokenId: tokenId, csrf: csrf, error: "The two passwords are not the same.")
             }
             do {
-                try await service.resetPassword(appId: app.id, token: token, tokenId: tokenId, password: password)
+                try await service(context).resetPassword(appId: app.id, token: token, tokenId: tokenId, password: password)
                 return Page(
                     title: "Your password is changed",
                     body: "<p class=\"ok\" role=\"status\">Your new password is set, and every device that was signed in has been signed out. Sign in to \(htmlEscape(app.name)) with your new password.</p>"
@@ -130,7 +131,7 @@ struct HostedPages {
             } catch AuthError.passwordPolicy(_, let message) {
                 return resetForm(app: app, token: token, tokenId: tokenId, csrf: csrf, error: message.prefix(1).uppercased() + message.dropFirst() + ".")
             } catch AuthError.invalidTokenData {
-                return resetOutcome(try await service.tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .passwordReset), csrf: csrf)
+                return resetOutcome(try await service(context).tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .passwordReset), csrf: csrf)
             }
         }
     }
@@ -180,7 +181,7 @@ struct HostedPages {
 
     @Sendable func sendReset(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         try await sendPage(request, context, kind: "password reset") { app, email in
-            try await service.sendPasswordReset(appId: app.id, email: email)
+            try await service(context).sendPasswordReset(appId: app.id, email: email)
         }
     }
 

@@ -196,6 +196,32 @@ import Testing
         await drop()
     }
 
+    /// Whether a confirmed account's mailbox was proven moves with it (an account an app confirmed automatically
+    /// stays unproven, so the owner's first proof still resets trust); a version 1 file, which does not say, has its
+    /// confirmed accounts taken as proven.
+    @Test func provenMailboxesMoveAndVersionOneFilesCountConfirmedAsProven() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var source = testConfiguration(database: .sqliteFile(folder.appendingPathComponent("proven.sqlite").path))
+        source.apps[0].localUserpass?.confirmation = .auto
+        let clock = ManualClock()
+        try await withGatehouse(source, clock: clock) { _, client throws in
+            #expect(try await client.register("auto@example.com").status == .created)
+        }
+        let lines = try await Self.export(source, clock: clock, sessions: false)
+        #expect(lines.first?.contains(#""version":2"#) == true)
+        for (file, provenAfter) in [(lines, false), (lines.map { $0.replacing(#""version":2"#, with: #""version":1"#) }, true)] {
+            let (target, drop) = try await Self.target(in: folder.appendingPathComponent(UUID().uuidString))
+            _ = try await Self.importLines(file, into: target)
+            try await withGatehouse(target, clock: clock) { gatehouse, _ in
+                let account = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "auto@example.com"))
+                #expect(account.confirmedAt != nil)
+                #expect((account.mailboxProvenAt != nil) == provenAfter)
+            }
+            await drop()
+        }
+    }
+
     @Test func timestampsAndBytesRoundTripExactly() throws {
         for milliseconds: Int64 in [0, 1, 999, -1, -1001, 1_800_000_000_123, 1_795_000_000_001, 253_402_300_799_999] {
             let encoded = try JSONEncoder().encode(TransferFormat.Timestamp(milliseconds: milliseconds))

@@ -18,7 +18,10 @@ import GatehouseWire
 /// flows in progress, the outbox and the send-limit log.
 enum TransferFormat {
     static let name = "gatehouse-export"
-    static let version = 1
+    /// Version 2 added `mailboxProvenAt` to email accounts; version 1 files are read too (a confirmed account in one is
+    /// taken as proven).
+    static let version = 2
+    static let readableVersions = 1...2
 
     struct Header: Codable, Equatable {
         var format: String
@@ -104,6 +107,8 @@ enum TransferFormat {
         /// Argon2id PHC string as stored; empty for an account that signs in with email codes only.
         var passwordHash: String
         var confirmedAt: Timestamp?
+        /// When the owner first proved they read the address (version 2); absent for an account that was never proven.
+        var mailboxProvenAt: Timestamp? = nil
         var createdAt: Timestamp
     }
 

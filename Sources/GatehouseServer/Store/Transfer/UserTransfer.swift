@@ -95,7 +95,7 @@ struct UserTransfer {
                     let account = try SQLStore.account(row)
                     accounts[account.userId] = TransferFormat.EmailAccount(
                         email: account.email, passwordHash: account.passwordHash, confirmedAt: account.confirmedAt.map(TransferFormat.Timestamp.init),
-                        createdAt: .init(try row.date("created_at"))
+                        mailboxProvenAt: account.mailboxProvenAt.map(TransferFormat.Timestamp.init), createdAt: .init(try row.date("created_at"))
                     )
                 }
                 var live: [String: [SessionRecord]] = [:]
@@ -178,8 +178,11 @@ struct UserTransfer {
             guard let first = try readLine() else { throw TransferError("the input is empty; expected a \(TransferFormat.name) file") }
             let header = try decode(TransferFormat.Header.self, first)
             guard header.format == TransferFormat.name else { throw TransferError(line: number, "not a \(TransferFormat.name) file (format \"\(header.format)\")") }
-            guard header.version == TransferFormat.version else {
-                throw TransferError(line: number, "format version \(header.version) is not supported (this Gatehouse reads version \(TransferFormat.version))")
+            guard TransferFormat.readableVersions.contains(header.version) else {
+                throw TransferError(
+                    line: number,
+                    "format version \(header.version) is not supported (this Gatehouse reads versions \(TransferFormat.readableVersions.lowerBound) to \(TransferFormat.readableVersions.upperBound))"
+                )
             }
 
             var summary = TransferSummary()
@@ -193,7 +196,7 @@ struct UserTransfer {
                         summary.signingKeys += 1
                     case .user:
                         guard let user = line.user else { continue }
-                        let records = try Self.records(user, apps: apps)
+                        let records = try Self.records(user, apps: apps, version: header.version)
                         try await SQLStore.insertUser(records.user, tx)
                         for identity in records.identities { try await SQLStore.insertIdentity(identity, tx) }
                         for key in records.apiKeys { try await SQLStore.insertAPIKey(key, tx) }
@@ -224,7 +227,7 @@ struct UserTransfer {
     }
 
     /// The rows of one exported user, checked: a line that would make an account no one can sign in to is refused.
-    private static func records(_ user: TransferFormat.User, apps: Set<String>) throws -> (
+    private static func records(_ user: TransferFormat.User, apps: Set<String>, version: Int) throws -> (
         user: UserRecord, identities: [IdentityRecord], account: (EmailAccountRecord, Date)?, sessions: [SessionRecord], apiKeys: [APIKeyRecord]
     ) {
         guard isObjectID(user.id) else { throw TransferError("user id \"\(user.id)\" is not 24 lowercase hex digits") }
@@ -258,8 +261,8 @@ struct UserTransfer {
                 EmailAccountRecord(
                     appId: user.appId, email: exported.email, userId: user.id, passwordHash: exported.passwordHash,
                     confirmedAt: exported.confirmedAt?.date,
-                    // The export does not say how an account was confirmed: a confirmed account is taken as proven.
-                    mailboxProvenAt: exported.confirmedAt?.date
+                    // Version 1 files do not say how an account was confirmed: a confirmed one is taken as proven.
+                    mailboxProvenAt: version == 1 ? exported.confirmedAt?.date : exported.mailboxProvenAt?.date
                 ),
                 exported.createdAt.date
             )

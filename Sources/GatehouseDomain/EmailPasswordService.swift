@@ -21,7 +21,7 @@ package struct EmailPasswordService: Sendable {
     }
 
     private func checkPassword(_ password: String, email: EmailAddress?, _ policy: PasswordPolicy) throws(AuthError) {
-        if let violation = policy.violation(password, email: email?.normalized) { throw .passwordPolicy(violation, policy.message(violation)) }
+        try policy.check(password, email: email?.normalized)
     }
 
     /// `register`: a pending account and a confirmation email, or (with `confirmation: auto`) a confirmed account.

@@ -15,7 +15,7 @@ package struct NativeAuthForm: Sendable {
     }
 
     /// The field's value, or `invalid_request` (90100) naming it.
-    package func required(_ name: String) throws(NativeAuthFailure) -> String {
+    package func required(_ name: String) throws(NativeFlowError) -> String {
         guard let value = optional(name) else { throw .invalidParameter(name) }
         return value
     }
@@ -50,7 +50,7 @@ package struct NativeAuthService: Sendable {
     }
 
     /// Resolves the app and checks that native auth is on and the `client_id` is one of its clients.
-    package func client(appId: String, form: NativeAuthForm) throws(NativeAuthFailure) -> Client {
+    package func client(appId: String, form: NativeAuthForm) throws(NativeFlowError) -> Client {
         guard let app = env.configuration.app(id: appId) else { throw .appNotFound(appId) }
         guard let settings = app.nativeAuth, settings.enabled else { throw .nativeAuthDisabled }
         let clientId = try form.required("client_id")
@@ -59,14 +59,14 @@ package struct NativeAuthService: Sendable {
     }
 
     /// The request's `challenge_type` list, which must include `redirect`. Unknown types are ignored.
-    package func challengeTypes(_ form: NativeAuthForm) throws(NativeAuthFailure) -> Set<NativeAuthChallengeType> {
+    package func challengeTypes(_ form: NativeAuthForm) throws(NativeFlowError) -> Set<NativeAuthChallengeType> {
         let types = Set(try form.required("challenge_type").split(whereSeparator: { $0 == " " || $0 == "," || $0 == "+" })
             .compactMap { NativeAuthChallengeType(rawValue: String($0)) })
         guard types.contains(.redirect) else { throw .missingRedirect }
         return types
     }
 
-    package func username(_ form: NativeAuthForm) throws(NativeAuthFailure) -> EmailAddress {
+    package func username(_ form: NativeAuthForm) throws(NativeFlowError) -> EmailAddress {
         guard let text = form.optional("username"), let email = EmailAddress(text) else { throw .invalidParameter("username") }
         return email
     }
@@ -109,10 +109,10 @@ package struct NativeAuthService: Sendable {
         guard let token = OpaqueToken(text), let flow = try await env.store.flow(id: token.id),
             flow.appId == client.app.id, flow.clientId == client.id, kinds.contains(flow.kind),
             Secrets.constantTimeEquals(token.hash, flow.tokenHash)
-        else { throw NativeAuthFailure.invalidContinuationToken() }
-        guard flow.tokenExpiresAt > env.clock.now else { throw NativeAuthFailure.expiredContinuationToken }
+        else { throw NativeFlowError.invalidContinuationToken() }
+        guard flow.tokenExpiresAt > env.clock.now else { throw NativeFlowError.expiredContinuationToken }
         guard steps.contains(flow.step) else {
-            throw NativeAuthFailure.invalidContinuationToken("the continuation token is not valid for this endpoint")
+            throw NativeFlowError.invalidContinuationToken("the continuation token is not valid for this endpoint")
         }
         return (flow, token)
     }
@@ -136,9 +136,9 @@ package struct NativeAuthService: Sendable {
         do {
             advanced = try await env.store.advanceFlow(flow, from: token.hash, now: now, effects: effects)
         } catch StoreError.conflict {
-            throw NativeAuthFailure.userAlreadyExists
+            throw NativeFlowError.userAlreadyExists
         }
-        guard advanced else { throw NativeAuthFailure.invalidContinuationToken("the continuation token was already used") }
+        guard advanced else { throw NativeFlowError.invalidContinuationToken("the continuation token was already used") }
         return (flow, next)
     }
 
@@ -146,7 +146,7 @@ package struct NativeAuthService: Sendable {
     package func recordAttempt(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws {
         guard try await env.store.recordFlowAttempt(id: flow.id, tokenHash: token.hash, limit: client.settings.code.maxAttempts) else {
             env.logger.notice("native auth flow out of attempts", metadata: ["app": "\(client.app.id)", "flow": "\(flow.id)"])
-            throw NativeAuthFailure.tooManyAttempts
+            throw NativeFlowError.tooManyAttempts
         }
     }
 
@@ -158,15 +158,15 @@ package struct NativeAuthService: Sendable {
     package func sendCode(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws -> NativeAuthStepResponse {
         let settings = client.settings
         let now = env.clock.now
-        guard flow.attempts < settings.code.maxAttempts else { throw NativeAuthFailure.tooManyAttempts }
+        guard flow.attempts < settings.code.maxAttempts else { throw NativeFlowError.tooManyAttempts }
         if let sentAt = flow.codeSentAt {
             let wait = sentAt.addingTimeInterval(TimeInterval(settings.code.resendInterval)).timeIntervalSince(now)
-            if wait > 0 { throw NativeAuthFailure.resendTooSoon(retryAfter: Int(wait.rounded(.up))) }
+            if wait > 0 { throw NativeFlowError.resendTooSoon(retryAfter: Int(wait.rounded(.up))) }
         }
         do {
             try await env.checkSendLimit(.oneTimeCode, app: client.app, address: flow.username)
         } catch AuthError.tooManyEmails(let retryAfter) {
-            throw NativeAuthFailure.tooManyEmails(retryAfter: retryAfter)
+            throw NativeFlowError.tooManyEmails(retryAfter: retryAfter)
         }
         // A sign-up for a taken address mails its owner a notice instead of a code, and no code can match: the caller
         // sees a sign-up like any other, the owner hears of it. (The same statements run either way.)
@@ -202,9 +202,9 @@ package struct NativeAuthService: Sendable {
         try await recordAttempt(flow, token: token, client: client)
         guard let expected = flow.codeHash, code.utf8.count <= 32,
             Secrets.constantTimeEquals(OneTimeCode.hash(code, flowId: flow.id), expected)
-        else { throw NativeAuthFailure.invalidCode() }
+        else { throw NativeFlowError.invalidCode() }
         guard let expiry = flow.codeExpiresAt, expiry > env.clock.now else {
-            throw NativeAuthFailure.invalidCode("the code has expired; ask for a new one")
+            throw NativeFlowError.invalidCode("the code has expired; ask for a new one")
         }
     }
 
@@ -217,7 +217,7 @@ package struct NativeAuthService: Sendable {
     }
 
     /// Refuses a password that breaks the app's policy, with the rule's suberror. `email`: the flow's (normalized).
-    package func checkNewPassword(_ password: String, email: String, client: Client) throws(NativeAuthFailure) {
+    package func checkNewPassword(_ password: String, email: String, client: Client) throws(NativeFlowError) {
         let policy = client.app.passwordPolicy
         do {
             try policy.check(password, email: email)

@@ -18,9 +18,9 @@ extension NativeAuthService {
         let email = try username(form)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
         if client.app.revealUserExistence {
-            guard let account else { throw NativeAuthFailure.userNotFound }
+            guard let account else { throw NativeFlowError.userNotFound }
             // Without revealUserExistence a code-only account may reset, which gives it its first password.
-            if account.passwordHash.isEmpty { throw NativeAuthFailure.userHasNoPassword }
+            if account.passwordHash.isEmpty { throw NativeFlowError.userHasNoPassword }
         }
         guard types.contains(.oob) else {
             return redirect("a password reset needs a one-time code, and the client does not take codes (oob)", client: client)
@@ -44,11 +44,11 @@ extension NativeAuthService {
     package func resetPasswordContinue(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
         let grant = try form.required("grant_type")
         guard grant == NativeAuthGrantType.oob.rawValue else {
-            throw NativeAuthFailure.invalidContinuationToken("grant_type '\(grant.prefix(64))' does not continue a password reset")
+            throw NativeFlowError.invalidContinuationToken("grant_type '\(grant.prefix(64))' does not continue a password reset")
         }
         var (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.codeSent])
         try await checkCode(flow, token: token, client: client, form: form)
-        guard flow.userId != nil else { throw NativeAuthFailure.invalidCode() }
+        guard flow.userId != nil else { throw NativeFlowError.invalidCode() }
         flow.verified = true
         flow.codeHash = nil
         let (_, next) = try await advance(flow, from: token, to: .newPassword, client: client)
@@ -59,7 +59,7 @@ extension NativeAuthService {
     package func resetPasswordSubmit(client: Client, form: NativeAuthForm) async throws -> NativeAuthSubmitResponse {
         let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.newPassword])
         let hash = try await hashNewPassword(try form.required("new_password"), email: flow.username, client: client)
-        guard let userId = flow.userId else { throw NativeAuthFailure.invalidContinuationToken() }
+        guard let userId = flow.userId else { throw NativeFlowError.invalidContinuationToken() }
         let (_, next) = try await advance(flow, from: token, to: .submitted, client: client, effects: [.resetPassword(userId: userId, email: flow.username, passwordHash: hash)])
         env.logger.info("password reset", metadata: ["app": "\(client.app.id)", "user": "\(userId)", "via": "native auth"])
         await env.audit(.resetCompleted, app: client.app.id, user: userId, detail: ["via": "native auth"])

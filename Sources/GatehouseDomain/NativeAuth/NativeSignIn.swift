@@ -15,7 +15,7 @@ extension NativeAuthService {
         let email = try username(form)
         try await env.checkRateLimit(.login, app: client.app, identifier: email.normalized)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
-        if account == nil, client.app.revealUserExistence { throw NativeAuthFailure.userNotFound }
+        if account == nil, client.app.revealUserExistence { throw NativeFlowError.userNotFound }
         guard types.contains(.oob) || types.contains(.password) else {
             return redirect("the client takes neither codes (oob) nor passwords", client: client)
         }
@@ -91,34 +91,34 @@ extension NativeAuthService {
             do {
                 user = try await LoginService(env: env).prove(.emailPassword(username: flow.username, password: password), app: client.app, via: "native auth").user
             } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
-                throw NativeAuthFailure.invalidCredentials
+                throw NativeFlowError.invalidCredentials
             } catch AuthError.userDisabled {
-                throw NativeAuthFailure.userDisabled
+                throw NativeFlowError.userDisabled
             }
             return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
         case .oob:
             let (flow, token) = try await loadFlow(form, client: client, kinds: [.signIn], steps: [.codeSent])
             try await checkCode(flow, token: token, client: client, form: form)
-            guard let userId = flow.userId, let user = try await env.store.user(id: userId) else { throw NativeAuthFailure.invalidCode() }
-            guard !user.disabled else { throw NativeAuthFailure.userDisabled }
+            guard let userId = flow.userId, let user = try await env.store.user(id: userId) else { throw NativeFlowError.invalidCode() }
+            guard !user.disabled else { throw NativeFlowError.userDisabled }
             return try await finish(flow, token: token, user: user, client: client, scopes: scopes, confirmEmail: true)
         case .continuationToken:
             let (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp, .resetPassword], steps: [.completed])
             try checkUsername(form, flow: flow)
             guard let userId = flow.userId, let user = try await env.store.user(id: userId) else {
-                throw NativeAuthFailure.invalidContinuationToken("the account of this flow no longer exists")
+                throw NativeFlowError.invalidContinuationToken("the account of this flow no longer exists")
             }
-            guard !user.disabled else { throw NativeAuthFailure.userDisabled }
+            guard !user.disabled else { throw NativeFlowError.userDisabled }
             return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
         case .refreshToken:
             return try await refresh(client: client, form: form, scopes: scopes)
         default:
-            throw NativeAuthFailure.unsupportedGrantType(grant)
+            throw NativeFlowError.unsupportedGrantType(grant)
         }
     }
 
     /// The `username` a client sends with a grant must be the flow's.
-    private func checkUsername(_ form: NativeAuthForm, flow: NativeFlowRecord) throws(NativeAuthFailure) {
+    private func checkUsername(_ form: NativeAuthForm, flow: NativeFlowRecord) throws(NativeFlowError) {
         if let username = form.optional("username"), EmailAddress(username)?.normalized != flow.username {
             throw .invalidContinuationToken("the username does not match this flow")
         }
@@ -197,17 +197,17 @@ extension NativeAuthService {
         let text = try form.required("refresh_token")
         guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
             found.session.appId == client.app.id, found.session.clientId == client.id
-        else { throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid") }
+        else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
         var session = found.session
         let now = env.clock.now
         switch SessionService.problem(with: session, user: found.user, app: client.app, now: now, refreshing: true) {
         case nil: break
-        case .revoked?: throw NativeAuthFailure.invalidRefreshToken("the session was revoked; sign in again")
-        case .expired?, .idle?: throw NativeAuthFailure.expiredRefreshToken
-        case .userGone?: throw NativeAuthFailure.invalidRefreshToken("the user no longer exists")
-        case .userDisabled?: throw NativeAuthFailure.userDisabled
+        case .revoked?: throw NativeFlowError.invalidRefreshToken("the session was revoked; sign in again")
+        case .expired?, .idle?: throw NativeFlowError.expiredRefreshToken
+        case .userGone?: throw NativeFlowError.invalidRefreshToken("the user no longer exists")
+        case .userDisabled?: throw NativeFlowError.userDisabled
         }
-        guard let user = found.user else { throw NativeAuthFailure.invalidRefreshToken("the user no longer exists") }
+        guard let user = found.user else { throw NativeFlowError.invalidRefreshToken("the user no longer exists") }
         let presentedHash = presented.hash
         let window = TimeInterval(client.settings.refreshTokenReuseWindow)
         /// A spent token came back after its window: someone holds a copy. The whole session ends, so that a thief
@@ -219,7 +219,7 @@ extension NativeAuthService {
                 metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "session": "\(session.id)"]
             )
             await env.audit(.refreshTokenReused, app: client.app.id, user: session.userId, detail: ["session": session.id])
-            throw NativeAuthFailure.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
+            throw NativeFlowError.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
         }
         let isCurrent = Secrets.constantTimeEquals(presentedHash, session.secretHash)
         guard isCurrent || session.previousSecretHash.map({ Secrets.constantTimeEquals(presentedHash, $0) }) == true else {
@@ -227,9 +227,9 @@ extension NativeAuthService {
             // retry of a race it already won; after it, a copy.
             if let spentAt = try await env.store.spentRefreshSecret(sessionId: session.id, secretHash: presentedHash) {
                 if now.timeIntervalSince(spentAt) > window { try await endSession(session) }
-                throw NativeAuthFailure.invalidRefreshToken("the refresh token was already used")
+                throw NativeFlowError.invalidRefreshToken("the refresh token was already used")
             }
-            throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid")
+            throw NativeFlowError.invalidRefreshToken("the refresh token is not valid")
         }
         // Counted once the secret is known to be the session's (as the Client API's refresh does): a session id alone,
         // which access tokens carry in `sid`, must not let anyone use up the session's refresh allowance. And counted
@@ -249,7 +249,7 @@ extension NativeAuthService {
         if secret == nil {
             guard let previous = session.previousSecretHash, Secrets.constantTimeEquals(presentedHash, previous),
                 let salt = session.rotationSalt, let rotatedAt = session.rotatedAt
-            else { throw NativeAuthFailure.invalidRefreshToken("the refresh token is not valid") }
+            else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
             let next = Self.derive(presented.secret, salt: salt)
             guard now.timeIntervalSince(rotatedAt) <= window, Secrets.constantTimeEquals(Self.sha256(next), session.secretHash),
                 session.revokedAt == nil

@@ -20,7 +20,7 @@ extension NativeAuthService {
         }
         let password = form.optional("password")
         if password != nil, !settings.signUpMethods.contains(.emailPassword) {
-            throw NativeAuthFailure.invalidRequest("this app signs up with email codes only; send no password")
+            throw NativeFlowError.invalidRequest("this app signs up with email codes only; send no password")
         }
         let attributes = try parseAttributes(form.optional("attributes"), settings: settings)
         if let password { try checkNewPassword(password, email: email.normalized, client: client) }
@@ -30,7 +30,7 @@ extension NativeAuthService {
         if client.app.revealUserExistence, let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized),
             account.confirmedAt != nil
         {
-            throw NativeAuthFailure.userAlreadyExists
+            throw NativeFlowError.userAlreadyExists
         }
         // Hashing is slow; it runs before the flow is written and never inside a transaction.
         let hash = try await password.asyncMap { try await hashNewPassword($0, email: email.normalized, client: client) }
@@ -76,7 +76,7 @@ extension NativeAuthService {
             let given = try parseAttributes(try form.required("attributes"), settings: client.settings)
             flow.attributes.merge(given) { _, new in new }
         default:
-            throw NativeAuthFailure.invalidContinuationToken("grant_type '\(grant.prefix(64))' does not continue a sign-up")
+            throw NativeFlowError.invalidContinuationToken("grant_type '\(grant.prefix(64))' does not continue a sign-up")
         }
         return try await nextSignUpStep(flow, token: token, client: client)
     }
@@ -86,12 +86,12 @@ extension NativeAuthService {
         let settings = client.settings
         if settings.requiresPassword, flow.passwordHash == nil {
             let (_, next) = try await advance(flow, from: token, to: .passwordNeeded, client: client)
-            throw NativeAuthFailure.credentialRequired(continuationToken: next.encoded)
+            throw NativeFlowError.credentialRequired(continuationToken: next.encoded)
         }
         let missing = settings.attributes.filter { $0.required && (flow.attributes[$0.name] ?? "").isEmpty }
         if !missing.isEmpty {
             let (_, next) = try await advance(flow, from: token, to: .attributes, client: client)
-            throw NativeAuthFailure.attributesRequired(
+            throw NativeFlowError.attributesRequired(
                 missing.map {
                     NativeAuthRequiredAttribute(name: $0.name, type: $0.type, required: true, options: $0.regex.map { .init(regex: $0) })
                 },
@@ -101,7 +101,7 @@ extension NativeAuthService {
         // Everything is there: the account is created in the transaction that moves the flow on.
         let now = env.clock.now
         let userId = Secrets.objectID(at: now)
-        guard let email = EmailAddress(flow.email) else { throw NativeAuthFailure.invalidParameter("username") }
+        guard let email = EmailAddress(flow.email) else { throw NativeFlowError.invalidParameter("username") }
         // Confirmed and proven: the code proved the mailbox.
         let (user, identity, account) = EmailPasswordService.newAccount(
             userId: userId, app: client.app, email: email, passwordHash: flow.passwordHash ?? "", confirmed: true, proven: true,
@@ -119,7 +119,7 @@ extension NativeAuthService {
     /// The app's attributes found in `text` (a JSON object), validated. Unknown names are ignored; a list of
     /// strings (a multi-select) is joined with commas; numbers and booleans are taken as their text. Any invalid
     /// value fails them all as `attribute_validation_failed`, naming each.
-    package func parseAttributes(_ text: String?, settings: NativeAuthSettings) throws(NativeAuthFailure) -> [String: String] {
+    package func parseAttributes(_ text: String?, settings: NativeAuthSettings) throws(NativeFlowError) -> [String: String] {
         guard let text else { return [:] }
         guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) else {
             throw .invalidRequest("attributes must be a JSON object, like {\"displayName\":\"Ada\"}")

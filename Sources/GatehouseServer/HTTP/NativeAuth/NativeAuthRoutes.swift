@@ -82,6 +82,8 @@ enum NativeAuthErrorResponse {
         let status: HTTPResponse.Status
         let failure: NativeAuthFailure
         switch error {
+        case let error as NativeFlowError:
+            (status, failure) = (.badRequest, NativeAuthFailure(error))
         case let error as NativeAuthFailure:
             (status, failure) = (.badRequest, error)
         case AuthError.rateLimited(let retryAfter):

@@ -155,7 +155,7 @@ package struct NativeAuthService: Sendable {
     /// Emails a new code (replacing any earlier one) and answers the `oob` challenge. For a flow without an
     /// account (an unknown address in sign-in or reset) the same work runs, but no email leaves and no code can
     /// match.
-    package func sendCode(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws -> NativeAuthStepResponse {
+    package func sendCode(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws -> NativeStep {
         let settings = client.settings
         let now = env.clock.now
         guard flow.attempts < settings.code.maxAttempts else { throw NativeFlowError.tooManyAttempts }
@@ -187,10 +187,9 @@ package struct NativeAuthService: Sendable {
         next.codeExpiresAt = now.addingTimeInterval(TimeInterval(settings.code.ttl))
         next.codeSentAt = now
         let (_, nextToken) = try await advance(next, from: token, to: .codeSent, client: client, effects: [.mail(mail, dryRun: !real && !taken)])
-        return NativeAuthStepResponse(
-            continuationToken: nextToken.encoded, challengeType: .oob, bindingMethod: "prompt", challengeChannel: "email",
-            challengeTargetLabel: OneTimeCode.maskedAddress(flow.email), codeLength: settings.code.length,
-            interval: settings.code.resendInterval
+        return .codeSent(
+            continuationToken: nextToken.encoded, maskedAddress: OneTimeCode.maskedAddress(flow.email), codeLength: settings.code.length,
+            resendInterval: settings.code.resendInterval
         )
     }
 
@@ -228,7 +227,7 @@ package struct NativeAuthService: Sendable {
     }
 
     /// The request's `redirect` answer, logged: the client cannot do what the app needs.
-    package func redirect(_ reason: String, client: Client) -> NativeAuthStepResponse {
+    package func redirect(_ reason: String, client: Client) -> NativeStep {
         env.logger.info("native auth redirect", metadata: ["app": "\(client.app.id)", "reason": "\(reason)"])
         return .redirect(reason: reason)
     }

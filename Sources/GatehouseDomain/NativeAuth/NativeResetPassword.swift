@@ -13,7 +13,7 @@ extension NativeAuthService {
     package static let pollInterval = 1
 
     /// `resetpassword/v1.0/start`.
-    package func resetPasswordStart(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+    package func resetPasswordStart(client: Client, form: NativeAuthForm) async throws -> NativeStep {
         let types = try challengeTypes(form)
         let email = try username(form)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
@@ -27,11 +27,11 @@ extension NativeAuthService {
         }
         let token = try await startFlow(.resetPassword, client: client, email: email, userId: account?.userId, challengeTypes: types)
         await env.audit(.resetRequested, app: client.app.id, user: account?.userId, detail: ["via": "native auth"])
-        return NativeAuthStepResponse(continuationToken: token.encoded)
+        return .next(continuationToken: token.encoded)
     }
 
     /// `resetpassword/v1.0/challenge`: emails a code (first or again).
-    package func resetPasswordChallenge(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+    package func resetPasswordChallenge(client: Client, form: NativeAuthForm) async throws -> NativeStep {
         let types = try challengeTypes(form)
         let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.started, .codeSent])
         guard types.contains(.oob) else {
@@ -41,7 +41,7 @@ extension NativeAuthService {
     }
 
     /// `resetpassword/v1.0/continue` with `grant_type=oob`.
-    package func resetPasswordContinue(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+    package func resetPasswordContinue(client: Client, form: NativeAuthForm) async throws -> NativeStep {
         let grant = try form.required("grant_type")
         guard grant == NativeAuthGrantType.oob.rawValue else {
             throw NativeFlowError.invalidContinuationToken("grant_type '\(grant.prefix(64))' does not continue a password reset")
@@ -52,24 +52,24 @@ extension NativeAuthService {
         flow.verified = true
         flow.codeHash = nil
         let (_, next) = try await advance(flow, from: token, to: .newPassword, client: client)
-        return NativeAuthStepResponse(continuationToken: next.encoded, expiresIn: client.settings.continuationTokenTTL)
+        return .next(continuationToken: next.encoded, expiresIn: client.settings.continuationTokenTTL)
     }
 
     /// `resetpassword/v1.0/submit`: sets the new password.
-    package func resetPasswordSubmit(client: Client, form: NativeAuthForm) async throws -> NativeAuthSubmitResponse {
+    package func resetPasswordSubmit(client: Client, form: NativeAuthForm) async throws -> NativeResetSubmitted {
         let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.newPassword])
         let hash = try await hashNewPassword(try form.required("new_password"), email: flow.username, client: client)
         guard let userId = flow.userId else { throw NativeFlowError.invalidContinuationToken() }
         let (_, next) = try await advance(flow, from: token, to: .submitted, client: client, effects: [.resetPassword(userId: userId, email: flow.username, passwordHash: hash)])
         env.logger.info("password reset", metadata: ["app": "\(client.app.id)", "user": "\(userId)", "via": "native auth"])
         await env.audit(.resetCompleted, app: client.app.id, user: userId, detail: ["via": "native auth"])
-        return NativeAuthSubmitResponse(continuationToken: next.encoded, pollInterval: Self.pollInterval)
+        return NativeResetSubmitted(continuationToken: next.encoded, pollInterval: Self.pollInterval)
     }
 
     /// `resetpassword/v1.0/poll_completion`: always `succeeded`, with the token for sign-in after reset.
-    package func resetPasswordPollCompletion(client: Client, form: NativeAuthForm) async throws -> NativeAuthPollResponse {
+    package func resetPasswordPollCompletion(client: Client, form: NativeAuthForm) async throws -> NativeResetCompleted {
         let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.submitted])
         let (_, next) = try await advance(flow, from: token, to: .completed, client: client)
-        return NativeAuthPollResponse(status: .succeeded, continuationToken: next.encoded, expiresIn: client.settings.continuationTokenTTL)
+        return NativeResetCompleted(continuationToken: next.encoded, expiresIn: client.settings.continuationTokenTTL)
     }
 }

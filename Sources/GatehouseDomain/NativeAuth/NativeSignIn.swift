@@ -10,7 +10,7 @@ extension NativeAuthService {
     package static let defaultScopes = ["openid", "profile", "offline_access"]
 
     /// `oauth2/v2.0/initiate`.
-    package func signInInitiate(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+    package func signInInitiate(client: Client, form: NativeAuthForm) async throws -> NativeStep {
         let types = try challengeTypes(form)
         let email = try username(form)
         try await env.checkRateLimit(.login, app: client.app, identifier: email.normalized)
@@ -20,11 +20,11 @@ extension NativeAuthService {
             return redirect("the client takes neither codes (oob) nor passwords", client: client)
         }
         let token = try await startFlow(.signIn, client: client, email: email, userId: account?.userId, challengeTypes: types)
-        return NativeAuthStepResponse(continuationToken: token.encoded)
+        return .next(continuationToken: token.encoded)
     }
 
     /// `oauth2/v2.0/challenge`: asks for the password, or emails a code (first or again).
-    package func signInChallenge(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+    package func signInChallenge(client: Client, form: NativeAuthForm) async throws -> NativeStep {
         let types = try challengeTypes(form)
         let (flow, token) = try await loadFlow(form, client: client, kinds: [.signIn], steps: [.started, .codeSent])
         if flow.step == .codeSent {
@@ -34,7 +34,7 @@ extension NativeAuthService {
         switch try await signInMethod(flow, types: types, client: client) {
         case .password:
             let (_, next) = try await advance(flow, from: token, to: .password, client: client)
-            return NativeAuthStepResponse(continuationToken: next.encoded, challengeType: .password)
+            return .passwordRequired(continuationToken: next.encoded)
         case .code:
             return try await sendCode(flow, token: token, client: client)
         case .redirect(let reason):
@@ -77,7 +77,7 @@ extension NativeAuthService {
     }
 
     /// `oauth2/v2.0/token`.
-    package func token(client: Client, form: NativeAuthForm) async throws -> NativeAuthTokenResponse {
+    package func token(client: Client, form: NativeAuthForm) async throws -> NativeTokens {
         let grant = try form.required("grant_type")
         if form.optional("challenge_type") != nil { _ = try challengeTypes(form) }
         let scopes = Self.scopes(form.optional("scope"))
@@ -139,7 +139,7 @@ extension NativeAuthService {
         client: Client,
         scopes: [String],
         confirmEmail: Bool = false
-    ) async throws -> NativeAuthTokenResponse {
+    ) async throws -> NativeTokens {
         let now = env.clock.now
         let refresh = OpaqueToken.make(id: Secrets.objectID(at: now))
         let session = SessionService(env: env).newSession(
@@ -163,7 +163,7 @@ extension NativeAuthService {
         refreshSecret: [UInt8],
         client: Client,
         scopes: [String]
-    ) async throws -> NativeAuthTokenResponse {
+    ) async throws -> NativeTokens {
         let app = client.app
         let access = try SessionService(env: env).accessToken(for: user, session: session, app: app)
         var idToken: String?
@@ -181,11 +181,10 @@ extension NativeAuthService {
             let key = env.keys.current
             idToken = try JWT.sign(claims, key: key)
         }
-        let info = try JSONEncoder().encode(NativeAuthClientInfo(uid: user.id, utid: app.id))
-        return NativeAuthTokenResponse(
-            scope: scopes.joined(separator: " "), expiresIn: app.accessTokenTTL, accessToken: access,
+        return NativeTokens(
+            scopes: scopes, expiresIn: app.accessTokenTTL, accessToken: access,
             refreshToken: scopes.contains("offline_access") ? OpaqueToken(id: session.id, secret: refreshSecret).encoded : nil,
-            idToken: idToken, clientInfo: Base64URL.encode(info)
+            idToken: idToken, userId: user.id, tenantId: app.id
         )
     }
 
@@ -193,7 +192,7 @@ extension NativeAuthService {
     /// presented secret and a random salt kept in the session. Presenting the previous token again within
     /// `refreshTokenReuseWindow` seconds answers the same new token (a client that lost the answer, or two racing
     /// refreshes); later, it revokes the session, because someone replays a token that was already exchanged.
-    private func refresh(client: Client, form: NativeAuthForm, scopes: [String]) async throws -> NativeAuthTokenResponse {
+    private func refresh(client: Client, form: NativeAuthForm, scopes: [String]) async throws -> NativeTokens {
         let text = try form.required("refresh_token")
         guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
             found.session.appId == client.app.id, found.session.clientId == client.id
@@ -264,13 +263,12 @@ extension NativeAuthService {
     /// access token issued to this client, at once: its refresh token stops working, and so do its access tokens at
     /// every Gatehouse endpoint (resource servers that verify tokens offline see them until they expire). Answers 200
     /// whatever the token was, so that it tells nothing about tokens it did not end.
-    package func revoke(client: Client, form: NativeAuthForm) async throws -> NativeAuthRevokeResponse {
+    package func revoke(client: Client, form: NativeAuthForm) async throws {
         let text = try form.required("token")
-        guard let session = try await sessionToRevoke(text, client: client) else { return NativeAuthRevokeResponse() }
+        guard let session = try await sessionToRevoke(text, client: client) else { return }
         try await env.store.revokeSession(id: session.id, now: env.clock.now)
         env.logger.info("signed out", metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "via": "native auth"])
         await env.audit(.logout, app: client.app.id, user: session.userId, detail: ["session": session.id, "via": "native auth"])
-        return NativeAuthRevokeResponse()
     }
 
     /// The live session `text` stands for, if it was issued to `client`.

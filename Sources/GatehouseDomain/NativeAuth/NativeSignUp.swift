@@ -7,7 +7,7 @@ import Logging
 /// attributes] → 200 with the token for `/token grant_type=continuation_token`.
 extension NativeAuthService {
     /// `signup/v1.0/start`.
-    package func signUpStart(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+    package func signUpStart(client: Client, form: NativeAuthForm) async throws -> NativeStep {
         let types = try challengeTypes(form)
         let email = try username(form)
         try await env.checkRateLimit(.registration, app: client.app, identifier: email.normalized)
@@ -37,11 +37,11 @@ extension NativeAuthService {
         let token = try await startFlow(
             .signUp, client: client, email: email, userId: nil, challengeTypes: types, passwordHash: hash, attributes: attributes
         )
-        return NativeAuthStepResponse(continuationToken: token.encoded)
+        return .next(continuationToken: token.encoded)
     }
 
     /// `signup/v1.0/challenge`: sends the first code, sends another (resend), or asks for the password.
-    package func signUpChallenge(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+    package func signUpChallenge(client: Client, form: NativeAuthForm) async throws -> NativeStep {
         let types = try challengeTypes(form)
         let (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.started, .codeSent, .passwordNeeded])
         if flow.step == .passwordNeeded {
@@ -49,7 +49,7 @@ extension NativeAuthService {
                 return redirect("this app requires a password, and the client does not take passwords", client: client)
             }
             let (_, next) = try await advance(flow, from: token, to: .password, client: client)
-            return NativeAuthStepResponse(continuationToken: next.encoded, challengeType: .password)
+            return .passwordRequired(continuationToken: next.encoded)
         }
         guard types.contains(.oob) else {
             return redirect("this app verifies email addresses with a one-time code, and the client does not take codes (oob)", client: client)
@@ -58,7 +58,7 @@ extension NativeAuthService {
     }
 
     /// `signup/v1.0/continue` with `grant_type` `oob`, `password` or `attributes`.
-    package func signUpContinue(client: Client, form: NativeAuthForm) async throws -> NativeAuthStepResponse {
+    package func signUpContinue(client: Client, form: NativeAuthForm) async throws -> NativeStep {
         let grant = try form.required("grant_type")
         var flow: NativeFlowRecord
         let token: OpaqueToken
@@ -82,7 +82,7 @@ extension NativeAuthService {
     }
 
     /// After a successful `continue`: ask for what is still missing, or create the account.
-    private func nextSignUpStep(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws -> NativeAuthStepResponse {
+    private func nextSignUpStep(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws -> NativeStep {
         let settings = client.settings
         if settings.requiresPassword, flow.passwordHash == nil {
             let (_, next) = try await advance(flow, from: token, to: .passwordNeeded, client: client)
@@ -113,7 +113,7 @@ extension NativeAuthService {
             completed, from: token, to: .completed, client: client, effects: [.createAccount(user, identity, account)]
         )
         env.logger.info("user registered", metadata: ["app": "\(client.app.id)", "user": "\(userId)", "via": "native auth"])
-        return NativeAuthStepResponse(continuationToken: next.encoded, expiresIn: settings.continuationTokenTTL)
+        return .next(continuationToken: next.encoded, expiresIn: settings.continuationTokenTTL)
     }
 
     /// The app's attributes found in `text` (a JSON object), validated. Unknown names are ignored; a list of

@@ -16,21 +16,21 @@ struct NativeAuthRoutes {
 
     func register(on router: Router<GatehouseRequestContext>) {
         let native = router.group("native/:appId")
-        native.post(Self.path(.signUpStart), use: route { try await $0.signUpStart(client: $1, form: $2) })
-        native.post(Self.path(.signUpChallenge), use: route { try await $0.signUpChallenge(client: $1, form: $2) })
-        native.post(Self.path(.signUpContinue), use: route { try await $0.signUpContinue(client: $1, form: $2) })
-        native.post(Self.path(.signInInitiate), use: route { try await $0.signInInitiate(client: $1, form: $2) })
-        native.post(Self.path(.signInChallenge), use: route { try await $0.signInChallenge(client: $1, form: $2) })
-        native.post(Self.path(.token), use: route { try await $0.token(client: $1, form: $2) })
-        native.post(Self.path(.resetPasswordStart), use: route { try await $0.resetPasswordStart(client: $1, form: $2) })
-        native.post(Self.path(.resetPasswordChallenge), use: route { try await $0.resetPasswordChallenge(client: $1, form: $2) })
-        native.post(Self.path(.resetPasswordContinue), use: route { try await $0.resetPasswordContinue(client: $1, form: $2) })
-        native.post(Self.path(.resetPasswordSubmit), use: route { try await $0.resetPasswordSubmit(client: $1, form: $2) })
+        native.post(Self.path(.signUpStart), use: route { NativeAuthStepResponse(try await $0.signUpStart(client: $1, form: $2)) })
+        native.post(Self.path(.signUpChallenge), use: route { NativeAuthStepResponse(try await $0.signUpChallenge(client: $1, form: $2)) })
+        native.post(Self.path(.signUpContinue), use: route { NativeAuthStepResponse(try await $0.signUpContinue(client: $1, form: $2)) })
+        native.post(Self.path(.signInInitiate), use: route { NativeAuthStepResponse(try await $0.signInInitiate(client: $1, form: $2)) })
+        native.post(Self.path(.signInChallenge), use: route { NativeAuthStepResponse(try await $0.signInChallenge(client: $1, form: $2)) })
+        native.post(Self.path(.token), use: route { NativeAuthTokenResponse(try await $0.token(client: $1, form: $2)) })
+        native.post(Self.path(.resetPasswordStart), use: route { NativeAuthStepResponse(try await $0.resetPasswordStart(client: $1, form: $2)) })
+        native.post(Self.path(.resetPasswordChallenge), use: route { NativeAuthStepResponse(try await $0.resetPasswordChallenge(client: $1, form: $2)) })
+        native.post(Self.path(.resetPasswordContinue), use: route { NativeAuthStepResponse(try await $0.resetPasswordContinue(client: $1, form: $2)) })
+        native.post(Self.path(.resetPasswordSubmit), use: route { NativeAuthSubmitResponse(try await $0.resetPasswordSubmit(client: $1, form: $2)) })
         native.post(
             Self.path(.resetPasswordPollCompletion),
-            use: route { try await $0.resetPasswordPollCompletion(client: $1, form: $2) }
+            use: route { NativeAuthPollResponse(try await $0.resetPasswordPollCompletion(client: $1, form: $2)) }
         )
-        native.post(Self.path(.revoke), use: route { try await $0.revoke(client: $1, form: $2) })
+        native.post(Self.path(.revoke), use: route { try await $0.revoke(client: $1, form: $2); return NativeAuthRevokeResponse() })
     }
 
     private static func path(_ endpoint: NativeAuthEndpoint) -> RouterPath { RouterPath(endpoint.rawValue) }
@@ -127,5 +127,50 @@ enum NativeAuthErrorResponse {
 
     private static var tooLarge: NativeAuthFailure {
         .invalidRequest("request body exceeds \(GatehouseRequestContext.maxBodySize) bytes", code: 0)
+    }
+}
+
+// MARK: - Encoding the domain's answers
+
+extension NativeAuthStepResponse {
+    /// The body of a step's answer (spec §2): the continuation token, and what the client does next.
+    init(_ step: NativeStep) {
+        switch step {
+        case .next(let token, let expiresIn):
+            self.init(continuationToken: token, expiresIn: expiresIn)
+        case .passwordRequired(let token):
+            self.init(continuationToken: token, challengeType: .password)
+        case .codeSent(let token, let maskedAddress, let codeLength, let resendInterval):
+            self.init(
+                continuationToken: token, challengeType: .oob, bindingMethod: "prompt", challengeChannel: "email",
+                challengeTargetLabel: maskedAddress, codeLength: codeLength, interval: resendInterval
+            )
+        case .redirect(let reason):
+            self = .redirect(reason: reason)
+        }
+    }
+}
+
+extension NativeAuthSubmitResponse {
+    init(_ submitted: NativeResetSubmitted) {
+        self.init(continuationToken: submitted.continuationToken, pollInterval: submitted.pollInterval)
+    }
+}
+
+extension NativeAuthPollResponse {
+    /// A reset's password is set at `submit`, so the first poll already succeeds.
+    init(_ completed: NativeResetCompleted) {
+        self.init(status: .succeeded, continuationToken: completed.continuationToken, expiresIn: completed.expiresIn)
+    }
+}
+
+extension NativeAuthTokenResponse {
+    /// The `/token` answer, with MSAL's `client_info` (base64url JSON of the user and tenant ids).
+    init(_ tokens: NativeTokens) {
+        let info = (try? JSONEncoder().encode(NativeAuthClientInfo(uid: tokens.userId, utid: tokens.tenantId))) ?? Data()
+        self.init(
+            scope: tokens.scopes.joined(separator: " "), expiresIn: tokens.expiresIn, accessToken: tokens.accessToken,
+            refreshToken: tokens.refreshToken, idToken: tokens.idToken, clientInfo: Base64URL.encode(info)
+        )
     }
 }

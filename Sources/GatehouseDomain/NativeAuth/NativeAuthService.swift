@@ -2,21 +2,35 @@ import Foundation
 import GatehouseWire
 import Logging
 
-/// The fields of one form-encoded native auth request.
-package struct NativeAuthForm: Sendable {
-    package var fields: [String: String]
+/// The parameters of one native auth request, as the façade decoded them (form encoding, empty values as absent).
+/// Which a step requires, and in which order it checks them, is the step's to say: ``required(_:_:)``.
+package struct NativeAuthRequest: Sendable, Hashable {
+    package var clientId: String?
+    package var username: String?
+    package var challengeType: String?
+    package var continuationToken: String?
+    package var grantType: String?
+    package var password: String?
+    package var newPassword: String?
+    package var oob: String?
+    package var attributes: String?
+    package var scope: String?
+    package var refreshToken: String?
+    package var token: String?
 
-    package init(_ fields: [String: String]) { self.fields = fields }
-
-    /// The field's value, or nil when absent or empty.
-    package func optional(_ name: String) -> String? {
-        guard let value = fields[name], !value.isEmpty else { return nil }
-        return value
+    package init(
+        clientId: String? = nil, username: String? = nil, challengeType: String? = nil, continuationToken: String? = nil,
+        grantType: String? = nil, password: String? = nil, newPassword: String? = nil, oob: String? = nil, attributes: String? = nil,
+        scope: String? = nil, refreshToken: String? = nil, token: String? = nil
+    ) {
+        (self.clientId, self.username, self.challengeType, self.continuationToken) = (clientId, username, challengeType, continuationToken)
+        (self.grantType, self.password, self.newPassword, self.oob) = (grantType, password, newPassword, oob)
+        (self.attributes, self.scope, self.refreshToken, self.token) = (attributes, scope, refreshToken, token)
     }
 
-    /// The field's value, or `invalid_request` (90100) naming it.
-    package func required(_ name: String) throws(NativeFlowError) -> String {
-        guard let value = optional(name) else { throw .invalidParameter(name) }
+    /// The parameter's value, or ``NativeFlowError/invalidParameter(_:)`` with its protocol name.
+    package func required(_ parameter: KeyPath<NativeAuthRequest, String?>, _ name: String) throws(NativeFlowError) -> String {
+        guard let value = self[keyPath: parameter] else { throw .invalidParameter(name) }
         return value
     }
 }
@@ -50,24 +64,24 @@ package struct NativeAuthService: Sendable {
     }
 
     /// Resolves the app and checks that native auth is on and the `client_id` is one of its clients.
-    package func client(appId: String, form: NativeAuthForm) throws(NativeFlowError) -> Client {
+    package func client(appId: String, request: NativeAuthRequest) throws(NativeFlowError) -> Client {
         guard let app = env.configuration.app(id: appId) else { throw .appNotFound(appId) }
         guard let settings = app.nativeAuth, settings.enabled else { throw .nativeAuthDisabled }
-        let clientId = try form.required("client_id")
+        let clientId = try request.required(\.clientId, "client_id")
         guard settings.clientIds.contains(clientId) else { throw .unauthorizedClient }
         return Client(app: app, settings: settings, id: clientId)
     }
 
     /// The request's `challenge_type` list, which must include `redirect`. Unknown types are ignored.
-    package func challengeTypes(_ form: NativeAuthForm) throws(NativeFlowError) -> Set<NativeAuthChallengeType> {
-        let types = Set(try form.required("challenge_type").split(whereSeparator: { $0 == " " || $0 == "," || $0 == "+" })
+    package func challengeTypes(_ request: NativeAuthRequest) throws(NativeFlowError) -> Set<NativeAuthChallengeType> {
+        let types = Set(try request.required(\.challengeType, "challenge_type").split(whereSeparator: { $0 == " " || $0 == "," || $0 == "+" })
             .compactMap { NativeAuthChallengeType(rawValue: String($0)) })
         guard types.contains(.redirect) else { throw .missingRedirect }
         return types
     }
 
-    package func username(_ form: NativeAuthForm) throws(NativeFlowError) -> EmailAddress {
-        guard let text = form.optional("username"), let email = EmailAddress(text) else { throw .invalidParameter("username") }
+    package func username(_ request: NativeAuthRequest) throws(NativeFlowError) -> EmailAddress {
+        guard let text = request.username, let email = EmailAddress(text) else { throw .invalidParameter("username") }
         return email
     }
 
@@ -100,12 +114,12 @@ package struct NativeAuthService: Sendable {
     /// The flow behind the request's `continuation_token`, if the token is the flow's current one, unexpired, of
     /// this app and client, of one of `kinds`, and at one of `steps`.
     package func loadFlow(
-        _ form: NativeAuthForm,
+        _ request: NativeAuthRequest,
         client: Client,
         kinds: Set<NativeFlowRecord.Kind>,
         steps: Set<NativeFlowRecord.Step>
     ) async throws -> (NativeFlowRecord, OpaqueToken) {
-        let text = try form.required("continuation_token")
+        let text = try request.required(\.continuationToken, "continuation_token")
         guard let token = OpaqueToken(text), let flow = try await env.store.flow(id: token.id),
             flow.appId == client.app.id, flow.clientId == client.id, kinds.contains(flow.kind),
             Secrets.constantTimeEquals(token.hash, flow.tokenHash)
@@ -195,8 +209,8 @@ package struct NativeAuthService: Sendable {
 
     /// Checks the request's `oob` code against the flow's current code; counts the attempt first. Throws
     /// `invalid_oob_value` for a wrong or expired code (the token stays valid for another try or a resend).
-    package func checkCode(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client, form: NativeAuthForm) async throws {
-        let code = try form.required("oob")
+    package func checkCode(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client, request: NativeAuthRequest) async throws {
+        let code = try request.required(\.oob, "oob")
         try await env.checkRateLimit(.code, app: client.app, identifier: flow.id)
         try await recordAttempt(flow, token: token, client: client)
         guard let expected = flow.codeHash, code.utf8.count <= 32,

@@ -13,9 +13,9 @@ extension NativeAuthService {
     package static let pollInterval = 1
 
     /// `resetpassword/v1.0/start`.
-    package func resetPasswordStart(client: Client, form: NativeAuthForm) async throws -> NativeStep {
-        let types = try challengeTypes(form)
-        let email = try username(form)
+    package func resetPasswordStart(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
+        let types = try challengeTypes(request)
+        let email = try username(request)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
         if client.app.revealUserExistence {
             guard let account else { throw NativeFlowError.userNotFound }
@@ -31,9 +31,9 @@ extension NativeAuthService {
     }
 
     /// `resetpassword/v1.0/challenge`: emails a code (first or again).
-    package func resetPasswordChallenge(client: Client, form: NativeAuthForm) async throws -> NativeStep {
-        let types = try challengeTypes(form)
-        let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.started, .codeSent])
+    package func resetPasswordChallenge(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
+        let types = try challengeTypes(request)
+        let (flow, token) = try await loadFlow(request, client: client, kinds: [.resetPassword], steps: [.started, .codeSent])
         guard types.contains(.oob) else {
             return redirect("a password reset needs a one-time code, and the client does not take codes (oob)", client: client)
         }
@@ -41,13 +41,13 @@ extension NativeAuthService {
     }
 
     /// `resetpassword/v1.0/continue` with `grant_type=oob`.
-    package func resetPasswordContinue(client: Client, form: NativeAuthForm) async throws -> NativeStep {
-        let grant = try form.required("grant_type")
+    package func resetPasswordContinue(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
+        let grant = try request.required(\.grantType, "grant_type")
         guard grant == NativeAuthGrantType.oob.rawValue else {
             throw NativeFlowError.invalidContinuationToken("grant_type '\(grant.prefix(64))' does not continue a password reset")
         }
-        var (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.codeSent])
-        try await checkCode(flow, token: token, client: client, form: form)
+        var (flow, token) = try await loadFlow(request, client: client, kinds: [.resetPassword], steps: [.codeSent])
+        try await checkCode(flow, token: token, client: client, request: request)
         guard flow.userId != nil else { throw NativeFlowError.invalidCode() }
         flow.verified = true
         flow.codeHash = nil
@@ -56,9 +56,9 @@ extension NativeAuthService {
     }
 
     /// `resetpassword/v1.0/submit`: sets the new password.
-    package func resetPasswordSubmit(client: Client, form: NativeAuthForm) async throws -> NativeResetSubmitted {
-        let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.newPassword])
-        let hash = try await hashNewPassword(try form.required("new_password"), email: flow.username, client: client)
+    package func resetPasswordSubmit(client: Client, request: NativeAuthRequest) async throws -> NativeResetSubmitted {
+        let (flow, token) = try await loadFlow(request, client: client, kinds: [.resetPassword], steps: [.newPassword])
+        let hash = try await hashNewPassword(try request.required(\.newPassword, "new_password"), email: flow.username, client: client)
         guard let userId = flow.userId else { throw NativeFlowError.invalidContinuationToken() }
         let (_, next) = try await advance(flow, from: token, to: .submitted, client: client, effects: [.resetPassword(userId: userId, email: flow.username, passwordHash: hash)])
         env.logger.info("password reset", metadata: ["app": "\(client.app.id)", "user": "\(userId)", "via": "native auth"])
@@ -67,8 +67,8 @@ extension NativeAuthService {
     }
 
     /// `resetpassword/v1.0/poll_completion`: always `succeeded`, with the token for sign-in after reset.
-    package func resetPasswordPollCompletion(client: Client, form: NativeAuthForm) async throws -> NativeResetCompleted {
-        let (flow, token) = try await loadFlow(form, client: client, kinds: [.resetPassword], steps: [.submitted])
+    package func resetPasswordPollCompletion(client: Client, request: NativeAuthRequest) async throws -> NativeResetCompleted {
+        let (flow, token) = try await loadFlow(request, client: client, kinds: [.resetPassword], steps: [.submitted])
         let (_, next) = try await advance(flow, from: token, to: .completed, client: client)
         return NativeResetCompleted(continuationToken: next.encoded, expiresIn: client.settings.continuationTokenTTL)
     }

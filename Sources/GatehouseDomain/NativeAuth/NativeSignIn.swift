@@ -10,9 +10,9 @@ extension NativeAuthService {
     package static let defaultScopes = ["openid", "profile", "offline_access"]
 
     /// `oauth2/v2.0/initiate`.
-    package func signInInitiate(client: Client, form: NativeAuthForm) async throws -> NativeStep {
-        let types = try challengeTypes(form)
-        let email = try username(form)
+    package func signInInitiate(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
+        let types = try challengeTypes(request)
+        let email = try username(request)
         try await env.checkRateLimit(.login, app: client.app, identifier: email.normalized)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
         if account == nil, client.app.revealUserExistence { throw NativeFlowError.userNotFound }
@@ -24,9 +24,9 @@ extension NativeAuthService {
     }
 
     /// `oauth2/v2.0/challenge`: asks for the password, or emails a code (first or again).
-    package func signInChallenge(client: Client, form: NativeAuthForm) async throws -> NativeStep {
-        let types = try challengeTypes(form)
-        let (flow, token) = try await loadFlow(form, client: client, kinds: [.signIn], steps: [.started, .codeSent])
+    package func signInChallenge(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
+        let types = try challengeTypes(request)
+        let (flow, token) = try await loadFlow(request, client: client, kinds: [.signIn], steps: [.started, .codeSent])
         if flow.step == .codeSent {
             guard types.contains(.oob) else { return redirect("a code was sent, and the client does not take codes (oob)", client: client) }
             return try await sendCode(flow, token: token, client: client)
@@ -77,15 +77,15 @@ extension NativeAuthService {
     }
 
     /// `oauth2/v2.0/token`.
-    package func token(client: Client, form: NativeAuthForm) async throws -> NativeTokens {
-        let grant = try form.required("grant_type")
-        if form.optional("challenge_type") != nil { _ = try challengeTypes(form) }
-        let scopes = Self.scopes(form.optional("scope"))
+    package func token(client: Client, request: NativeAuthRequest) async throws -> NativeTokens {
+        let grant = try request.required(\.grantType, "grant_type")
+        if request.challengeType != nil { _ = try challengeTypes(request) }
+        let scopes = Self.scopes(request.scope)
         switch NativeAuthGrantType(rawValue: grant) {
         case .password:
-            let (flow, token) = try await loadFlow(form, client: client, kinds: [.signIn], steps: [.password])
-            try checkUsername(form, flow: flow)
-            let password = try form.required("password")
+            let (flow, token) = try await loadFlow(request, client: client, kinds: [.signIn], steps: [.password])
+            try checkUsername(request, flow: flow)
+            let password = try request.required(\.password, "password")
             try await recordAttempt(flow, token: token, client: client)
             let user: UserRecord
             do {
@@ -97,29 +97,29 @@ extension NativeAuthService {
             }
             return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
         case .oob:
-            let (flow, token) = try await loadFlow(form, client: client, kinds: [.signIn], steps: [.codeSent])
-            try await checkCode(flow, token: token, client: client, form: form)
+            let (flow, token) = try await loadFlow(request, client: client, kinds: [.signIn], steps: [.codeSent])
+            try await checkCode(flow, token: token, client: client, request: request)
             guard let userId = flow.userId, let user = try await env.store.user(id: userId) else { throw NativeFlowError.invalidCode() }
             guard !user.disabled else { throw NativeFlowError.userDisabled }
             return try await finish(flow, token: token, user: user, client: client, scopes: scopes, confirmEmail: true)
         case .continuationToken:
-            let (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp, .resetPassword], steps: [.completed])
-            try checkUsername(form, flow: flow)
+            let (flow, token) = try await loadFlow(request, client: client, kinds: [.signUp, .resetPassword], steps: [.completed])
+            try checkUsername(request, flow: flow)
             guard let userId = flow.userId, let user = try await env.store.user(id: userId) else {
                 throw NativeFlowError.invalidContinuationToken("the account of this flow no longer exists")
             }
             guard !user.disabled else { throw NativeFlowError.userDisabled }
             return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
         case .refreshToken:
-            return try await refresh(client: client, form: form, scopes: scopes)
+            return try await refresh(client: client, request: request, scopes: scopes)
         default:
             throw NativeFlowError.unsupportedGrantType(grant)
         }
     }
 
     /// The `username` a client sends with a grant must be the flow's.
-    private func checkUsername(_ form: NativeAuthForm, flow: NativeFlowRecord) throws(NativeFlowError) {
-        if let username = form.optional("username"), EmailAddress(username)?.normalized != flow.username {
+    private func checkUsername(_ request: NativeAuthRequest, flow: NativeFlowRecord) throws(NativeFlowError) {
+        if let username = request.username, EmailAddress(username)?.normalized != flow.username {
             throw .invalidContinuationToken("the username does not match this flow")
         }
     }
@@ -192,8 +192,8 @@ extension NativeAuthService {
     /// presented secret and a random salt kept in the session. Presenting the previous token again within
     /// `refreshTokenReuseWindow` seconds answers the same new token (a client that lost the answer, or two racing
     /// refreshes); later, it revokes the session, because someone replays a token that was already exchanged.
-    private func refresh(client: Client, form: NativeAuthForm, scopes: [String]) async throws -> NativeTokens {
-        let text = try form.required("refresh_token")
+    private func refresh(client: Client, request: NativeAuthRequest, scopes: [String]) async throws -> NativeTokens {
+        let text = try request.required(\.refreshToken, "refresh_token")
         guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
             found.session.appId == client.app.id, found.session.clientId == client.id
         else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
@@ -263,8 +263,8 @@ extension NativeAuthService {
     /// access token issued to this client, at once: its refresh token stops working, and so do its access tokens at
     /// every Gatehouse endpoint (resource servers that verify tokens offline see them until they expire). Answers 200
     /// whatever the token was, so that it tells nothing about tokens it did not end.
-    package func revoke(client: Client, form: NativeAuthForm) async throws {
-        let text = try form.required("token")
+    package func revoke(client: Client, request: NativeAuthRequest) async throws {
+        let text = try request.required(\.token, "token")
         guard let session = try await sessionToRevoke(text, client: client) else { return }
         try await env.store.revokeSession(id: session.id, now: env.clock.now)
         env.logger.info("signed out", metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "via": "native auth"])

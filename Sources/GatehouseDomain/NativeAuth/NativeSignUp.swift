@@ -7,9 +7,9 @@ import Logging
 /// attributes] → 200 with the token for `/token grant_type=continuation_token`.
 extension NativeAuthService {
     /// `signup/v1.0/start`.
-    package func signUpStart(client: Client, form: NativeAuthForm) async throws -> NativeStep {
-        let types = try challengeTypes(form)
-        let email = try username(form)
+    package func signUpStart(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
+        let types = try challengeTypes(request)
+        let email = try username(request)
         try await env.checkRateLimit(.registration, app: client.app, identifier: email.normalized)
         let settings = client.settings
         guard types.contains(.oob) else {
@@ -18,11 +18,11 @@ extension NativeAuthService {
         if settings.requiresPassword, !types.contains(.password) {
             return redirect("this app requires a password, and the client does not take passwords", client: client)
         }
-        let password = form.optional("password")
+        let password = request.password
         if password != nil, !settings.signUpMethods.contains(.emailPassword) {
             throw NativeFlowError.invalidRequest("this app signs up with email codes only; send no password")
         }
-        let attributes = try parseAttributes(form.optional("attributes"), settings: settings)
+        let attributes = try parseAttributes(request.attributes, settings: settings)
         if let password { try checkNewPassword(password, email: email.normalized, client: client) }
         // A pending account (someone's unconfirmed registration) does not stop a sign-up: the code proves the mailbox,
         // and the sign-up restarts that account. A confirmed one is refused only where the app reveals user existence;
@@ -41,9 +41,9 @@ extension NativeAuthService {
     }
 
     /// `signup/v1.0/challenge`: sends the first code, sends another (resend), or asks for the password.
-    package func signUpChallenge(client: Client, form: NativeAuthForm) async throws -> NativeStep {
-        let types = try challengeTypes(form)
-        let (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.started, .codeSent, .passwordNeeded])
+    package func signUpChallenge(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
+        let types = try challengeTypes(request)
+        let (flow, token) = try await loadFlow(request, client: client, kinds: [.signUp], steps: [.started, .codeSent, .passwordNeeded])
         if flow.step == .passwordNeeded {
             guard types.contains(.password) else {
                 return redirect("this app requires a password, and the client does not take passwords", client: client)
@@ -58,22 +58,22 @@ extension NativeAuthService {
     }
 
     /// `signup/v1.0/continue` with `grant_type` `oob`, `password` or `attributes`.
-    package func signUpContinue(client: Client, form: NativeAuthForm) async throws -> NativeStep {
-        let grant = try form.required("grant_type")
+    package func signUpContinue(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
+        let grant = try request.required(\.grantType, "grant_type")
         var flow: NativeFlowRecord
         let token: OpaqueToken
         switch NativeAuthGrantType(rawValue: grant) {
         case .oob:
-            (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.codeSent])
-            try await checkCode(flow, token: token, client: client, form: form)
+            (flow, token) = try await loadFlow(request, client: client, kinds: [.signUp], steps: [.codeSent])
+            try await checkCode(flow, token: token, client: client, request: request)
             flow.verified = true
             flow.codeHash = nil
         case .password:
-            (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.password])
-            flow.passwordHash = try await hashNewPassword(try form.required("password"), email: flow.username, client: client)
+            (flow, token) = try await loadFlow(request, client: client, kinds: [.signUp], steps: [.password])
+            flow.passwordHash = try await hashNewPassword(try request.required(\.password, "password"), email: flow.username, client: client)
         case .attributes:
-            (flow, token) = try await loadFlow(form, client: client, kinds: [.signUp], steps: [.attributes])
-            let given = try parseAttributes(try form.required("attributes"), settings: client.settings)
+            (flow, token) = try await loadFlow(request, client: client, kinds: [.signUp], steps: [.attributes])
+            let given = try parseAttributes(try request.required(\.attributes, "attributes"), settings: client.settings)
             flow.attributes.merge(given) { _, new in new }
         default:
             throw NativeFlowError.invalidContinuationToken("grant_type '\(grant.prefix(64))' does not continue a sign-up")

@@ -16,35 +16,35 @@ struct NativeAuthRoutes {
 
     func register(on router: Router<GatehouseRequestContext>) {
         let native = router.group("native/:appId")
-        native.post(Self.path(.signUpStart), use: route { NativeAuthStepResponse(try await $0.signUpStart(client: $1, form: $2)) })
-        native.post(Self.path(.signUpChallenge), use: route { NativeAuthStepResponse(try await $0.signUpChallenge(client: $1, form: $2)) })
-        native.post(Self.path(.signUpContinue), use: route { NativeAuthStepResponse(try await $0.signUpContinue(client: $1, form: $2)) })
-        native.post(Self.path(.signInInitiate), use: route { NativeAuthStepResponse(try await $0.signInInitiate(client: $1, form: $2)) })
-        native.post(Self.path(.signInChallenge), use: route { NativeAuthStepResponse(try await $0.signInChallenge(client: $1, form: $2)) })
-        native.post(Self.path(.token), use: route { NativeAuthTokenResponse(try await $0.token(client: $1, form: $2)) })
-        native.post(Self.path(.resetPasswordStart), use: route { NativeAuthStepResponse(try await $0.resetPasswordStart(client: $1, form: $2)) })
-        native.post(Self.path(.resetPasswordChallenge), use: route { NativeAuthStepResponse(try await $0.resetPasswordChallenge(client: $1, form: $2)) })
-        native.post(Self.path(.resetPasswordContinue), use: route { NativeAuthStepResponse(try await $0.resetPasswordContinue(client: $1, form: $2)) })
-        native.post(Self.path(.resetPasswordSubmit), use: route { NativeAuthSubmitResponse(try await $0.resetPasswordSubmit(client: $1, form: $2)) })
+        native.post(Self.path(.signUpStart), use: route { NativeAuthStepResponse(try await $0.signUpStart(client: $1, request: $2)) })
+        native.post(Self.path(.signUpChallenge), use: route { NativeAuthStepResponse(try await $0.signUpChallenge(client: $1, request: $2)) })
+        native.post(Self.path(.signUpContinue), use: route { NativeAuthStepResponse(try await $0.signUpContinue(client: $1, request: $2)) })
+        native.post(Self.path(.signInInitiate), use: route { NativeAuthStepResponse(try await $0.signInInitiate(client: $1, request: $2)) })
+        native.post(Self.path(.signInChallenge), use: route { NativeAuthStepResponse(try await $0.signInChallenge(client: $1, request: $2)) })
+        native.post(Self.path(.token), use: route { NativeAuthTokenResponse(try await $0.token(client: $1, request: $2)) })
+        native.post(Self.path(.resetPasswordStart), use: route { NativeAuthStepResponse(try await $0.resetPasswordStart(client: $1, request: $2)) })
+        native.post(Self.path(.resetPasswordChallenge), use: route { NativeAuthStepResponse(try await $0.resetPasswordChallenge(client: $1, request: $2)) })
+        native.post(Self.path(.resetPasswordContinue), use: route { NativeAuthStepResponse(try await $0.resetPasswordContinue(client: $1, request: $2)) })
+        native.post(Self.path(.resetPasswordSubmit), use: route { NativeAuthSubmitResponse(try await $0.resetPasswordSubmit(client: $1, request: $2)) })
         native.post(
             Self.path(.resetPasswordPollCompletion),
-            use: route { NativeAuthPollResponse(try await $0.resetPasswordPollCompletion(client: $1, form: $2)) }
+            use: route { NativeAuthPollResponse(try await $0.resetPasswordPollCompletion(client: $1, request: $2)) }
         )
-        native.post(Self.path(.revoke), use: route { try await $0.revoke(client: $1, form: $2); return NativeAuthRevokeResponse() })
+        native.post(Self.path(.revoke), use: route { try await $0.revoke(client: $1, request: $2); return NativeAuthRevokeResponse() })
     }
 
     private static func path(_ endpoint: NativeAuthEndpoint) -> RouterPath { RouterPath(endpoint.rawValue) }
 
     /// One endpoint: reads the form, resolves app and client, runs `action`, answers its value as JSON (200).
     private func route<Answer: Encodable & Sendable>(
-        _ action: @escaping @Sendable (NativeAuthService, NativeAuthService.Client, NativeAuthForm) async throws -> Answer
+        _ action: @escaping @Sendable (NativeAuthService, NativeAuthService.Client, NativeAuthRequest) async throws -> Answer
     ) -> @Sendable (Request, GatehouseRequestContext) async throws -> Response {
         { [env] request, context in
             let appId = try context.parameters.require("appId")
-            let form = try await request.decodeNativeAuthForm(context: context)
+            let parameters = try await request.decodeNativeAuthRequest(context: context)
             let service = NativeAuthService(env: env.serving(context.origin))
-            let client = try service.client(appId: appId, form: form)
-            var response = try JSONResponse.make(try await action(service, client, form))
+            let client = try service.client(appId: appId, request: parameters)
+            var response = try JSONResponse.make(try await action(service, client, parameters))
             if let correlation = request.headers[NativeAuthErrorResponse.correlationHeader] {
                 response.headers[NativeAuthErrorResponse.correlationHeader] = correlation
             }
@@ -54,9 +54,10 @@ struct NativeAuthRoutes {
 }
 
 extension Request {
-    /// The form fields of a native auth request. Any other content type, or a body that is not valid
-    /// percent-encoded UTF-8, is `invalid_request`; a body over the size limit is 413.
-    func decodeNativeAuthForm(context: some RequestContext) async throws -> NativeAuthForm {
+    /// The parameters of a native auth request, from its form fields (an empty value counts as absent; fields the
+    /// protocol does not have are ignored). Any other content type, or a body that is not valid percent-encoded
+    /// UTF-8, is `invalid_request`; a body over the size limit is 413.
+    func decodeNativeAuthRequest(context: some RequestContext) async throws -> NativeAuthRequest {
         if let type = headers[.contentType], !type.lowercased().hasPrefix("application/x-www-form-urlencoded") {
             throw NativeAuthFailure.invalidRequest("the body must be application/x-www-form-urlencoded")
         }
@@ -67,7 +68,16 @@ extension Request {
         if let field = fields.first(where: { BodyGuard.containsNUL($0.key) || BodyGuard.containsNUL($0.value) }) {
             throw NativeAuthFailure.invalidRequest("AADSTS90100: \(field.key.prefix(64)) contains a NUL character.")
         }
-        return NativeAuthForm(fields)
+        func field(_ name: String) -> String? {
+            guard let value = fields[name], !value.isEmpty else { return nil }
+            return value
+        }
+        return NativeAuthRequest(
+            clientId: field("client_id"), username: field("username"), challengeType: field("challenge_type"),
+            continuationToken: field("continuation_token"), grantType: field("grant_type"), password: field("password"),
+            newPassword: field("new_password"), oob: field("oob"), attributes: field("attributes"), scope: field("scope"),
+            refreshToken: field("refresh_token"), token: field("token")
+        )
     }
 }
 

@@ -1,6 +1,6 @@
 // enumeration-timing: how much does an answer's timing tell about whether an account exists?
 //
-//   swift run -c release enumeration-timing [--rounds N] [--hash-rounds N]
+//   swift run -c release enumeration-timing [--rounds N] [--hash-rounds N] [--only NAME]
 //
 // Starts Gatehouse in this process on a loopback port (SQLite in a temporary folder, the default Argon2id
 // parameters, rate limits and login delays off so that every request does its full work), makes one confirmed
@@ -27,14 +27,20 @@ import NIOHTTP1
 struct Options {
     var rounds = 300
     var hashRounds = 60
+    /// Only the scenarios whose name contains this.
+    var only: String?
 }
 
 func parseOptions() -> Options {
     var options = Options()
     var arguments = CommandLine.arguments.dropFirst()
     while let flag = arguments.popFirst() {
+        if flag == "--only", let name = arguments.popFirst() {
+            options.only = name
+            continue
+        }
         guard let value = arguments.popFirst().flatMap(Int.init), value > 0 else {
-            FileHandle.standardError.write(Data("usage: enumeration-timing [--rounds N] [--hash-rounds N]\n".utf8))
+            FileHandle.standardError.write(Data("usage: enumeration-timing [--rounds N] [--hash-rounds N] [--only NAME]\n".utf8))
             exit(64)
         }
         switch flag {
@@ -180,7 +186,7 @@ let scenarios = [
 
 print("enumeration-timing: known vs unknown account, medians over alternating requests (loopback HTTP, SQLite)")
 print("scenario                  rounds   known p50/p90 ms   unknown p50/p90 ms   Δ p50 ms   Δ/p50")
-for scenario in scenarios {
+for scenario in scenarios where options.only.map(scenario.name.contains) ?? true {
     // Warm-up: the first requests pay for connections, caches and the hasher's memory.
     for warmup in 0..<3 {
         _ = try await time(client, scenario.path, body: try await scenario.body(true, -1 - warmup), contentType: scenario.contentType)

@@ -220,9 +220,13 @@ package struct EmailPasswordService: Sendable {
             guard account.confirmedAt == nil else { throw AuthError.userAlreadyConfirmed }
             try await issue(.confirmation, app: app, local: local, email: email, account: account)
         } else if let account, account.confirmedAt != nil {
-            // Tell the owner, not the caller.
+            // Tell the owner, not the caller, with the statements a pending account's new link runs (a token row,
+            // born superseded so that it can never be redeemed), so that the answer takes as long.
             try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
-            try await env.store.enqueue(env.mail(.alreadyConfirmed, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display)))
+            var (inert, _) = makeToken(.confirmation, app: app, local: local, userId: account.userId, email: email)
+            inert.supersededAt = inert.createdAt
+            let notice = env.mail(.alreadyConfirmed, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display))
+            try await env.store.issueOneTimeToken(inert, mail: notice, dryRun: false)
         } else {
             try await issue(.confirmation, app: app, local: local, email: email, account: account)
         }

@@ -56,8 +56,13 @@ package struct LoginService: Sendable {
         let result = try await SessionService(env: env).startSession(for: proof.user, app: app, device: device, apiKeyId: proof.apiKeyId)
         var detail = ["provider": credential.providerType]
         if let key = proof.apiKeyId { detail["apiKey"] = key }
-        await env.audit(.loginSucceeded, app: app.id, user: proof.user.id, detail: detail)
+        await succeeded(user: proof.user, app: app, detail: detail)
         return result
+    }
+
+    /// Records a session started for `user` (`login_succeeded`), by any login or sign-in of either protocol.
+    func succeeded(user: UserRecord, app: AppSettings, detail: [String: String]) async {
+        await env.audit(.loginSucceeded, app: app.id, user: user.id, detail: detail)
     }
 
     /// Throws ``AuthError/providerNotEnabled(_:)`` unless the app logs in with `provider` (a Client API provider

@@ -152,7 +152,7 @@ extension NativeAuthService {
         if flow.kind == .signUp {
             await env.audit(.registration, app: client.app.id, user: user.id, detail: ["via": "native auth"])
         }
-        await env.audit(.loginSucceeded, app: client.app.id, user: user.id, detail: ["via": "native auth \(flow.kind.rawValue)"])
+        await LoginService(env: env).succeeded(user: user, app: client.app, detail: ["via": "native auth \(flow.kind.rawValue)"])
         return try await tokens(user: user, session: session, refreshSecret: refresh.secret, client: client, scopes: scopes)
     }
 

@@ -834,11 +834,11 @@ struct SQLStore: GatehouseStore {
     private static func insertToken(_ token: OneTimeTokenRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             """
-            INSERT INTO one_time_tokens (id, app_id, kind, user_id, secret_hash, created_at, expires_at, email)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            INSERT INTO one_time_tokens (id, app_id, kind, user_id, secret_hash, created_at, expires_at, email, superseded_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
             """,
             .text(token.id), .text(token.appId), .text(token.kind.rawValue), .text(token.userId), .blob(token.secretHash),
-            SQLValue(token.createdAt), SQLValue(token.expiresAt), SQLValue(token.email)
+            SQLValue(token.createdAt), SQLValue(token.expiresAt), SQLValue(token.email), SQLValue(token.supersededAt)
         )
     }
 

@@ -20,9 +20,6 @@ package struct EmailPasswordService: Sendable {
         return (app, local)
     }
 
-    private func checkPassword(_ password: String, email: EmailAddress?, _ policy: PasswordPolicy) throws(AuthError) {
-        try policy.check(password, email: email?.normalized)
-    }
 
     /// `register`: a pending account and a confirmation email, or (with `confirmation: auto`) a confirmed account.
     ///
@@ -34,7 +31,7 @@ package struct EmailPasswordService: Sendable {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
         try await env.checkRateLimit(.registration, app: app, identifier: email.normalized)
-        try checkPassword(password, email: email, local.password)
+        try local.password.check(password, email: email.normalized)
         let existing = try await env.store.emailAccount(appId: app.id, email: email.normalized)
         if app.revealUserExistence, existing != nil { throw AuthError.accountNameInUse }
         // Counted for every registration, taken or not, mailing or not: the limit must not tell them apart.
@@ -78,7 +75,7 @@ package struct EmailPasswordService: Sendable {
             userId: userId, app: app, email: email, passwordHash: hash, confirmed: confirmed, proven: proven, now: now
         )
         if let existing {
-            guard try await env.store.replacePendingRegistration(account, token: token, mail: mail) else {
+            guard try await env.store.replacePendingRegistration(account, token: token, mail: mail, now: now) else {
                 // Confirmed meanwhile: taken after all.
                 return try await registrationRefused(app: app, email: email, owner: existing.userId)
             }
@@ -307,7 +304,7 @@ package struct EmailPasswordService: Sendable {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
         guard local.reset == .function else { throw AuthError.functionNotEnabled("the reset function is not enabled for this app") }
-        try checkPassword(password, email: email, local.password)
+        try local.password.check(password, email: email.normalized)
         try await env.checkSendLimit(.passwordReset, app: app, address: email.normalized)
         let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
         if app.revealUserExistence, account == nil { throw AuthError.userNotFound }
@@ -380,7 +377,7 @@ package struct EmailPasswordService: Sendable {
         }
         // Checked against the account's own address: the password may not be the email.
         let account = try await env.store.identities(userId: record.userId).first { $0.providerType == Self.providerType }
-        try checkPassword(password, email: account.flatMap { EmailAddress($0.externalId) }, local.password)
+        try local.password.check(password, email: account.flatMap { EmailAddress($0.externalId)?.normalized })
         let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
         guard try await env.store.redeemPasswordResetToken(id: record.id, newPasswordHash: hash, now: env.clock.now) else {
             throw AuthError.invalidTokenData
@@ -421,12 +418,6 @@ package struct EmailPasswordService: Sendable {
         try await env.checkRateLimit(.code, app: app, identifier: tokenId)
         guard case .valid(let record) = try await tokenState(appId: app.id, token: token, tokenId: tokenId, kind: kind) else { return nil }
         return record
-    }
-
-    /// `login`: the user for a correct email and password of a confirmed account.
-    package func login(appId: String, username: String, password: String) async throws -> (UserRecord, AppSettings) {
-        let (app, _) = try provider(appId)
-        return (try await authenticate(app: app, username: username, password: password), app)
     }
 
     /// The user for a correct email and password of a confirmed, enabled account, for any sign-in path (the Client

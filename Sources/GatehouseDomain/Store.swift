@@ -31,9 +31,9 @@ package protocol GatehouseStore: Sendable {
         mail: OutboxMessage?
     ) async throws
     /// Replaces a pending registration (the account of `account.userId`, if it is still unconfirmed) with a new one:
-    /// its password and confirmation state, the user's unused tokens superseded, `token` and `mail` stored. One
+    /// its password and confirmation state, the user's unused tokens superseded at `now`, `token` and `mail` stored. One
     /// transaction. False, changing nothing, when the account is gone or confirmed.
-    func replacePendingRegistration(_ account: EmailAccountRecord, token: OneTimeTokenRecord?, mail: OutboxMessage?) async throws -> Bool
+    func replacePendingRegistration(_ account: EmailAccountRecord, token: OneTimeTokenRecord?, mail: OutboxMessage?, now: Date) async throws -> Bool
     /// Deletes the pending registration `account` (its email account, identity and tokens, and its user if that has
     /// no other identity) if the address is still pending for that user. False, changing nothing, otherwise.
     func discardPendingRegistration(_ account: EmailAccountRecord) async throws -> Bool

@@ -109,6 +109,24 @@ func expectForbidden(_ reply: Reply, sourceLocation: SourceLocation = #_sourceLo
         }
     }
 
+    /// A session id alone (every access token carries it in `sid`) with a made-up secret learns nothing about the
+    /// session: not that it was revoked, nor that its user is disabled.
+    @Test func aForgedSecretLearnsNothingAboutTheSession() async throws {
+        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+            let tokens = try await client.nativeSignedUp("forged@example.com")
+            let real = try #require(tokens.refreshToken)
+            let forged = OpaqueToken(id: try #require(OpaqueToken(real)).id, secret: Secrets.randomBytes(32)).encoded
+            let live = try await client.nativeRefresh(forged)
+            #expect(try await client.native(.revoke, ["token": real]).status == .ok)
+            let revoked = try await client.nativeRefresh(forged)
+            for reply in [live, revoked] {
+                expectNativeError(reply, .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+                #expect(reply.nativeError?.errorDescription.contains("not valid") == true, "\(reply.text)")
+            }
+            #expect(try await storedSession(gatehouse, real).revokedAt != nil)
+        }
+    }
+
     /// Inside the window a grandparent token is a client's late retry of a race it already won: refused, but the
     /// session lives. Any number of rotations back, after the window, it ends the session.
     @Test func aSpentTokenInsideTheWindowIsRefusedWithoutEndingTheSession() async throws {

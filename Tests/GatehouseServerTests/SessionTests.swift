@@ -43,9 +43,10 @@ import Testing
             let spy = SpyHasher(base: gatehouse.env.hasher)
             var env = gatehouse.env
             env.hasher = spy
-            let service = EmailPasswordService(env: env)
-            await #expect(throws: AuthError.invalidCredentials) { try await service.login(appId: "test-app", username: "sam@example.com", password: "nope") }
-            await #expect(throws: AuthError.invalidCredentials) { try await service.login(appId: "test-app", username: "zed@example.com", password: "nope") }
+            let service = LoginService(env: env)
+            let app = try #require(env.configuration.app(id: "test-app"))
+            await #expect(throws: AuthError.invalidCredentials) { try await service.prove(.emailPassword(username: "sam@example.com", password: "nope"), app: app) }
+            await #expect(throws: AuthError.invalidCredentials) { try await service.prove(.emailPassword(username: "zed@example.com", password: "nope"), app: app) }
             #expect(spy.calls == ["verify", "burnVerify"])
         }
     }

@@ -361,8 +361,8 @@ public struct PasswordPolicy: Sendable, Hashable {
         return nil
     }
 
-    /// Refuses a new password that breaks a rule: every flow of either protocol that sets a password (registration,
-    /// sign-up, every kind of reset) asks this. `email`: the account's normalized address, when known.
+    /// Refuses a new password that breaks a rule, as the Client API answers it (native auth flows ask ``violation(_:email:)``
+    /// and answer the rule's suberror). `email`: the account's normalized address, when known.
     package func check(_ password: String, email: String?) throws(AuthError) {
         if let violation = violation(password, email: email) { throw .passwordPolicy(violation, message(violation)) }
     }

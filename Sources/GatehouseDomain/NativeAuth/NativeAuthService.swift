@@ -232,12 +232,7 @@ package struct NativeAuthService: Sendable {
     /// Refuses a password that breaks the app's policy, with the rule's suberror. `email`: the flow's (normalized).
     package func checkNewPassword(_ password: String, email: String, client: Client) throws(NativeFlowError) {
         let policy = client.app.passwordPolicy
-        do {
-            try policy.check(password, email: email)
-        } catch {
-            guard case .passwordPolicy(let violation, _) = error else { throw .invalidRequest("\(error)") }
-            throw .password(violation, policy: policy)
-        }
+        if let violation = policy.violation(password, email: email) { throw .password(violation, policy: policy) }
     }
 
     /// The request's `redirect` answer, logged: the client cannot do what the app needs.

@@ -199,6 +199,10 @@ extension NativeAuthService {
         else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
         var session = found.session
         let now = env.clock.now
+        let presentedHash = presented.hash
+        // The secret first: a session id alone (access tokens carry it in `sid`) tells nothing about the session.
+        let presentedSecret = try await classify(presentedHash, in: session)
+        guard presentedSecret != .unknown else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
         switch SessionService.problem(with: session, user: found.user, app: client.app, now: now, refreshing: true) {
         case nil: break
         case .revoked?: throw NativeFlowError.invalidRefreshToken("the session was revoked; sign in again")
@@ -207,7 +211,6 @@ extension NativeAuthService {
         case .userDisabled?: throw NativeFlowError.userDisabled
         }
         guard let user = found.user else { throw NativeFlowError.invalidRefreshToken("the user no longer exists") }
-        let presentedHash = presented.hash
         let window = TimeInterval(client.settings.refreshTokenReuseWindow)
         /// A spent token came back after its window: someone holds a copy. The whole session ends, so that a thief
         /// who rotated ahead loses it as surely as the owner.
@@ -220,16 +223,13 @@ extension NativeAuthService {
             await env.audit(.refreshTokenReused, app: client.app.id, user: session.userId, detail: ["session": session.id])
             throw NativeFlowError.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
         }
-        let isCurrent = Secrets.constantTimeEquals(presentedHash, session.secretHash)
-        guard isCurrent || session.previousSecretHash.map({ Secrets.constantTimeEquals(presentedHash, $0) }) == true else {
+        if case .spent(let spentAt) = presentedSecret {
             // Older than the previous one: spent two or more rotations ago. Within the window it is a client's late
             // retry of a race it already won; after it, a copy.
-            if let spentAt = try await env.store.spentRefreshSecret(sessionId: session.id, secretHash: presentedHash) {
-                if now.timeIntervalSince(spentAt) > window { try await endSession(session) }
-                throw NativeFlowError.invalidRefreshToken("the refresh token was already used")
-            }
-            throw NativeFlowError.invalidRefreshToken("the refresh token is not valid")
+            if now.timeIntervalSince(spentAt) > window { try await endSession(session) }
+            throw NativeFlowError.invalidRefreshToken("the refresh token was already used")
         }
+        let isCurrent = presentedSecret == .current
         // Counted once the secret is known to be the session's (as the Client API's refresh does): a session id alone,
         // which access tokens carry in `sid`, must not let anyone use up the session's refresh allowance. And counted
         // before the secret rotates: a refresh refused with 429 must leave the client's token as it was, or the retry
@@ -285,13 +285,21 @@ extension NativeAuthService {
         guard let session = try await env.store.session(id: presented.id), session.appId == client.app.id,
             session.clientId == client.id, session.revokedAt == nil
         else { return nil }
-        let hash = presented.hash
-        if Secrets.constantTimeEquals(hash, session.secretHash)
-            || session.previousSecretHash.map({ Secrets.constantTimeEquals(hash, $0) }) == true
-        {
-            return session
-        }
-        return try await env.store.spentRefreshSecret(sessionId: session.id, secretHash: hash) == nil ? nil : session
+        return try await classify(presented.hash, in: session) == .unknown ? nil : session
+    }
+
+    /// What a presented refresh secret is to its session: the current one, the one before (which may be retried
+    /// within the reuse window), one a rotation spent earlier (and when), or none of its secrets. Compared in
+    /// constant time; the store is asked only for a secret that is neither of the first two.
+    private enum PresentedSecret: Equatable {
+        case current, previous, spent(at: Date), unknown
+    }
+
+    private func classify(_ hash: [UInt8], in session: SessionRecord) async throws -> PresentedSecret {
+        if Secrets.constantTimeEquals(hash, session.secretHash) { return .current }
+        if let previous = session.previousSecretHash, Secrets.constantTimeEquals(hash, previous) { return .previous }
+        if let spentAt = try await env.store.spentRefreshSecret(sessionId: session.id, secretHash: hash) { return .spent(at: spentAt) }
+        return .unknown
     }
 
     private static func derive(_ secret: [UInt8], salt: [UInt8]) -> [UInt8] {

@@ -83,7 +83,7 @@ struct SQLStore: GatehouseStore {
         }
     }
 
-    func replacePendingRegistration(_ account: EmailAccountRecord, token: OneTimeTokenRecord?, mail: OutboxMessage?) async throws -> Bool {
+    func replacePendingRegistration(_ account: EmailAccountRecord, token: OneTimeTokenRecord?, mail: OutboxMessage?, now: Date) async throws -> Bool {
         try await db.transaction { tx in
             guard !(try await tx.query(
                 """
@@ -95,7 +95,7 @@ struct SQLStore: GatehouseStore {
             ).isEmpty) else { return false }
             try await tx.query(
                 "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL",
-                SQLValue(token?.createdAt ?? account.confirmedAt ?? Date()), .text(account.userId)
+                SQLValue(now), .text(account.userId)
             )
             if let token { try await Self.insertToken(token, tx) }
             if let mail { try await Self.insertMail(mail, tx) }
@@ -195,15 +195,19 @@ struct SQLStore: GatehouseStore {
     }
 
     private static func deleteUser(id: String, _ tx: any SQLExecutor) async throws {
-        // The keys behind the user's api-key identities: the user's own, and for a server user its server key.
-        try await tx.query(
-            "DELETE FROM api_keys WHERE id IN (SELECT external_id FROM identities WHERE user_id = $1 AND provider_type = 'api-key')",
-            .text(id)
-        )
+        try await deleteAPIKeys(ofUser: id, tx)
         for table in ["sessions", "one_time_tokens", "email_accounts", "identities", "native_flows", "api_keys"] {
             try await tx.query("DELETE FROM \(table) WHERE user_id = $1", .text(id))
         }
         try await tx.query("DELETE FROM users WHERE id = $1", .text(id))
+    }
+
+    /// Deletes the keys behind the user's api-key identities: the user's own, and for a server user its server key.
+    private static func deleteAPIKeys(ofUser userId: String, _ tx: any SQLExecutor) async throws {
+        try await tx.query(
+            "DELETE FROM api_keys WHERE id IN (SELECT external_id FROM identities WHERE user_id = $1 AND provider_type = 'api-key')",
+            .text(userId)
+        )
     }
 
     func setCustomData(appId: String, userId: String, data: [String: JSONValue]) async throws -> Bool {
@@ -333,10 +337,7 @@ struct SQLStore: GatehouseStore {
         let hash = proof.passwordHash(current: try row.text("password_hash"), wasProven: wasProven)
         if proof.resetsTrust(wasProven: wasProven) {
             _ = try await revokeAllSessions(userId: userId, now: now, tx)
-            try await tx.query(
-                "DELETE FROM api_keys WHERE id IN (SELECT external_id FROM identities WHERE user_id = $1 AND provider_type = 'api-key')",
-                .text(userId)
-            )
+            try await deleteAPIKeys(ofUser: userId, tx)
             try await tx.query(
                 "DELETE FROM identities WHERE user_id = $1 AND NOT (provider_type = 'local-userpass' AND external_id = $2)", .text(userId), .text(address)
             )

@@ -24,8 +24,42 @@ swift package describe --type json | python3 scripts/check-module-graphs.py
 
 swift build --build-tests
 
+# One run of the suite under a watchdog. A run takes a few minutes; one still going after GATEHOUSE_TEST_TIMEOUT
+# seconds (default 900) is hung: the watchdog prints the tests that started and never ended (from Swift Testing's
+# event stream) and the test process's threads, then stops it, so CI fails fast and says where.
+run_suite() {
+    local events rc limit="${GATEHOUSE_TEST_TIMEOUT:-900}"
+    events="$(mktemp)"
+    set +e
+    swift test --skip-build --event-stream-output-path "$events" --event-stream-version 0 "$@" &
+    local runner=$!
+    (
+        # Polls once a second, so it ends with the run and leaves nothing behind.
+        for ((waited = 0; waited < limit; waited++)); do
+            sleep 1
+            kill -0 "$runner" 2>/dev/null || exit 0
+        done
+        # Threads first, the names of the hung tests last: the end of a long log is what gets read.
+        for pid in $(pgrep -f 'GatehousePackageTests.xctest'); do
+            echo "== threads of the test process $pid"
+            timeout 60 gdb -p "$pid" -batch -ex 'thread apply all bt 10' 2>/dev/null | grep -E '^(Thread|#)' | cut -c1-180 | head -300
+        done
+        echo "== the test run did not end within $limit s; tests that started and did not end:"
+        python3 scripts/unfinished-tests.py "$events"
+        pkill -KILL -f 'GatehousePackageTests.xctest'
+        kill -KILL "$runner"
+    ) &
+    local watchdog=$!
+    wait "$runner"
+    rc=$?
+    wait "$watchdog"
+    set -e
+    [ -n "${GATEHOUSE_KEEP_EVENTS:-}" ] || rm -f "$events"
+    return "$rc"
+}
+
 echo "== tests on SQLite"
-swift test --skip-build
+run_suite
 
 echo "== fuzzing the API (schemathesis)"
 bash scripts/fuzz.sh
@@ -36,4 +70,4 @@ trap cleanup EXIT
 GATEHOUSE_TEST_POSTGRES_URL="$(bash scripts/postgres-env.sh start "$pgdir")"
 export GATEHOUSE_TEST_POSTGRES_URL
 echo "== tests on PostgreSQL"
-swift test --skip-build
+run_suite

@@ -1,6 +1,7 @@
 import Foundation
 import GatehouseArgon2
 import GatehouseDomain
+import GatehouseTestSupport
 @testable import GatehouseServer
 import GatehouseWire
 import Hummingbird
@@ -24,25 +25,20 @@ struct BrowserTests {
         var screenshots: [String]
     }
 
-    /// Runs Tests/Tools/browser.py and returns its verdict.
-    func browse(_ arguments: [String]) throws -> Outcome {
-        let environment = ProcessInfo.processInfo.environment
-        guard let python = environment["GATEHOUSE_PYTHON"] else {
+    /// Runs Tests/Tools/browser.py and returns its verdict. The browser talks to the in-process server, so the wait
+    /// suspends (``ChildProcess``) rather than holding a thread that server needs.
+    func browse(_ arguments: [String]) async throws -> Outcome {
+        guard let python = ProcessInfo.processInfo.environment["GATEHOUSE_PYTHON"] else {
             Issue.record("GATEHOUSE_PYTHON is not set: run the browser tests with `bash scripts/test.sh`, which installs Chromium and Selenium")
             return Outcome(ok: false, error: "no python", screenshots: [])
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [Self.root.appendingPathComponent("Tests/Tools/browser.py").path] + arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.standardError
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let line = String(decoding: data, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: python), [Self.root.appendingPathComponent("Tests/Tools/browser.py").path] + arguments,
+            within: .seconds(180)
+        )
+        let line = result.stdout.split(separator: "\n").last.map(String.init) ?? ""
         guard let outcome = try? JSONDecoder().decode(Outcome.self, from: Data(line.utf8)) else {
-            Issue.record("browser.py printed no verdict (exit \(process.terminationStatus)): \(line)")
+            Issue.record("browser.py printed no verdict (exit \(result.status)): \(line)\n\(result.stderr)")
             return Outcome(ok: false, error: line, screenshots: [])
         }
         return outcome
@@ -72,7 +68,7 @@ struct BrowserTests {
             #expect(try await client.register("browser@example.com").status == .created)
             let link = try await emailedLink(client, "browser@example.com")
             #expect(link.contains("/app/test-app/confirm?token="))
-            let outcome = try browse(["confirm", link, Self.screenshots.path])
+            let outcome = try await browse(["confirm", link, Self.screenshots.path])
             #expect(outcome.ok, "\(outcome.error ?? "")")
             #expect(outcome.screenshots.count == 2)
             #expect(try await client.login("browser@example.com").status == .ok)
@@ -85,7 +81,7 @@ struct BrowserTests {
             _ = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "browser-reset@example.com"))
             let link = try await emailedLink(client, "browser-reset@example.com")
             #expect(link.contains("/app/test-app/reset?token="))
-            let outcome = try browse(["reset", link, "a new password from the browser", Self.screenshots.path])
+            let outcome = try await browse(["reset", link, "a new password from the browser", Self.screenshots.path])
             #expect(outcome.ok, "\(outcome.error ?? "")")
             #expect(outcome.screenshots.count == 3)
             #expect(try await client.login("browser-reset@example.com", "the old password").status == .unauthorized)

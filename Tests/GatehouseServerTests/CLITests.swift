@@ -28,32 +28,17 @@ import FoundationNetworking
         var stderr: String
     }
 
-    /// Runs `gatehouse` to completion in `folder`.
-    func run(_ arguments: [String], in folder: URL, environment: [String: String] = [:], input: Data? = nil) throws -> Run {
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = arguments
-        process.currentDirectoryURL = folder
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }.merging(environment) { $1 }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        let stdin = Pipe()
-        if input != nil { process.standardInput = stdin }
-        try process.run()
-        if let input {
-            // Written from another thread: a large input must not block while the process's output fills its pipe.
-            let writer = stdin.fileHandleForWriting
-            Thread.detachNewThread {
-                try? writer.write(contentsOf: input)
-                try? writer.close()
-            }
-        }
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    /// Runs `gatehouse` to completion in `folder` (``ChildProcess``: files for its output, a deadline, no thread
+    /// blocked while it runs).
+    func run(_ arguments: [String], in folder: URL, environment: [String: String] = [:], input: Data? = nil) async throws -> Run {
+        let result = try await ChildProcess.run(
+            Self.binary, arguments, environment: Self.environment.merging(environment) { $1 }, directory: folder, input: input
+        )
+        return Run(status: result.status, stdout: result.stdout, stderr: result.stderr)
     }
+
+    /// The test process's environment without its `GATEHOUSE_` variables: the binary sees only what a test gives it.
+    static var environment: [String: String] { ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") } }
 
     func temporaryFolder() throws -> URL {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-cli-\(UUID().uuidString)")
@@ -61,34 +46,34 @@ import FoundationNetworking
         return folder
     }
 
-    @Test func aBadConfigurationExitsBeforeListeningAndNamesTheKey() throws {
+    @Test func aBadConfigurationExitsBeforeListeningAndNamesTheKey() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         try "server: { port: 9999 }\napps:\n  - id: a\n    accessTokenTTL: soon\n".write(to: folder.appendingPathComponent("bad.yaml"), atomically: true, encoding: .utf8)
-        let result = try run(["serve", "--config", "bad.yaml"], in: folder)
+        let result = try await run(["serve", "--config", "bad.yaml"], in: folder)
         #expect(result.status == 78)
         #expect(result.stderr.contains("apps[0].accessTokenTTL"), "\(result.stderr)")
         #expect(!result.stdout.contains("listening"))
 
-        let badFlag = try run(["serve", "--port", "http"], in: folder)
+        let badFlag = try await run(["serve", "--port", "http"], in: folder)
         #expect(badFlag.status == 78)
         #expect(badFlag.stderr.contains("--port"))
 
-        let badEnv = try run(["serve"], in: folder, environment: ["GATEHOUSE_DATABASE_URL": "mongodb://x"])
+        let badEnv = try await run(["serve"], in: folder, environment: ["GATEHOUSE_DATABASE_URL": "mongodb://x"])
         #expect(badEnv.status == 78)
         #expect(badEnv.stderr.contains("GATEHOUSE_DATABASE_URL"))
         // Nothing was created for a configuration that never started.
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".gatehouse").path))
     }
 
-    @Test func migrateAppliesOnceThenReportsUpToDate() throws {
+    @Test func migrateAppliesOnceThenReportsUpToDate() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let first = try run(["migrate"], in: folder)
+        let first = try await run(["migrate"], in: folder)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("applied migrations 1"))
         #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".gatehouse/gatehouse.sqlite").path))
-        let second = try run(["migrate"], in: folder)
+        let second = try await run(["migrate"], in: folder)
         #expect(second.stdout.contains("up to date"))
     }
 
@@ -97,9 +82,9 @@ import FoundationNetworking
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let (config, login) = try await cliAppWithUser(in: folder)
-        let set = try run(["users", "set-data", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId, #"{"plan":"pro"}"#], in: folder)
+        let set = try await run(["users", "set-data", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId, #"{"plan":"pro"}"#], in: folder)
         #expect(set.status == 0, "\(set.stderr)")
-        let refused = try run(["users", "set-data", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId, "[1]"], in: folder)
+        let refused = try await run(["users", "set-data", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId, "[1]"], in: folder)
         #expect(refused.status == 65)
         #expect(refused.stderr.contains("JSON object"))
 
@@ -127,25 +112,25 @@ import FoundationNetworking
         try yaml.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
         let config = try ConfigurationLoader(environment: [:]).load(file: folder.appendingPathComponent("gatehouse.yaml").path)
 
-        let created = try run(["apikeys", "create", "--config", "gatehouse.yaml", "--app", "cli-app", "--name", "backend"], in: folder)
+        let created = try await run(["apikeys", "create", "--config", "gatehouse.yaml", "--app", "cli-app", "--name", "backend"], in: folder)
         #expect(created.status == 0, "\(created.stderr)")
         let id = String(try #require(created.stdout.firstMatch(of: /(?m)^id:\s+([0-9a-f]{24})$/)?.output.1, "\(created.stdout)"))
         let key = String(try #require(created.stdout.firstMatch(of: /(?m)^key:\s+([0-9a-f]{64})$/)?.output.1, "\(created.stdout)"))
         let userId = String(try #require(created.stdout.firstMatch(of: /(?m)^user id:\s+([0-9a-f]{24})$/)?.output.1))
         #expect(created.stderr.contains("cannot be shown again"))
 
-        let listed = try run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder)
+        let listed = try await run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder)
         #expect(listed.status == 0, "\(listed.stderr)")
         #expect(listed.stdout.contains(id) && listed.stdout.contains("enabled") && listed.stdout.contains("backend"))
         #expect(!listed.stdout.contains(key))
-        let duplicate = try run(["apikeys", "create", "--config", "gatehouse.yaml", "--app", "cli-app", "--name", "backend"], in: folder)
+        let duplicate = try await run(["apikeys", "create", "--config", "gatehouse.yaml", "--app", "cli-app", "--name", "backend"], in: folder)
         #expect(duplicate.status == 65)
         #expect(duplicate.stderr.contains("already has a server API key"), "\(duplicate.stderr)")
-        let unknownApp = try run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "nope"], in: folder)
+        let unknownApp = try await run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "nope"], in: folder)
         #expect(unknownApp.status == 65)
         #expect(unknownApp.stderr.contains("no app with id nope"))
         // An app with the provider off gets its key, with a warning that it cannot log in yet.
-        let off = try run(["apikeys", "create", "--config", "gatehouse.yaml", "--app", "no-keys", "--name", "early"], in: folder)
+        let off = try await run(["apikeys", "create", "--config", "gatehouse.yaml", "--app", "no-keys", "--name", "early"], in: folder)
         #expect(off.status == 0)
         #expect(off.stderr.contains("providers.api-key off"), "\(off.stderr)")
 
@@ -155,21 +140,21 @@ import FoundationNetworking
             #expect(try login.decode(LoginResponse.self).userId == userId)
         }
 
-        #expect(try run(["apikeys", "disable", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder).status == 0)
-        #expect(try run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder).stdout.contains("disabled"))
+        #expect(try await run(["apikeys", "disable", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder).status == 0)
+        #expect(try await run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder).stdout.contains("disabled"))
         try await withGatehouse(config) { _, client in
             let refused = try await client.loginWithKey(key, app: "cli-app")
             #expect(refused.status == .unauthorized)
         }
-        #expect(try run(["apikeys", "enable", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder).status == 0)
+        #expect(try await run(["apikeys", "enable", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder).status == 0)
 
-        let deleted = try run(["apikeys", "delete", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder)
+        let deleted = try await run(["apikeys", "delete", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder)
         #expect(deleted.status == 0, "\(deleted.stderr)")
         #expect(deleted.stdout.contains("deleted"))
-        let again = try run(["apikeys", "delete", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder)
+        let again = try await run(["apikeys", "delete", "--config", "gatehouse.yaml", "--app", "cli-app", "--id", id], in: folder)
         #expect(again.status == 65)
         #expect(again.stderr.contains("no server API key \(id)"))
-        #expect(try run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder).stdout.isEmpty)
+        #expect(try await run(["apikeys", "list", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder).stdout.isEmpty)
         try await withGatehouse(config) { _, client in
             let refused = try await client.loginWithKey(key, app: "cli-app")
             #expect(refused.status == .unauthorized)
@@ -195,7 +180,7 @@ import FoundationNetworking
             return try await client.login("cli@example.com", "before the move", app: "cli-app").decode(LoginResponse.self)
         }
 
-        let exported = try run(["export", "--config", "gatehouse.yaml", "--database", "sqlite:source.sqlite", "--sessions", "-o", "dump.jsonl"], in: folder)
+        let exported = try await run(["export", "--config", "gatehouse.yaml", "--database", "sqlite:source.sqlite", "--sessions", "-o", "dump.jsonl"], in: folder)
         #expect(exported.status == 0, "\(exported.stderr)")
         #expect(exported.stderr.contains("exported 1 users, 1 identities, 1 email/password accounts, 1 sessions, 1 signing keys"), "\(exported.stderr)")
         let dump = folder.appendingPathComponent("dump.jsonl").path
@@ -203,10 +188,10 @@ import FoundationNetworking
         #expect(permissions == 0o600)
 
         let (target, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("target.sqlite").path))
-        let imported = try run(["import", "--config", "gatehouse.yaml", "--database", target.commandLineValue, "dump.jsonl"], in: folder)
+        let imported = try await run(["import", "--config", "gatehouse.yaml", "--database", target.commandLineValue, "dump.jsonl"], in: folder)
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(imported.stderr.contains("imported 1 users"), "\(imported.stderr)")
-        let again = try run(["import", "--config", "gatehouse.yaml", "--database", target.commandLineValue, "dump.jsonl"], in: folder)
+        let again = try await run(["import", "--config", "gatehouse.yaml", "--database", target.commandLineValue, "dump.jsonl"], in: folder)
         #expect(again.status == 65)
         #expect(again.stderr.contains("line 3: user \(login.userId) is already in the target"), "\(again.stderr)")
 
@@ -219,13 +204,13 @@ import FoundationNetworking
         await drop()
 
         // By pipe: export to standard output, import from standard input; a cut-off pipe is refused.
-        let piped = try run(["export", "--config", "gatehouse.yaml", "--database", "sqlite:source.sqlite"], in: folder)
+        let piped = try await run(["export", "--config", "gatehouse.yaml", "--database", "sqlite:source.sqlite"], in: folder)
         #expect(piped.status == 0)
         #expect(piped.stdout.split(separator: "\n").count == 3)
-        let cut = try run(["import", "--config", "gatehouse.yaml", "--database", "sqlite:cut.sqlite"], in: folder, input: Data(piped.stdout.utf8.dropLast(30)))
+        let cut = try await run(["import", "--config", "gatehouse.yaml", "--database", "sqlite:cut.sqlite"], in: folder, input: Data(piped.stdout.utf8.dropLast(30)))
         #expect(cut.status == 65)
         #expect(cut.stderr.contains("nothing was written"), "\(cut.stderr)")
-        let whole = try run(["import", "--config", "gatehouse.yaml", "--database", "sqlite:piped.sqlite", "-"], in: folder, input: Data(piped.stdout.utf8))
+        let whole = try await run(["import", "--config", "gatehouse.yaml", "--database", "sqlite:piped.sqlite", "-"], in: folder, input: Data(piped.stdout.utf8))
         #expect(whole.status == 0, "\(whole.stderr)")
         #expect(whole.stderr.contains("imported 1 users, 1 identities, 1 email/password accounts, 0 sessions, 0 signing keys"), "\(whole.stderr)")
     }
@@ -235,54 +220,54 @@ import FoundationNetworking
         defer { try? FileManager.default.removeItem(at: folder) }
         let (config, login) = try await cliAppWithUser(in: folder)
         let user = ["--config", "gatehouse.yaml", "--app", "cli-app", "--user", login.userId]
-        let logout = try run(["users", "logout"] + user, in: folder)
+        let logout = try await run(["users", "logout"] + user, in: folder)
         #expect(logout.status == 0, "\(logout.stderr)")
         #expect(logout.stdout.contains("ended 1 sessions"))
-        #expect(try run(["users", "disable"] + user, in: folder).status == 0)
+        #expect(try await run(["users", "disable"] + user, in: folder).status == 0)
         try await withGatehouse(config) { _, client in
             let refused = try await client.login("cli@example.com", app: "cli-app")
             #expect(refused.error?.errorCode == .userDisabled)
         }
-        #expect(try run(["users", "enable"] + user, in: folder).status == 0)
+        #expect(try await run(["users", "enable"] + user, in: folder).status == 0)
         try await withGatehouse(config) { _, client in
             let accepted = try await client.login("cli@example.com", app: "cli-app")
             #expect(accepted.status == .ok)
         }
-        let unknown = try run(["users", "disable", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", "000000000000000000000000"], in: folder)
+        let unknown = try await run(["users", "disable", "--config", "gatehouse.yaml", "--app", "cli-app", "--user", "000000000000000000000000"], in: folder)
         #expect(unknown.status == 65)
         #expect(unknown.stderr.contains("no user"))
 
         // Everything above is in the audit log, oldest first; --user and --lines narrow it.
-        let audit = try run(["audit", "tail", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder)
+        let audit = try await run(["audit", "tail", "--config", "gatehouse.yaml", "--app", "cli-app"], in: folder)
         #expect(audit.status == 0, "\(audit.stderr)")
         let kinds = audit.stdout.split(separator: "\n").map { $0.components(separatedBy: "  ")[2] }
         #expect(kinds == ["registration", "login_succeeded", "logout_everywhere", "user_disabled", "login_failed", "user_enabled", "login_succeeded"])
-        let mine = try run(["audit", "tail", "--config", "gatehouse.yaml", "--user", login.userId, "-n", "2"], in: folder)
+        let mine = try await run(["audit", "tail", "--config", "gatehouse.yaml", "--user", login.userId, "-n", "2"], in: folder)
         #expect(mine.stdout.split(separator: "\n").count == 2)
         #expect(mine.stdout.split(separator: "\n").first?.contains("user_enabled  user=\(login.userId)") == true)
     }
 
-    @Test func keysRotateListAndRetire() throws {
+    @Test func keysRotateListAndRetire() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        #expect(try run(["migrate"], in: folder).status == 0)
+        #expect(try await run(["migrate"], in: folder).status == 0)
         // The first key is made at the first start; rotate on an empty database makes one too.
-        let first = try run(["keys", "rotate"], in: folder)
+        let first = try await run(["keys", "rotate"], in: folder)
         #expect(first.status == 0, "\(first.stderr)")
-        let second = try run(["keys", "rotate"], in: folder)
+        let second = try await run(["keys", "rotate"], in: folder)
         let kids = [first, second].compactMap { $0.stdout.firstMatch(of: /new signing key (\S+);/).map { String($0.output.1) } }
         #expect(kids.count == 2)
-        let list = try run(["keys", "list"], in: folder)
+        let list = try await run(["keys", "list"], in: folder)
         let lines = list.stdout.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines.first?.hasPrefix(kids[0]) == true && lines.first?.hasSuffix("verifying") == true)
         #expect(lines.last?.hasPrefix(kids[1]) == true && lines.last?.hasSuffix("signing") == true)
-        #expect(try run(["keys", "retire", kids[0]], in: folder).status == 0)
-        let last = try run(["keys", "retire", kids[1]], in: folder)
+        #expect(try await run(["keys", "retire", kids[0]], in: folder).status == 0)
+        let last = try await run(["keys", "retire", kids[1]], in: folder)
         #expect(last.status == 65)
         #expect(last.stderr.contains("last active key"))
-        #expect(try run(["keys", "list"], in: folder).stdout.contains("retired"))
-        let audit = try run(["audit", "tail", "--app", "*"], in: folder).stdout.split(separator: "\n")
+        #expect(try await run(["keys", "list"], in: folder).stdout.contains("retired"))
+        let audit = try await run(["audit", "tail", "--app", "*"], in: folder).stdout.split(separator: "\n")
         #expect(audit.map { $0.components(separatedBy: "  ")[2] } == ["signing_key_rotated", "signing_key_rotated", "signing_key_retired"])
         #expect(audit.last?.hasSuffix("kid=\(kids[0])") == true)
     }
@@ -293,25 +278,9 @@ import FoundationNetworking
     func serveStartsWithDefaultsAndStopsGracefully(signal: Int32) async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = ["serve", "--port", "0"]
-        process.currentDirectoryURL = folder
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = Pipe()
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-
-        // Read stdout until the banner's last line.
-        var banner = ""
-        let reader = out.fileHandleForReading
-        while !banner.contains("dev mailbox:") {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            banner += String(decoding: chunk, as: UTF8.self)
-        }
+        let server = try ChildProcess(Self.binary, ["serve", "--port", "0"], environment: Self.environment, directory: folder)
+        defer { server.signal(SIGKILL) }
+        let banner = try await server.waitForOutput("dev mailbox:")
         let base = try #require(banner.firstMatch(of: /listening on (http:\/\/127\.0\.0\.1:\d+)/)?.output.1, "\(banner)")
         #expect(banner.contains("app id:       gatehouse-dev"))
         #expect(banner.contains("dev mailbox:  \(base)/_dev/mailbox"))
@@ -321,50 +290,36 @@ import FoundationNetworking
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(String(decoding: data, as: UTF8.self).contains("\"hostname\":\"\(base)\""))
 
-        kill(process.processIdentifier, signal)
-        let deadline = Date().addingTimeInterval(20)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(!process.isRunning)
-        #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 0)
+        server.signal(signal)
+        let status = try await server.waitForExit(within: .seconds(20))
+        #expect(server.process.terminationReason == .exit)
+        #expect(status == 0)
+        await server.stop()
     }
 
     /// With its database unreachable, `serve` says so, listens with `/readyz` not ready, and still stops on SIGTERM.
     @Test func serveWaitsForAnUnreachableDatabaseAndStillStopsOnSIGTERM() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let process = Process()
-        process.executableURL = Self.binary
         let closedPort = try freePort()
-        process.arguments = ["serve", "--port", "0", "--database", "postgres://gatehouse:secret-pw@127.0.0.1:\(closedPort)/gatehouse?sslmode=disable&connect_timeout=1"]
-        process.currentDirectoryURL = folder
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-
-        var banner = ""
-        let reader = out.fileHandleForReading
-        while !banner.contains("dev mailbox:") {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            banner += String(decoding: chunk, as: UTF8.self)
-        }
+        let server = try ChildProcess(
+            Self.binary,
+            ["serve", "--port", "0", "--database", "postgres://gatehouse:secret-pw@127.0.0.1:\(closedPort)/gatehouse?sslmode=disable&connect_timeout=1"],
+            environment: Self.environment, directory: folder
+        )
+        defer { server.signal(SIGKILL) }
+        let banner = try await server.waitForOutput("dev mailbox:")
         let base = try #require(banner.firstMatch(of: /listening on (http:\/\/127\.0\.0\.1:\d+)/)?.output.1, "\(banner)")
         let (data, response) = try await URLSession.shared.data(from: URL(string: "\(base)/readyz")!)
         #expect((response as? HTTPURLResponse)?.statusCode == 503)
         #expect(String(decoding: data, as: UTF8.self).contains("starting"))
 
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = Date().addingTimeInterval(20)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(!process.isRunning)
-        #expect(process.terminationStatus == 0)
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit(within: .seconds(20)) == 0)
+        let stderr = server.standardError
         #expect(stderr.contains("is unreachable; listening anyway and retrying"), "\(stderr)")
         #expect(!stderr.contains("secret-pw"))
+        await server.stop()
     }
 }
 

@@ -42,7 +42,7 @@ struct DatabaseFaultTests {
                 #expect(try await client.register("ann@example.com").status == .created)
 
                 // It goes away mid-run: requests answer 503 and write nothing; readiness says so.
-                proxy.stop()
+                await proxy.stop()
                 let lost = try await client.register("ben@example.com")
                 #expect(lost.status == .serviceUnavailable)
                 #expect(lost.error?.errorCode == .maintenanceInProgress)
@@ -50,14 +50,19 @@ struct DatabaseFaultTests {
 
                 // It comes back: the same server serves again, and nothing of the failed request was written.
                 proxy = try await TCPProxy.start(port: proxyPort, target: target)
-                defer { proxy.stop() }
-                try await waitFor("recovered", limit: 90) { try await client.call("/readyz", .get).status == .ok }
-                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "ben@example.com") == nil)
-                #expect(try await client.register("ben@example.com").status == .created)
-                // Ann's account from before the outage is still there: registering again replaces her pending one.
-                let ann = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "ann@example.com"))
-                #expect(try await client.register("ann@example.com").status == .created)
-                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "ann@example.com")?.userId == ann.userId)
+                do {
+                    try await waitFor("recovered", limit: 90) { try await client.call("/readyz", .get).status == .ok }
+                    #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "ben@example.com") == nil)
+                    #expect(try await client.register("ben@example.com").status == .created)
+                    // Ann's account from before the outage is still there: registering again replaces her pending one.
+                    let ann = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "ann@example.com"))
+                    #expect(try await client.register("ann@example.com").status == .created)
+                    #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "ann@example.com")?.userId == ann.userId)
+                } catch {
+                    await proxy.stop()
+                    throw error
+                }
+                await proxy.stop()
             }
             try await gatehouse.close()
             await drop()
@@ -82,31 +87,24 @@ func waitFor(_ what: String, limit: Int = 30, _ condition: () async throws -> Bo
 
 /// `Tests/Tools/tcp_proxy.py` forwarding 127.0.0.1:`port` to the database.
 struct TCPProxy {
-    let process: Process
+    let child: ChildProcess
 
     static func start(port: Int, target: (host: String, port: Int)) async throws -> TCPProxy {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try SMTPTestServer.python)
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Tools/tcp_proxy.py").path
-        process.arguments = [script, String(port), target.host, String(target.port)]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardInput = Pipe()
-        try process.run()
-        // "listening" once it accepts connections.
-        let line = await Task.detached { String(decoding: output.fileHandleForReading.availableData, as: UTF8.self) }.value
-        guard line.contains("listening") else {
-            kill(process.processIdentifier, SIGKILL)
-            throw SMTPTestSetupError(description: "the TCP proxy did not start: \(line)")
+        let child = try ChildProcess(URL(fileURLWithPath: try SMTPTestServer.python), ["-u", script, String(port), target.host, String(target.port)], holdingInputOpen: true)
+        do {
+            // "listening" once it accepts connections.
+            _ = try await child.waitForOutput("listening", within: .seconds(30))
+        } catch {
+            await child.stop()
+            throw error
         }
-        return TCPProxy(process: process)
+        return TCPProxy(child: child)
     }
 
-    /// Kills it: every connection through it drops at once.
-    func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+    /// Kills it and waits until it is gone: every connection through it has dropped.
+    func stop() async {
+        await child.stop()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseDomain
+import GatehouseTestSupport
 @testable import GatehouseServer
 import GatehouseWire
 import Hummingbird
@@ -183,7 +184,7 @@ import Glibc
         }
     }
 
-    @Test func mailerChecksItsSettingsAtStart() throws {
+    @Test func mailerChecksItsSettingsAtStart() async throws {
         func failure(_ settings: MailSettings) -> ConfigurationError? {
             do {
                 _ = try SMTPMailer(settings: settings, logger: quietLogger)
@@ -204,7 +205,7 @@ import Glibc
         let notPEM = directory.appendingPathComponent("ca.pem")
         try Data("not a certificate".utf8).write(to: notPEM)
         #expect(failure(MailSettings(smtpURL: "smtp://mail.example.com", caFile: notPEM.path))?.key == "mail.caFile")
-        let certificate = try TestCertificate(in: directory)
+        let certificate = try await TestCertificate.make(in: directory)
         #expect(failure(MailSettings(smtpURL: "smtp://mail.example.com", caFile: certificate.certificate)) == nil)
     }
 
@@ -329,7 +330,7 @@ func decodeQuotedPrintable(_ encoded: String) -> String {
     }
 
     @Test func startTLSWithTheCertificateTrustedThroughCAFile() async throws {
-        let certificate = try TestCertificate(in: try temporaryDirectory())
+        let certificate = try await TestCertificate.make(in: try temporaryDirectory())
         defer { certificate.remove() }
         try await withSMTPServer(["--starttls"] + certificate.serverArguments) { server in
             // By address (the certificate names 127.0.0.1) and by name (localhost).
@@ -343,7 +344,7 @@ func decodeQuotedPrintable(_ encoded: String) -> String {
     }
 
     @Test func implicitTLSForSMTPS() async throws {
-        let certificate = try TestCertificate(in: try temporaryDirectory())
+        let certificate = try await TestCertificate.make(in: try temporaryDirectory())
         defer { certificate.remove() }
         try await withSMTPServer(["--implicit-tls", "--auth", "gate:keeper"] + certificate.serverArguments) { server in
             try await makeMailer(server, scheme: "smtps", host: "localhost", userInfo: "gate:keeper", caFile: certificate.certificate).deliver(Self.message)
@@ -354,8 +355,8 @@ func decodeQuotedPrintable(_ encoded: String) -> String {
     }
 
     @Test func untrustedOrMisnamedCertificatesAreTransientFailures() async throws {
-        let certificate = try TestCertificate(in: try temporaryDirectory())
-        let other = try TestCertificate(in: try temporaryDirectory(), names: "DNS:elsewhere.test")
+        let certificate = try await TestCertificate.make(in: try temporaryDirectory())
+        let other = try await TestCertificate.make(in: try temporaryDirectory(), names: "DNS:elsewhere.test")
         defer {
             certificate.remove()
             other.remove()
@@ -391,7 +392,7 @@ func decodeQuotedPrintable(_ encoded: String) -> String {
     }
 
     @Test func startTLSNeverIgnoresTheOffer() async throws {
-        let certificate = try TestCertificate(in: try temporaryDirectory())
+        let certificate = try await TestCertificate.make(in: try temporaryDirectory())
         defer { certificate.remove() }
         try await withSMTPServer(["--starttls"] + certificate.serverArguments) { server in
             try await makeMailer(server, starttls: .never).deliver(Self.message)
@@ -400,7 +401,7 @@ func decodeQuotedPrintable(_ encoded: String) -> String {
     }
 
     @Test func authPlainIsPreferredAndLoginIsUsedWhenItIsTheOnlyOne() async throws {
-        let certificate = try TestCertificate(in: try temporaryDirectory())
+        let certificate = try await TestCertificate.make(in: try temporaryDirectory())
         defer { certificate.remove() }
         let password = "p@ss:w/rd %ü"
         let userInfo = "gate%2Bkeeper:" + password.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
@@ -678,25 +679,16 @@ struct TestCertificate {
     var certificate: String
     var key: String
 
-    init(in directory: URL, names: String = "DNS:localhost,IP:127.0.0.1") throws {
-        self.directory = directory
-        certificate = directory.appendingPathComponent("cert-\(UUID().uuidString).pem").path
-        key = directory.appendingPathComponent("key-\(UUID().uuidString).pem").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
+    /// Makes one with openssl (``ChildProcess``: no thread blocked while it runs).
+    static func make(in directory: URL, names: String = "DNS:localhost,IP:127.0.0.1") async throws -> TestCertificate {
+        let certificate = directory.appendingPathComponent("cert-\(UUID().uuidString).pem").path
+        let key = directory.appendingPathComponent("key-\(UUID().uuidString).pem").path
+        let result = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/env"), [
             "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=Gatehouse test", "-addext", "subjectAltName=\(names)",
-        ]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let output = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw SMTPTestSetupError(description: "openssl failed: \(String(decoding: output, as: UTF8.self))")
-        }
+        ], within: .seconds(60))
+        guard result.status == 0 else { throw SMTPTestSetupError(description: "openssl failed: \(result.stderr)") }
+        return TestCertificate(directory: directory, certificate: certificate, key: key)
     }
 
     var serverArguments: [String] { ["--cert", certificate, "--key", key] }

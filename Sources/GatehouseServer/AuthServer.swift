@@ -61,6 +61,8 @@ public final class AuthServer: Sendable {
         retry: RetrySchedule = RetrySchedule(),
         functions: FunctionHandlers = FunctionHandlers()
     ) async throws -> AuthServer {
+        // The one check an embedding program cannot skip: the loader runs it too.
+        if let exposure = configuration.devMailboxExposure { throw exposure }
         // Configuration that needs files (templates) or closures is checked before anything is opened.
         var templates: [String: MailTemplates] = [:]
         for (index, app) in configuration.apps.enumerated() {

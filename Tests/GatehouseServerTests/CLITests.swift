@@ -341,3 +341,16 @@ private func cliAppWithUser(in folder: URL) async throws -> (GatehouseConfigurat
     }
     return (config, login)
 }
+
+extension CLITests {
+    /// Without a configuration file the dev mailbox is on; bound to every interface it would show every link to
+    /// the network, so `serve` refuses to start and says how to fix it.
+    @Test func serveRefusesTheDevMailboxOnANonLoopbackBind() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let result = try await run(["serve", "--host", "0.0.0.0", "--port", "0"], in: folder)
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("dev.mailbox"), "\(result.stderr)")
+        #expect(result.stderr.contains("--host 127.0.0.1"), "\(result.stderr)")
+    }
+}

@@ -134,7 +134,8 @@ import Testing
 
     @Test func environmentOverridesTheFileAndFlagsOverrideTheEnvironment() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-\(UUID().uuidString).yaml")
-        try Self.fullYAML.write(to: file, atomically: true, encoding: .utf8)
+        // The mailbox off: it would refuse the 0.0.0.0 bind below.
+        try Self.fullYAML.replacingOccurrences(of: "{ mailbox: true }", with: "{ mailbox: false }").write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
         let env = [
             "GATEHOUSE_HOST": "0.0.0.0", "GATEHOUSE_PORT": "7000", "GATEHOUSE_PUBLIC_URL": "https://env.example.com",
@@ -201,6 +202,17 @@ import Testing
         ("apps: [{id: a, nativeAuth: {clientIds: [x], code: {maxAttempts: 0}}}]", "apps[0].nativeAuth.code.maxAttempts"),
         ("apps: [{id: a, nativeAuth: {clientIds: [x], continuationTokenTTL: 3600}}]", "apps[0].nativeAuth.continuationTokenTTL"),
         ("apps: [{id: a, nativeAuth: {clientIds: [x], colour: blue}}]", "apps[0].nativeAuth.colour"),
+        // What the server calls decides who signs in: https, or plain http to loopback only.
+        ("apps: [{id: a, providers: {custom-function: {webhook: {url: 'http://hooks.example.com/login', secret: 'whsec_YSB3ZWJob29rIHNlY3JldCBvZiAzMiBieXRlcyEhISE='}}}}]", "apps[0].providers.custom-function.webhook.url"),
+        ("apps: [{id: a, providers: {local-userpass: {confirmation: function, confirmationFunction: {url: 'http://10.0.0.5/c', secret: 'whsec_YSB3ZWJob29rIHNlY3JldCBvZiAzMiBieXRlcyEhISE='}}}}]", "apps[0].providers.local-userpass.confirmationFunction.url"),
+        ("apps: [{id: a, providers: {custom-token: {jwksURL: 'http://idp.example/jwks', issuer: i}}}]", "apps[0].providers.custom-token.jwksURL"),
+        ("apps: [{id: a, providers: {oauth2-google: {clientIds: [x], jwksURL: 'http://www.googleapis.example/certs'}}}]", "apps[0].providers.oauth2-google.jwksURL"),
+        ("apps: [{id: a, providers: {oauth2-google: {clientIds: [x], tokenURL: 'http://oauth2.example/token'}}}]", "apps[0].providers.oauth2-google.tokenURL"),
+        ("apps: [{id: a, providers: {oauth2-apple: {clientIds: [x], jwksURL: 'http://192.168.1.10/keys'}}}]", "apps[0].providers.oauth2-apple.jwksURL"),
+        ("apps: [{id: a, providers: {oauth2-facebook: {appId: '1', appSecret: s, graphURL: 'http://graph.example'}}}]", "apps[0].providers.oauth2-facebook.graphURL"),
+        // The dev mailbox shows every link it holds: loopback binds only.
+        ("server: { host: 0.0.0.0 }\ndev: { mailbox: true }\napps: [{id: a}]", "dev.mailbox"),
+        ("server: { host: 192.168.1.20 }\ndev: { mailbox: true }\napps: [{id: a}]", "dev.mailbox"),
         ("apps: {id: a}", "apps"),
         ("- just\n- a list", "(top level)"),
         ("apps: [{id: a}", ""),
@@ -211,6 +223,25 @@ import Testing
         }
         #expect(error?.key == key, "\(String(describing: error))")
         #expect(error?.message.isEmpty == false)
+    }
+
+    /// Loopback is the exception to both rules above: plain http to this machine, and the dev mailbox on a
+    /// loopback bind.
+    @Test(arguments: ["http://127.0.0.1:8080/jwks", "http://localhost/jwks", "http://[::1]:9000/jwks", "https://idp.example/jwks"])
+    func loopbackMayUsePlainHTTP(url: String) throws {
+        let config = try loader.parse(yaml: "apps: [{id: a, providers: {custom-token: {jwksURL: '\(url)', issuer: i}}}]")
+        try ConfigurationLoader.validate(config)
+        #expect(config.apps[0].customToken?.jwksURL == url)
+    }
+
+    @Test func withoutAFileTheDevMailboxRefusesANonLoopbackBindAndSaysHowToTurnItOff() throws {
+        let error = #expect(throws: ConfigurationError.self) { try loader.load(file: nil, overrides: .init(host: "0.0.0.0")) }
+        #expect(error?.key == "dev.mailbox")
+        #expect(error?.message.contains("--host 127.0.0.1") == true)
+        #expect(error?.message.contains("mailbox: false") == true)
+        #expect(try loader.load(file: nil, overrides: .init(host: "::1")).dev.mailbox)
+        let off = try loader.parse(yaml: "server: { host: 0.0.0.0 }\ndev: { mailbox: false }\napps: [{id: a}]")
+        try ConfigurationLoader.validate(off)
     }
 
     @Test func badEnvironmentAndFlagsNameTheirSource() throws {

@@ -227,7 +227,7 @@ public struct ConfigurationLoader: Sendable {
     private func webhook(_ parent: ConfigMapping, _ key: String) throws(ConfigurationError) -> WebhookSettings? {
         guard let hook = try parent.optionalMapping(key, allowed: ["url", "secret", "timeout"]) else { return nil }
         guard let url = try hook.optionalString("url") else { throw ConfigurationError(key: hook.path + ".url", message: "required") }
-        try Self.checkBaseURL(url, key: hook.path + ".url", allowPath: true)
+        try Self.checkOutboundURL(url, key: hook.path + ".url")
         guard let secret = try hook.optionalString("secret") else { throw ConfigurationError(key: hook.path + ".secret", message: "required") }
         let settings = WebhookSettings(url: url, secret: secret, timeout: TimeInterval(try hook.optionalInt("timeout") ?? 5))
         guard settings.secretKey != nil else {
@@ -257,7 +257,7 @@ public struct ConfigurationLoader: Sendable {
         }
         func url(_ mapping: ConfigMapping, _ key: String, default fallback: String) throws(ConfigurationError) -> String {
             guard let value = try mapping.optionalString(key) else { return fallback }
-            try Self.checkBaseURL(value, key: mapping.path + "." + key, allowPath: true)
+            try Self.checkOutboundURL(value, key: mapping.path + "." + key)
             return value
         }
         if let custom = try providers.optionalMapping(
@@ -281,7 +281,7 @@ public struct ConfigurationLoader: Sendable {
                 }
             }
             if let jwks = try custom.optionalString("jwksURL") {
-                try Self.checkBaseURL(jwks, key: custom.path + ".jwksURL", allowPath: true)
+                try Self.checkOutboundURL(jwks, key: custom.path + ".jwksURL")
                 settings.jwksURL = jwks
             }
             guard !settings.keys.isEmpty || settings.jwksURL != nil else {
@@ -419,6 +419,7 @@ public struct ConfigurationLoader: Sendable {
         if let url = config.server.publicURL {
             try checkBaseURL(url, key: "server.publicURL", allowPath: false)
         }
+        if let exposure = config.devMailboxExposure { throw exposure }
         guard !config.apps.isEmpty else {
             throw ConfigurationError(key: "apps", message: "at least one app is required")
         }
@@ -547,6 +548,12 @@ public struct ConfigurationLoader: Sendable {
         try range("code.resendInterval", native.code.resendInterval, 0...3600, unit: " seconds")
         try range("continuationTokenTTL", native.continuationTokenTTL, 60...600, unit: " seconds")
         try range("refreshTokenReuseWindow", native.refreshTokenReuseWindow, 0...300, unit: " seconds")
+    }
+
+    /// A URL the server calls (a webhook, a key set, a token endpoint): https, or http to a loopback host only.
+    private static func checkOutboundURL(_ text: String, key: String) throws(ConfigurationError) {
+        try checkBaseURL(text, key: key, allowPath: true)
+        if let problem = Loopback.outboundProblem(text) { throw ConfigurationError(key: key, message: problem) }
     }
 
     private static func checkBaseURL(_ text: String, key: String, allowPath: Bool) throws(ConfigurationError) {

@@ -25,6 +25,8 @@ final class HTTPClientOutbound: OutboundHTTP {
 
     /// Errors say what went wrong in general terms: they reach clients, so they name no host, address or port.
     func send(_ request: OutboundRequest) async throws(OutboundError) -> OutboundResponse {
+        // The configuration loader refuses such URLs already; this covers configurations built in code.
+        guard Loopback.outboundProblem(request.url) == nil else { throw OutboundError("plain http is allowed to loopback hosts only") }
         var outbound = HTTPClientRequest(url: request.url)
         outbound.method = HTTPMethod(rawValue: request.method)
         for (name, value) in request.headers { outbound.headers.add(name: name, value: value) }

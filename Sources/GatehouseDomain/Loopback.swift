@@ -1,0 +1,46 @@
+import Foundation
+
+/// Loopback: what only this machine can reach. The dev mailbox serves loopback binds only, and outbound calls
+/// (webhooks, key sets, token endpoints) may use plain `http://` to loopback hosts only.
+package enum Loopback {
+    /// True for `localhost`, any `127.x.x.x` and `::1` (with or without brackets).
+    package static func contains(host: String) -> Bool {
+        var host = host.lowercased()
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { part in UInt8(part) != nil }
+    }
+
+    /// Why `url` may not be called, or nil: an outbound URL must be `https://`, or `http://` to a loopback host.
+    /// Plain HTTP elsewhere would let anyone on the network path forge an identity provider's keys or a webhook's
+    /// answer.
+    package static func outboundProblem(_ url: String) -> String? {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            let host = components.host, !host.isEmpty
+        else { return "expected an https URL, found \"\(url)\"" }
+        switch scheme {
+        case "https": return nil
+        case "http" where contains(host: host): return nil
+        case "http": return "must be https (plain http is allowed for loopback hosts only), found \"\(url)\""
+        default: return "expected an https URL, found \"\(url)\""
+        }
+    }
+}
+
+extension GatehouseConfiguration {
+    /// The dev mailbox shows every confirmation and reset link it holds to whoever can connect, so it serves
+    /// loopback binds only: with the mailbox on and any other bind this is the error the server refuses to start
+    /// with, else nil.
+    package var devMailboxExposure: ConfigurationError? {
+        guard dev.mailbox, !Loopback.contains(host: server.host) else { return nil }
+        return ConfigurationError(
+            key: "dev.mailbox",
+            message: """
+                the dev mailbox is on and the server would listen on \(server.host), not loopback: anyone who can connect \
+                could read every confirmation and reset link at /_dev/mailbox. Listen on 127.0.0.1 (--host 127.0.0.1), or \
+                turn the mailbox off with a configuration file that sets `dev: { mailbox: false }` and `mail.smtp`
+                """
+        )
+    }
+}

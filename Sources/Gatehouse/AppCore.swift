@@ -104,8 +104,20 @@ final class AppCore: Sendable {
             try await send("GET", base: configuration.baseURL, path: "/api/client/v2.0/app/\(appId)/location", headers: false)
         )
         let base = location.hostname.hasSuffix("/") ? String(location.hostname.dropLast()) : location.hostname
+        try Self.checkLocation(base, from: configuration.baseURL)
         hostname.withLock { $0 = base }
         return base
+    }
+
+    /// Where `/location` may send the app: an http(s) URL, and never from `https` down to plain `http` (a
+    /// compromised or misconfigured server, or a proxy, could otherwise move every password and token off TLS).
+    static func checkLocation(_ target: String, from configured: String) throws {
+        guard let components = URLComponents(string: target), let scheme = components.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", components.host?.isEmpty == false
+        else { throw ClientError.insecureLocation("the server's location \"\(target)\" is not an http(s) URL") }
+        if scheme == "http", URLComponents(string: configured)?.scheme?.lowercased() == "https" {
+            throw ClientError.insecureLocation("the server at \(configured) sent the app to \(target): plain http after https is refused")
+        }
     }
 
     /// Sends a request to the resolved host. Non-2xx answers become ``AppError`` (or ``ClientError``).

@@ -44,6 +44,7 @@ public struct ClientError: Error, Hashable, Sendable, LocalizedError, CustomStri
         case anonymousLink
         case userRemoved
         case storage
+        case insecureLocation
     }
 
     private let kind: Kind
@@ -72,6 +73,10 @@ public struct ClientError: Error, Hashable, Sendable, LocalizedError, CustomStri
     public static let anonymousLink = ClientError(.anonymousLink, "Cannot add anonymous credentials to an existing user.")
     /// The user was removed from this device.
     public static let userRemoved = ClientError(.userRemoved, "the user was removed from this device")
+
+    /// The server's `/location` answer sent the app somewhere it will not go: from `https` to plain `http` (where
+    /// anyone on the network could read and change every request), or to something that is not an http(s) URL.
+    public static func insecureLocation(_ message: String) -> ClientError { .init(.insecureLocation, message) }
 
     /// The user store could not be read or written.
     public static func storage(_ message: String) -> ClientError { .init(.storage, message) }

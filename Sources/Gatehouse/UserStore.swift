@@ -28,6 +28,12 @@ public final class InMemoryUserStore: UserStore, @unchecked Sendable {
 
 /// Keeps users in one JSON file per app in a folder only the owner can read (0700 folder, 0600 files).
 /// The default on Linux, under `$XDG_DATA_HOME/gatehouse` (or `~/.local/share/gatehouse`).
+///
+/// The folder and files hold refresh tokens, so neither is trusted as found: before every read and write the store
+/// checks that the folder is a real folder (not a symbolic link) and the file a regular file, both owned by this
+/// process's user, and takes away any permission a group or other users have. A folder or file that belongs to
+/// another user is refused (``ClientError/storage(_:)``): someone who could plant one could slip their own session
+/// into the app.
 public struct FileUserStore: UserStore {
     public let directory: URL
 
@@ -47,14 +53,18 @@ public struct FileUserStore: UserStore {
     }
 
     public func load(appId: String) throws -> Data? {
+        guard try secure(directory, kind: S_IFDIR, permissions: 0o700) else { return nil }
         let url = file(appId)
-        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        guard try secure(url, kind: S_IFREG, permissions: 0o600) else { return nil }
         return try Data(contentsOf: url)
     }
 
     public func save(_ data: Data, appId: String) throws {
         let fm = FileManager.default
-        try fm.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        if try !secure(directory, kind: S_IFDIR, permissions: 0o700) {
+            try fm.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            _ = try secure(directory, kind: S_IFDIR, permissions: 0o700)
+        }
         let url = file(appId)
         let temporary = directory.appendingPathComponent(".\(UUID().uuidString).tmp")
         guard fm.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]) else {
@@ -66,6 +76,28 @@ public struct FileUserStore: UserStore {
             try? fm.removeItem(at: temporary)
             throw ClientError.storage("cannot replace \(url.path): errno \(code)")
         }
+    }
+
+    /// False when nothing is at `url`. Otherwise checks that it is of `kind` (a folder or a regular file, never a
+    /// symbolic link) and belongs to this user, and narrows its permissions to `permissions` when they are wider.
+    private func secure(_ url: URL, kind: mode_t, permissions: mode_t) throws -> Bool {
+        var info = stat()
+        guard lstat(url.path, &info) == 0 else {
+            if errno == ENOENT { return false }
+            throw ClientError.storage("cannot inspect \(url.path): errno \(errno)")
+        }
+        guard info.st_mode & S_IFMT == kind else {
+            throw ClientError.storage("\(url.path) is not a \(kind == S_IFDIR ? "folder" : "regular file") (a symbolic link?): refusing to use it")
+        }
+        guard info.st_uid == geteuid() else {
+            throw ClientError.storage("\(url.path) belongs to another user (uid \(info.st_uid)): refusing to use it")
+        }
+        if info.st_mode & 0o777 & ~permissions != 0 {
+            guard chmod(url.path, permissions) == 0 else {
+                throw ClientError.storage("cannot narrow the permissions of \(url.path): errno \(errno)")
+            }
+        }
+        return true
     }
 }
 

@@ -14,6 +14,12 @@ package enum AuditKind: String, Sendable, CaseIterable {
     case rateLimited = "rate_limited"
     case refresh = "refresh"
     case refreshTokenReused = "refresh_token_reused"
+    /// A refresh token was refused: unknown, of a wrong secret, expired, revoked. Detail: the reason.
+    case refreshTokenInvalid = "refresh_token_invalid"
+    /// A wrong or expired one-time code in a native auth flow. Detail: the flow kind and the attempt's number.
+    case codeFailed = "code_failed"
+    /// A native auth flow used up its code attempts: it is dead. Detail: the flow kind.
+    case flowExhausted = "flow_exhausted"
     case logout = "logout"
     case logoutEverywhere = "logout_everywhere"
     case resetRequested = "reset_requested"

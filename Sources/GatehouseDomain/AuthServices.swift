@@ -187,6 +187,18 @@ package struct SessionService: Sendable {
     /// Verifies a bearer token of the expected kind: signature, expiry, the session (alive, unexpired, and for
     /// refresh tokens the secret) and the user. Any failure is ``AuthError/invalidSession(_:)``.
     package func authenticate(_ token: String, as kind: TokenClaims.Kind) async throws -> Caller {
+        var app: String?
+        do {
+            return try await verify(token, as: kind, app: &app)
+        } catch AuthError.invalidSession(let reason) where kind == .refresh {
+            // Every refused refresh token is recorded: under the app it was issued for once its signature is known
+            // good, else server-wide (an unverified token's claims are anyone's words).
+            await env.audit(.refreshTokenInvalid, app: app ?? AuthEnvironment.serverWideApp, detail: ["reason": reason])
+            throw AuthError.invalidSession(reason)
+        }
+    }
+
+    private func verify(_ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout String?) async throws -> Caller {
         let now = env.clock.now
         await env.keys.refreshIfNeeded(from: env.store, now: now)
         let claims: TokenClaims
@@ -208,6 +220,7 @@ package struct SessionService: Sendable {
             throw AuthError.invalidSession(kind == .access ? "invalid session: access token expired" : "invalid session: refresh token expired")
         }
         guard let app = env.configuration.app(id: claims.aud) else { throw AuthError.invalidSession("invalid session: unknown app") }
+        verifiedApp = app.id
         guard let (session, user) = try await env.store.sessionWithUser(id: claims.sid), session.userId == claims.sub else {
             throw AuthError.invalidSession("invalid session")
         }

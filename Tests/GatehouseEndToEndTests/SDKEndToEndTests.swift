@@ -243,3 +243,43 @@ import Testing
         }
     }
 }
+
+/// Plays a TLS-terminating load balancer in front of the live server: the app talks `https://`, the balancer
+/// forwards over plain HTTP on loopback. Records every URL the app asked for.
+final class TLSTerminatingTransport: NetworkTransport, @unchecked Sendable {
+    private let lock = NSLock()
+    private var asked: [String] = []
+    private let forward = URLSessionTransport()
+
+    var requestedURLs: [String] { lock.withLock { asked } }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        lock.withLock { asked.append(request.url.absoluteString) }
+        guard var components = URLComponents(url: request.url, resolvingAgainstBaseURL: false), components.scheme == "https" else {
+            throw ClientError.transport("the balancer serves https only")
+        }
+        components.scheme = "http"
+        var plain = request
+        plain.url = try #require(components.url)
+        return try await forward.send(plain)
+    }
+}
+
+@Suite struct LocationDowngradeTests {
+    /// The app was given an https URL; a `/location` answer that sends it to plain http (a misconfigured
+    /// publicURL, or someone who can change that answer) is refused before any credential is sent.
+    @Test func anHTTPSAppRefusesToBeSentToPlainHTTP() async throws {
+        try await withLiveServer { server in
+            let balancer = TLSTerminatingTransport()
+            let httpsBase = server.base.replacingOccurrences(of: "http://", with: "https://")
+            var configuration = AppConfiguration(baseURL: httpsBase, transport: balancer, userStore: InMemoryUserStore())
+            configuration.now = { server.clock.now }
+            let app = App(id: "test-app", configuration: configuration)
+            let error = await #expect(throws: ClientError.self) {
+                try await app.login(credentials: .emailPassword(email: "ann@example.com", password: "correct horse"))
+            }
+            #expect(error?.message.contains("plain http after https") == true, "\(String(describing: error))")
+            #expect(balancer.requestedURLs == ["\(httpsBase)/api/client/v2.0/app/test-app/location"])
+        }
+    }
+}

@@ -34,3 +34,51 @@ import Testing
         await outbound.shutdown()
     }
 }
+
+extension AbuseResistanceTests {
+    /// The kinds of the app's audit events, oldest first.
+    static func auditKinds(_ gatehouse: AuthServer, app: String = "test-app") async throws -> [String] {
+        try await gatehouse.env.store.auditEvents(appId: app, userId: nil, afterSeq: nil, limit: 500).map(\.kind)
+    }
+
+    /// Wrong codes, a flow that runs out of attempts (recorded once, not per later try) and refused refresh tokens
+    /// of both protocols reach the audit log.
+    @Test func wrongCodesSpentFlowsAndBadRefreshTokensAreAudited() async throws {
+        var configuration = nativeConfiguration(code: .init(maxAttempts: 2))
+        configuration.apps[0].rateLimits.enabled = false
+        try await withGatehouse(configuration) { gatehouse, client in
+            let started = try await client.nativeStep(.signUpStart, ["username": "ann@example.com", "challenge_type": allChallengeTypes])
+            let challenged = try await client.nativeStep(
+                .signUpChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": allChallengeTypes]
+            )
+            let token = try #require(challenged.continuationToken)
+            for _ in 0..<4 {
+                _ = try await client.native(.signUpContinue, ["continuation_token": token, "grant_type": "oob", "oob": "00000000"])
+            }
+            let kinds = try await Self.auditKinds(gatehouse)
+            #expect(kinds.filter { $0 == "code_failed" }.count == 2)
+            #expect(kinds.filter { $0 == "flow_exhausted" }.count == 1)
+
+            // Native: a made-up refresh token, and a real session id with a made-up secret.
+            let tokens = try await client.nativeSignedUp("ben@example.com")
+            let real = try #require(tokens.refreshToken)
+            #expect(try await client.nativeRefresh("not-a-token").status == .badRequest)
+            // The token is base64url(12 bytes of session id + the secret): keep the id, zero the secret.
+            var standard = real.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            standard += String(repeating: "=", count: (4 - standard.count % 4) % 4)
+            var bytes = try #require(Data(base64Encoded: standard))
+            for index in 12..<bytes.count { bytes[index] = 0 }
+            let forged = bytes.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            #expect(try await client.nativeRefresh(forged).status == .badRequest)
+            // Client API: a refresh token signed by no one.
+            let response = try await client.call("/api/client/v2.0/auth/session", .post, bearer: "eyJhbGciOiJFUzI1NiJ9.e30.c2ln")
+            #expect(response.status == .unauthorized)
+            let native = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 500)
+                .filter { $0.kind == "refresh_token_invalid" }
+            #expect(native.count == 2)
+            #expect(native.allSatisfy { $0.detail["reason"]?.isEmpty == false })
+            #expect(try await Self.auditKinds(gatehouse, app: AuthEnvironment.serverWideApp).contains("refresh_token_invalid"))
+        }
+    }
+}

@@ -44,6 +44,42 @@ import Testing
         #expect(store.file("b/../c").deletingLastPathComponent().path == folder.path)
     }
 
+    /// A folder or file found with wider permissions (a folder made by hand, an old version, a restored backup) is
+    /// narrowed; a symbolic link or something another user owns is refused, never read.
+    @Test func fileStoreRepairsLoosePermissionsAndRefusesWhatIsNotItsOwn() throws {
+        let fm = FileManager.default
+        let folder = fm.temporaryDirectory.appendingPathComponent("gatehouse-store-\(UUID().uuidString)")
+        defer { try? fm.removeItem(at: folder) }
+        try fm.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let store = FileUserStore(directory: folder)
+        _ = fm.createFile(atPath: store.file("a").path, contents: Data("users".utf8), attributes: [.posixPermissions: 0o644])
+        #expect(try store.load(appId: "a") == Data("users".utf8))
+        #expect((try fm.attributesOfItem(atPath: folder.path)[.posixPermissions] as? Int) == 0o700)
+        #expect((try fm.attributesOfItem(atPath: store.file("a").path)[.posixPermissions] as? Int) == 0o600)
+
+        // Loosened again behind its back: the next save narrows the folder before writing.
+        #expect(chmod(folder.path, 0o777) == 0)
+        try store.save(Data("more".utf8), appId: "a")
+        #expect((try fm.attributesOfItem(atPath: folder.path)[.posixPermissions] as? Int) == 0o700)
+
+        // A symbolic link where the file should be (pointing at someone's planted users) is refused.
+        let planted = fm.temporaryDirectory.appendingPathComponent("gatehouse-planted-\(UUID().uuidString)")
+        defer { try? fm.removeItem(at: planted) }
+        try Data("planted".utf8).write(to: planted)
+        try fm.createSymbolicLink(atPath: store.file("b").path, withDestinationPath: planted.path)
+        #expect(throws: ClientError.self) { try store.load(appId: "b") }
+
+        // A folder that belongs to another user is refused (only root can hand one over, so only then is it tried).
+        if geteuid() == 0 {
+            let foreign = fm.temporaryDirectory.appendingPathComponent("gatehouse-foreign-\(UUID().uuidString)")
+            defer { try? fm.removeItem(at: foreign) }
+            try fm.createDirectory(at: foreign, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            #expect(chown(foreign.path, 65534, 65534) == 0)
+            let error = #expect(throws: ClientError.self) { try FileUserStore(directory: foreign).save(Data("x".utf8), appId: "a") }
+            #expect(error?.message.contains("another user") == true)
+        }
+    }
+
     @Test func jwtClaimsAreReadWithoutVerification() throws {
         let payload = Data(#"{"exp":1800000000,"iat":1,"user_data":{"plan":"pro"}}"#.utf8).base64EncodedString()
             .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")

@@ -213,10 +213,22 @@ package struct NativeAuthService: Sendable {
         let code = try request.required(\.oob, "oob")
         try await env.checkRateLimit(.code, app: client.app, identifier: flow.id)
         try await recordAttempt(flow, token: token, client: client)
+        /// A failed check is audited; the one that used the flow's last attempt also records that the flow is spent.
+        func failed(_ reason: String) async {
+            let attempt = flow.attempts + 1
+            await env.audit(.codeFailed, app: client.app.id, user: flow.userId, detail: ["flow": flow.kind.rawValue, "attempt": "\(attempt)", "reason": reason])
+            if attempt >= client.settings.code.maxAttempts {
+                await env.audit(.flowExhausted, app: client.app.id, user: flow.userId, detail: ["flow": flow.kind.rawValue])
+            }
+        }
         guard let expected = flow.codeHash, code.utf8.count <= 32,
             Secrets.constantTimeEquals(OneTimeCode.hash(code, flowId: flow.id), expected)
-        else { throw NativeFlowError.invalidCode() }
+        else {
+            await failed("wrong")
+            throw NativeFlowError.invalidCode()
+        }
         guard let expiry = flow.codeExpiresAt, expiry > env.clock.now else {
+            await failed("expired")
             throw NativeFlowError.invalidCode("the code has expired; ask for a new one")
         }
     }

@@ -193,6 +193,25 @@ extension NativeAuthService {
     /// `refreshTokenReuseWindow` seconds answers the same new token (a client that lost the answer, or two racing
     /// refreshes); later, it revokes the session, because someone replays a token that was already exchanged.
     private func refresh(client: Client, request: NativeAuthRequest, scopes: [String]) async throws -> NativeTokens {
+        do {
+            return try await rotate(client: client, request: request, scopes: scopes)
+        } catch let error as NativeFlowError {
+            // Every refused token is recorded (a replay that ended its session was recorded as such already).
+            switch error {
+            case .invalidRefreshToken(let reason) where reason != Self.replayed:
+                await env.audit(.refreshTokenInvalid, app: client.app.id, detail: ["reason": reason, "via": "native auth"])
+            case .expiredRefreshToken:
+                await env.audit(.refreshTokenInvalid, app: client.app.id, detail: ["reason": "expired", "via": "native auth"])
+            default: break
+            }
+            throw error
+        }
+    }
+
+    /// The refusal of a replayed token, which ends its session (audited as `refresh_token_reused`).
+    private static let replayed = "the refresh token was already used; the session is revoked, sign in again"
+
+    private func rotate(client: Client, request: NativeAuthRequest, scopes: [String]) async throws -> NativeTokens {
         let text = try request.required(\.refreshToken, "refresh_token")
         guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
             found.session.appId == client.app.id, found.session.clientId == client.id
@@ -221,7 +240,7 @@ extension NativeAuthService {
                 metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "session": "\(session.id)"]
             )
             await env.audit(.refreshTokenReused, app: client.app.id, user: session.userId, detail: ["session": session.id])
-            throw NativeFlowError.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
+            throw NativeFlowError.invalidRefreshToken(Self.replayed)
         }
         if case .spent(let spentAt) = presentedSecret {
             // Older than the previous one: spent two or more rotations ago. Within the window it is a client's late

@@ -41,45 +41,74 @@ extension AuthEnvironment {
     }
 }
 
-/// Growing delays for one identifier's failed password checks (``LoginBackoffSettings``).
+/// Growing delays after wrong passwords (``LoginBackoffSettings``), counted per account and client address.
+///
+/// Each attempt is counted before its password is checked (a compare-and-swap on the address's count, so of racing
+/// attempts each is counted once and none slips past a delay), and the count goes when the password is right. An
+/// address with no failures for the account is never delayed: whatever others guess, the owner's first try from a
+/// clean address is checked. Every address's failures also add up per account: past
+/// ``LoginBackoffSettings/accountFailures`` an address's delays start at its first failure instead of after its free
+/// ones. A right password clears the account's counts for that address and the account's total; a proof of the
+/// mailbox (a reset, a confirmation, a code sign-in) clears every count of the account.
 package struct LoginBackoff: Sendable {
     package let env: AuthEnvironment
     package let app: AppSettings
-    package let key: String
+    /// The account's rows: `app|hash(username)`.
+    package let account: String
+    /// This client address's row for the account.
+    package let pair: String
+    /// The account's total.
+    package let total: String
 
     package init(env: AuthEnvironment, app: AppSettings, identifier: String) {
         self.env = env
         self.app = app
-        key = "\(app.id)|\(AuthEnvironment.hashedIdentifier(identifier))"
+        account = Self.account(app: app.id, identifier: identifier)
+        pair = account + "|" + AuthEnvironment.hashedIdentifier("address:" + (env.origin.ip ?? "-"))
+        total = account + "|*"
     }
 
-    /// Lets an attempt through, or refuses it with ``AuthError/loginDelayed(retryAfter:)`` while the identifier's
-    /// delay runs. Of attempts racing for the end of a delay exactly one proceeds. True when a run of failures exists
-    /// (a success must then clear it).
-    package func admit() async throws -> Bool {
-        guard app.loginBackoff.enabled, let run = try await env.store.loginFailures(key: key) else { return false }
-        let delay = app.loginBackoff.delay(afterFailures: run.failures)
-        guard delay > 0 else { return true }
-        let now = env.clock.now
-        let ready = run.lastAttemptAt.addingTimeInterval(TimeInterval(delay))
-        if ready > now { throw AuthError.loginDelayed(retryAfter: max(1, Int(ready.timeIntervalSince(now).rounded(.up)))) }
-        guard try await env.store.claimLoginAttempt(key: key, previous: run.lastAttemptAt, now: now) else {
-            throw AuthError.loginDelayed(retryAfter: delay)
+    /// The key every login-failure row of an account shares.
+    package static func account(app: String, identifier: String) -> String {
+        "\(app)|\(AuthEnvironment.hashedIdentifier(identifier))"
+    }
+
+    /// Lets an attempt through (counted as a failure until ``succeeded()``), or refuses it with
+    /// ``AuthError/loginDelayed(retryAfter:)`` while this address's delay for the account runs.
+    package func admit() async throws {
+        let settings = app.loginBackoff
+        guard settings.enabled else { return }
+        for _ in 0..<4 {
+            let now = env.clock.now
+            let run = try await env.store.loginFailures(key: pair)
+            if let run, run.failures > 0 {
+                let accountWide = try await env.store.loginFailures(key: total)?.failures ?? 0
+                let free = accountWide >= settings.accountFailures ? 1 : settings.freeFailures
+                let delay = settings.delay(afterFailures: run.failures, free: free)
+                let ready = run.lastAttemptAt.addingTimeInterval(TimeInterval(delay))
+                if ready > now { throw AuthError.loginDelayed(retryAfter: max(1, Int(ready.timeIntervalSince(now).rounded(.up)))) }
+            }
+            if try await env.store.claimLoginAttempt(key: pair, account: account, seen: run?.failures, now: now) { return }
+            // Another attempt from this address was counted in between: look again.
         }
-        return true
+        throw AuthError.loginDelayed(retryAfter: 1)
     }
 
-    /// Counts a wrong password; the first failure past the free ones is audited (later ones are plain failures).
+    /// Counts a wrong password in the account's total (the address's count already holds it); the failure that
+    /// starts this address's delays is audited (later ones are plain failures).
     package func failed(userId: String?) async throws {
-        guard app.loginBackoff.enabled else { return }
-        let failures = try await env.store.recordLoginFailure(key: key, now: env.clock.now)
-        if failures == app.loginBackoff.freeFailures {
+        let settings = app.loginBackoff
+        guard settings.enabled else { return }
+        _ = try await env.store.recordLoginFailure(key: total, account: account, now: env.clock.now)
+        if try await env.store.loginFailures(key: pair)?.failures == settings.freeFailures {
             env.logger.notice("login delays start", metadata: ["app": "\(app.id)"])
-            await env.audit(.loginDelayed, app: app.id, user: userId, detail: ["failures": "\(failures)"])
+            await env.audit(.loginDelayed, app: app.id, user: userId, detail: ["failures": "\(settings.freeFailures)"])
         }
     }
 
-    package func succeeded(hadRun: Bool) async throws {
-        if hadRun { try await env.store.clearLoginFailures(key: key) }
+    /// A right password: this address's count and the account's total go.
+    package func succeeded() async throws {
+        guard app.loginBackoff.enabled else { return }
+        try await env.store.clearLoginFailures(keys: [pair, total])
     }
 }

@@ -425,13 +425,14 @@ package struct EmailPasswordService: Sendable {
     /// with older parameters is upgraded.
     ///
     /// Counted against the app's `login` rate limits (per address and per username) and its login backoff: after a
-    /// run of wrong passwords for the username, known or not, attempts must wait (``AuthError/loginDelayed(retryAfter:)``).
+    /// run of wrong passwords for the username, known or not, from this client address, attempts from it must wait
+    /// (``AuthError/loginDelayed(retryAfter:)``); see ``LoginBackoff``.
     package func authenticate(app: AppSettings, username: String, password: String) async throws -> UserRecord {
         let email = EmailAddress(username)
         let identifier = email?.normalized ?? String(username.prefix(256))
         try await env.checkRateLimit(.login, app: app, identifier: identifier)
         let backoff = LoginBackoff(env: env, app: app, identifier: identifier)
-        let hadRun = try await backoff.admit()
+        try await backoff.admit()
         func wrongPassword(_ userId: String?) async throws -> Never {
             try await backoff.failed(userId: userId)
             throw AuthError.invalidCredentials
@@ -452,7 +453,7 @@ package struct EmailPasswordService: Sendable {
         }
         let user = try await env.store.user(id: account.userId)
         guard try await env.hasher.verify(password, against: account.passwordHash) else { try await wrongPassword(account.userId) }
-        try await backoff.succeeded(hadRun: hadRun)
+        try await backoff.succeeded()
         // "Confirmation required" would tell whoever just registered an address that it was free (a taken one answers
         // as a wrong password): only an app that reveals user existence says it.
         guard account.confirmedAt != nil else { throw app.revealUserExistence ? AuthError.confirmationRequired : AuthError.invalidCredentials }

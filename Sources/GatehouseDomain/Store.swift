@@ -140,13 +140,16 @@ package protocol GatehouseStore: Sendable {
     func purgeRateLimits(now: Date) async throws
     /// The current run of failed password checks for `key`, if any.
     func loginFailures(key: String) async throws -> LoginFailureRecord?
-    /// Moves the run's last attempt from `previous` to `now` if no other request moved it first: of racing attempts
-    /// on a delayed account exactly one proceeds.
-    func claimLoginAttempt(key: String, previous: Date, now: Date) async throws -> Bool
-    /// Counts a failed password check; returns the failures in the run.
-    func recordLoginFailure(key: String, now: Date) async throws -> Int
-    /// Ends the run (a correct password).
-    func clearLoginFailures(key: String) async throws
+    /// Counts an attempt in `key`'s run (of account `account`) before its password is checked: sets failures to
+    /// `seen + 1` and the last attempt to `now`, if the run still has `seen` failures (nil: no run yet). False when
+    /// another attempt was counted first: of racing attempts each is counted once.
+    func claimLoginAttempt(key: String, account: String, seen: Int?, now: Date) async throws -> Bool
+    /// Counts a failed password check in `key`'s run (of account `account`); returns the failures in the run.
+    func recordLoginFailure(key: String, account: String, now: Date) async throws -> Int
+    /// Ends these runs (a correct password).
+    func clearLoginFailures(keys: [String]) async throws
+    /// Ends every run of `account` (a proof of the mailbox).
+    func clearLoginFailures(account: String) async throws
 
     // MARK: Audit log
     /// Appends events in one statement, in order.

@@ -273,9 +273,81 @@ private func backoffConfiguration(freeFailures: Int, baseDelay: Int, maxDelay: I
         }
     }
 
+    /// Someone else's guesses from their own address cannot keep the owner out: failures count per account and
+    /// client address, and an address with none is never delayed.
+    @Test func guessesFromOneAddressDoNotDelayTheOwnerElsewhere() async throws {
+        let clock = ManualClock()
+        var config = backoffConfiguration(freeFailures: 3, baseDelay: 60, maxDelay: 900)
+        config.server.clientIPHeader = "X-Forwarded-For"
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.signUp("vic@example.com")
+            // The attacker keeps the victim's username under delay from 203.0.113.66, trying again each time it ends.
+            for _ in 0..<3 { #expect(try await client.login("vic@example.com", "guess", from: "203.0.113.66").status == .unauthorized) }
+            for _ in 0..<4 {
+                let refused = try await client.login("vic@example.com", "guess", from: "203.0.113.66")
+                #expect(refused.status == .tooManyRequests)
+                clock.advance(by: TimeInterval(Int(refused.headers[.retryAfter] ?? "0") ?? 0))
+                #expect(try await client.login("vic@example.com", "guess", from: "203.0.113.66").status == .unauthorized)
+            }
+            // The owner, from home: checked at once, and in.
+            #expect(try await client.login("vic@example.com", from: "198.51.100.4").status == .ok)
+            // The attacker's address is still delayed.
+            #expect(try await client.login("vic@example.com", "guess", from: "203.0.113.66").status == .tooManyRequests)
+        }
+    }
+
+    /// A reset proves the mailbox: it clears every count of the account, even at the address that made them (an
+    /// office behind one address, or the owner's own mistyping).
+    @Test func aSuccessfulResetClearsTheCount() async throws {
+        let clock = ManualClock()
+        var config = backoffConfiguration(freeFailures: 2, baseDelay: 300, maxDelay: 900)
+        config.server.clientIPHeader = "X-Forwarded-For"
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.signUp("ula@example.com")
+            for _ in 0..<2 { #expect(try await client.login("ula@example.com", "typo", from: "192.0.2.30").status == .unauthorized) }
+            #expect(try await client.login("ula@example.com", from: "192.0.2.30").status == .tooManyRequests)
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "ula@example.com")).status == .ok)
+            let link = try await client.latestLink("ula@example.com")
+            let reset = ResetPasswordRequest(password: "a brand new secret", token: link.token, tokenId: link.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+            #expect(try await client.login("ula@example.com", "a brand new secret", from: "192.0.2.30").status == .ok)
+        }
+    }
+
+    /// Guesses sent all at once from a clean address are counted before any is checked: exactly the free ones are.
+    @Test func parallelGuessesDoNotSlipPastTheCount() async throws {
+        var config = backoffConfiguration(freeFailures: 3, baseDelay: 60, maxDelay: 900)
+        config.server.clientIPHeader = "X-Forwarded-For"
+        try await withGatehouse(config) { _, client in
+            _ = try await client.register("wes@example.com")
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for i in 0..<12 { group.addTask { try await client.login("wes@example.com", "guess \(i)", from: "203.0.113.7").status } }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .unauthorized }.count == 3, "\(statuses)")
+            #expect(statuses.filter { $0 == .tooManyRequests }.count == 9, "\(statuses)")
+        }
+    }
+
+    /// Many addresses guessing one account: past `accountFailures` in all, each address is delayed after its first
+    /// failure instead of its free ones; a clean address still gets its try.
+    @Test func manyAddressesMeetTheAccountCeiling() async throws {
+        var config = backoffConfiguration(freeFailures: 3, baseDelay: 60, maxDelay: 900)
+        config.apps[0].loginBackoff.accountFailures = 4
+        config.server.clientIPHeader = "X-Forwarded-For"
+        try await withGatehouse(config) { _, client in
+            _ = try await client.signUp("xia@example.com")
+            for host in 1...4 { #expect(try await client.login("xia@example.com", "guess", from: "203.0.113.\(host)").status == .unauthorized) }
+            // Below the ceiling address .1 would have two more free tries; now it waits.
+            #expect(try await client.login("xia@example.com", "guess", from: "203.0.113.1").status == .tooManyRequests)
+            #expect(try await client.login("xia@example.com", from: "198.51.100.200").status == .ok)
+        }
+    }
+
     @Test func theDelayScheduleDoublesAndCaps() {
         let backoff = LoginBackoffSettings(freeFailures: 5, baseDelay: 1, maxDelay: 900)
         #expect((0...16).map { backoff.delay(afterFailures: $0) } == [0, 0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900, 900])
+        #expect((0...3).map { backoff.delay(afterFailures: $0, free: 1) } == [0, 1, 2, 4])
         #expect(backoff.delay(afterFailures: 10_000) == 900)
         #expect(LoginBackoffSettings(enabled: false).delay(afterFailures: 50) == 0)
     }

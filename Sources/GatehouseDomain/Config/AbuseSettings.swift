@@ -68,27 +68,36 @@ public struct RateLimitSettings: Sendable, Hashable {
 /// `loginBackoff`: growing delays after repeated wrong passwords for one account, instead of a lock anyone could
 /// set off against a victim.
 ///
-/// After `freeFailures` consecutive failures for a username (known or unknown, so the delay reveals nothing), each
-/// further attempt must wait `baseDelay × 2^(failures − freeFailures)` seconds, at most `maxDelay`, after the previous
-/// attempt; earlier ones are refused with 429 and `Retry-After` without checking the password. A correct password
-/// clears the count.
+/// Failures are counted per account (username, known or unknown, so a delay reveals nothing) and client address.
+/// After `freeFailures` of them from one address, each further attempt from that address must wait
+/// `baseDelay × 2^(failures − freeFailures)` seconds, at most `maxDelay`, after its previous attempt; earlier ones are
+/// refused with 429 and `Retry-After` without checking the password. Another address is not slowed by them: an
+/// address with no failures for the account is never delayed. Across all addresses, once the account has had
+/// `accountFailures` failures (many addresses guessing), each address's delays start at its first failure. A right
+/// password clears its address's count and the account's total; a reset, a confirmation or a code sign-in (a proof
+/// of the mailbox) clears every count of the account.
 public struct LoginBackoffSettings: Sendable, Hashable {
     public var enabled: Bool
     public var freeFailures: Int
     public var baseDelay: Int
     public var maxDelay: Int
+    /// Failures of one account across every address after which each address gets one free failure only.
+    public var accountFailures: Int
 
-    public init(enabled: Bool = true, freeFailures: Int = 5, baseDelay: Int = 1, maxDelay: Int = 900) {
+    public init(enabled: Bool = true, freeFailures: Int = 5, baseDelay: Int = 1, maxDelay: Int = 900, accountFailures: Int = 100) {
         self.enabled = enabled
         self.freeFailures = freeFailures
         self.baseDelay = baseDelay
         self.maxDelay = maxDelay
+        self.accountFailures = accountFailures
     }
 
-    /// Seconds an attempt must wait after the previous one, `failures` failures into a run; 0 while free.
-    package func delay(afterFailures failures: Int) -> Int {
-        guard enabled, failures >= freeFailures else { return 0 }
-        let exponent = min(failures - freeFailures, 30)
+    /// Seconds an attempt must wait after the previous one, `failures` failures into a run, the first `free` of
+    /// them free (``freeFailures`` unless told otherwise); 0 while free.
+    package func delay(afterFailures failures: Int, free: Int? = nil) -> Int {
+        let free = free ?? freeFailures
+        guard enabled, failures >= free else { return 0 }
+        let exponent = min(failures - free, 30)
         return min(maxDelay, baseDelay << exponent)
     }
 }

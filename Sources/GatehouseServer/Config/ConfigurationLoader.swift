@@ -122,11 +122,12 @@ public struct ConfigurationLoader: Sendable {
                 config.rateLimits.rules[kind] = parsed
             }
         }
-        if let backoff = try app.optionalMapping("loginBackoff", allowed: ["enabled", "freeFailures", "baseDelay", "maxDelay"]) {
+        if let backoff = try app.optionalMapping("loginBackoff", allowed: ["enabled", "freeFailures", "baseDelay", "maxDelay", "accountFailures"]) {
             if let enabled = try backoff.optionalBool("enabled") { config.loginBackoff.enabled = enabled }
             if let value = try backoff.optionalInt("freeFailures") { config.loginBackoff.freeFailures = value }
             if let value = try backoff.optionalInt("baseDelay") { config.loginBackoff.baseDelay = value }
             if let value = try backoff.optionalInt("maxDelay") { config.loginBackoff.maxDelay = value }
+            if let value = try backoff.optionalInt("accountFailures") { config.loginBackoff.accountFailures = value }
         }
         if let hash = try app.optionalMapping("passwordHash", allowed: ["memoryKiB", "iterations", "parallelism"]) {
             func uint(_ key: String, _ fallback: UInt32) throws(ConfigurationError) -> UInt32 {
@@ -475,6 +476,11 @@ public struct ConfigurationLoader: Sendable {
             guard (backoff.baseDelay...86_400).contains(backoff.maxDelay) else {
                 throw ConfigurationError(
                     key: path + ".loginBackoff.maxDelay", message: "expected baseDelay…86400 seconds, found \(backoff.maxDelay)"
+                )
+            }
+            guard (backoff.freeFailures...1_000_000).contains(backoff.accountFailures) else {
+                throw ConfigurationError(
+                    key: path + ".loginBackoff.accountFailures", message: "expected freeFailures…1000000, found \(backoff.accountFailures)"
                 )
             }
             let hash = app.passwordHash

@@ -276,6 +276,25 @@ enum Migrations {
                 "CREATE INDEX spent_refresh_secrets_session ON spent_refresh_secrets(session_id)",
             ]
         ),
+        Migration(
+            version: 9,
+            name: "login failures per account and address, retention indexes",
+            statements: [
+                // Login failures are counted per account and client address now, each row knowing its account (so a
+                // proof of the mailbox clears them all). The old per-username runs are dropped: they only restart.
+                "DELETE FROM login_failures",
+                "ALTER TABLE login_failures ADD COLUMN account TEXT NOT NULL DEFAULT ''",
+                "CREATE INDEX login_failures_account ON login_failures(account)",
+                // What the retention service deletes by age, in small batches.
+                "CREATE INDEX login_failures_age ON login_failures(last_attempt_at)",
+                "CREATE INDEX one_time_tokens_expiry ON one_time_tokens(expires_at)",
+                "CREATE INDEX sessions_expiry ON sessions(expires_at)",
+                "CREATE INDEX sessions_revoked ON sessions(revoked_at)",
+                "CREATE INDEX send_log_age ON send_log(at)",
+                "CREATE INDEX outbox_age ON outbox(created_at)",
+                "CREATE INDEX audit_events_age ON audit_events(at)",
+            ]
+        ),
     ]
 }
 

@@ -48,27 +48,39 @@ extension SQLStore {
         }
     }
 
-    func claimLoginAttempt(key: String, previous: Date, now: Date) async throws -> Bool {
-        !(try await db.query(
-            "UPDATE login_failures SET last_attempt_at = $3 WHERE key = $1 AND last_attempt_at = $2 RETURNING key",
-            .text(key), SQLValue(previous), SQLValue(now)
+    func claimLoginAttempt(key: String, account: String, seen: Int?, now: Date) async throws -> Bool {
+        guard let seen else {
+            return !(try await db.query(
+                "INSERT INTO login_failures (key, account, failures, last_attempt_at) VALUES ($1, $2, 1, $3) ON CONFLICT (key) DO NOTHING RETURNING key",
+                .text(key), .text(account), SQLValue(now)
+            ).isEmpty)
+        }
+        return !(try await db.query(
+            "UPDATE login_failures SET failures = $2 + 1, last_attempt_at = $3 WHERE key = $1 AND failures = $2 RETURNING key",
+            .text(key), .int(Int64(seen)), SQLValue(now)
         ).isEmpty)
     }
 
-    func recordLoginFailure(key: String, now: Date) async throws -> Int {
+    func recordLoginFailure(key: String, account: String, now: Date) async throws -> Int {
         let rows = try await db.query(
             """
-            INSERT INTO login_failures (key, failures, last_attempt_at) VALUES ($1, 1, $2)
+            INSERT INTO login_failures (key, account, failures, last_attempt_at) VALUES ($1, $2, 1, $3)
             ON CONFLICT (key) DO UPDATE SET failures = login_failures.failures + 1, last_attempt_at = excluded.last_attempt_at
             RETURNING failures
             """,
-            .text(key), SQLValue(now)
+            .text(key), .text(account), SQLValue(now)
         )
         return Int(try rows.first?.int("failures") ?? 1)
     }
 
-    func clearLoginFailures(key: String) async throws {
-        try await db.query("DELETE FROM login_failures WHERE key = $1", .text(key))
+    func clearLoginFailures(keys: [String]) async throws {
+        guard !keys.isEmpty else { return }
+        let placeholders = (1...keys.count).map { "$\($0)" }.joined(separator: ", ")
+        try await db.query("DELETE FROM login_failures WHERE key IN (\(placeholders))", keys.map { SQLValue.text($0) })
+    }
+
+    func clearLoginFailures(account: String) async throws {
+        try await db.query("DELETE FROM login_failures WHERE account = $1", .text(account))
     }
 
     // MARK: Audit log

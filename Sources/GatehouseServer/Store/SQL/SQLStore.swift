@@ -354,6 +354,8 @@ struct SQLStore: GatehouseStore {
             """,
             .text(appId), .text(address), .text(hash), SQLValue(now)
         )
+        // A proof clears the account's login-failure counts, from every address (the login backoff's rows).
+        try await tx.query("DELETE FROM login_failures WHERE account = $1", .text(LoginBackoff.account(app: appId, identifier: address)))
     }
 
     // MARK: Sessions

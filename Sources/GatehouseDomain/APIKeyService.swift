@@ -38,8 +38,9 @@ package struct APIKeyService: Sendable {
     package func login(appId: String, key secret: String) async throws -> (UserRecord, APIKeyRecord) {
         let app = try enabledApp(try env.app(appId))
         let hash = Secrets.sha256(secret)
-        // Per key too (by its hash): a leaked key used from many addresses is still slowed down.
-        try await env.checkRateLimit(.login, app: app, identifier: Secrets.hex(hash))
+        // Per key too (by its hash): a leaked key used from many addresses is still slowed down. The address was
+        // counted with every other login (LoginService).
+        try await env.checkRateLimit(.login, app: app, identifier: Secrets.hex(hash), countingAddress: false)
         guard let found = try await env.store.apiKeyLogin(appId: app.id, keyHash: hash),
             Secrets.constantTimeEquals(found.key.keyHash, hash), !found.key.disabled
         else { throw AuthError.invalidAPIKey }

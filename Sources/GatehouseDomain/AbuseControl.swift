@@ -5,10 +5,15 @@ extension AuthEnvironment {
     /// Counts this request against the app's limits of `kind`: per client address (``AuthEnvironment/origin``), and
     /// per `identifier` (an email, an API key, a session) when given. Throws ``AuthError/rateLimited(retryAfter:)``
     /// when either is over, with the seconds until its window ends.
-    package func checkRateLimit(_ kind: RateLimitSettings.Kind, app: AppSettings, identifier: String? = nil) async throws {
+    ///
+    /// - Parameter countingAddress: false when this request's address was counted for `kind` already (a token
+    ///   counted per address before it was checked, per identifier once it was found good).
+    package func checkRateLimit(
+        _ kind: RateLimitSettings.Kind, app: AppSettings, identifier: String? = nil, countingAddress: Bool = true
+    ) async throws {
         guard let rule = app.rateLimits.rule(kind) else { return }
         var limits: [(counter: RateCounter, limit: RateLimitSettings.Limit)] = []
-        if let limit = rule.perIP, let ip = origin.ip {
+        if countingAddress, let limit = rule.perIP, let ip = origin.ip {
             limits.append((RateCounter(key: "\(app.id)|\(kind.rawValue)|ip|\(ip)", window: limit.window), limit))
         }
         if let limit = rule.perIdentifier, let identifier {

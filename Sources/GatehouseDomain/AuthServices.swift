@@ -221,6 +221,9 @@ package struct SessionService: Sendable {
         }
         guard let app = env.configuration.app(id: claims.aud) else { throw AuthError.invalidSession("invalid session: unknown app") }
         verifiedApp = app.id
+        // A refresh token with a good signature is looked up: counted per address first (a forged one costs a
+        // signature check only), per session once it proves its own.
+        if kind == .refresh { try await env.checkRateLimit(.refresh, app: app) }
         guard let (session, user) = try await env.store.sessionWithUser(id: claims.sid), session.userId == claims.sub else {
             throw AuthError.invalidSession("invalid session")
         }
@@ -237,7 +240,7 @@ package struct SessionService: Sendable {
         }
         guard let user else { throw AuthError.invalidSession("invalid session") }
         if kind == .refresh {
-            try await env.checkRateLimit(.refresh, app: app, identifier: session.id)
+            try await env.checkRateLimit(.refresh, app: app, identifier: session.id, countingAddress: false)
             // Busy sessions are written at most once per granularity: the read above says whether this use is news.
             let granularity = Self.touchGranularity(app)
             if now.timeIntervalSince(session.lastActiveAt) >= granularity {

@@ -197,10 +197,12 @@ package struct EmailPasswordService: Sendable {
     }
 
     /// Issues a token and its email for `account`, or, when `account` is nil, does the same work and rolls it back.
-    private func issue(_ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress, account: EmailAccountRecord?)
-        async throws
-    {
-        try await env.checkSendLimit(kind == .confirmation ? .confirmation : .passwordReset, app: app, address: email.normalized)
+    /// `counted`: the send limit was checked already (before an answer that says whether the address is known).
+    private func issue(
+        _ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, email: EmailAddress, account: EmailAccountRecord?,
+        counted: Bool = false
+    ) async throws {
+        if !counted { try await env.checkSendLimit(kind == .confirmation ? .confirmation : .passwordReset, app: app, address: email.normalized) }
         let (token, mail) = makeTokenMail(
             kind, app: app, local: local, userId: account?.userId ?? Secrets.objectID(), email: email
         )
@@ -213,9 +215,11 @@ package struct EmailPasswordService: Sendable {
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
         let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
         if app.revealUserExistence {
+            // Counted before the answer tells whether the address is known: no unlimited lookups.
+            try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
             guard let account else { throw AuthError.userNotFound }
             guard account.confirmedAt == nil else { throw AuthError.userAlreadyConfirmed }
-            try await issue(.confirmation, app: app, local: local, email: email, account: account)
+            try await issue(.confirmation, app: app, local: local, email: email, account: account, counted: true)
         } else if let account, account.confirmedAt != nil {
             // Tell the owner, not the caller, with the statements a pending account's new link runs (a token row,
             // born superseded so that it can never be redeemed), so that the answer takes as long.
@@ -266,9 +270,9 @@ package struct EmailPasswordService: Sendable {
             }
             return
         }
+        try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
         guard let account = try await env.store.emailAccount(appId: app.id, email: email.normalized) else { throw AuthError.userNotFound }
         guard account.confirmedAt == nil else { throw AuthError.userAlreadyConfirmed }
-        try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
         try await runConfirmationFunction(account, app: app, local: local, email: email)
     }
 
@@ -363,9 +367,11 @@ package struct EmailPasswordService: Sendable {
     package func sendPasswordReset(appId: String, email rawEmail: String) async throws {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
+        // Counted before the answer, which says whether the address is known where the app reveals that.
+        try await env.checkSendLimit(.passwordReset, app: app, address: email.normalized)
         let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
         if app.revealUserExistence, account == nil { throw AuthError.userNotFound }
-        try await issue(.passwordReset, app: app, local: local, email: email, account: account)
+        try await issue(.passwordReset, app: app, local: local, email: email, account: account, counted: true)
         await env.audit(.resetRequested, app: app.id, user: account?.userId)
     }
 
@@ -395,6 +401,13 @@ package struct EmailPasswordService: Sendable {
         case expired
         /// Unknown id, wrong secret, other app or kind.
         case invalid
+    }
+
+    /// ``tokenState(appId:token:tokenId:kind:)`` for a link someone opens (a hosted page): counted against the
+    /// app's `code` limits like every other check of a token.
+    package func openLink(appId: String, token: String, tokenId: String, kind: OneTimeTokenKind) async throws -> TokenState {
+        try await env.checkRateLimit(.code, app: try env.app(appId), identifier: tokenId)
+        return try await tokenState(appId: appId, token: token, tokenId: tokenId, kind: kind)
     }
 
     /// The state of `token`/`tokenId` as a token of `kind` in `appId` (the secret compared in constant time).

@@ -92,7 +92,9 @@ package struct LoginService: Sendable {
             if case .emailPassword(let username, let password) = credential {
                 return Proof(user: try await EmailPasswordService(env: env).authenticate(app: app, username: username, password: password))
             }
-            try await env.checkRateLimit(.login, app: app)
+            // An anonymous login makes a user, as a registration does.
+            let makesAUser = if case .anonymous = credential { true } else { false }
+            try await env.checkRateLimit(makesAUser ? .registration : .login, app: app)
             switch credential {
             case .anonymous:
                 return Proof(user: try await AnonymousService(env: env).login(appId: app.id).0)

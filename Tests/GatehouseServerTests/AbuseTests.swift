@@ -71,7 +71,7 @@ private extension TestClientProtocol {
 
     @Test func nativeAuthAnswers429InItsOwnEnvelope() async throws {
         let clock = ManualClock()
-        let config = limitedConfiguration([.login: .init(perIP: .init(1, per: 60), perIdentifier: nil)], native: true)
+        let config = limitedConfiguration([.flow: .init(perIP: .init(1, per: 60), perIdentifier: nil)], native: true)
         try await withGatehouse(config, clock: clock) { _, client in
             let headers: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "198.51.100.20"]
             let fields = ["username": "una@example.com", "challenge_type": allChallengeTypes]
@@ -108,9 +108,12 @@ private extension TestClientProtocol {
         }
     }
 
-    /// Linking (`login?link=true`) checks credentials as a login does, and is counted per address as one.
+    /// Linking (`login?link=true`) checks credentials as a login does, and is counted per address as one (the
+    /// anonymous login that made the user counted as a registration).
     @Test func linkAttemptsCountAsLoginsPerAddress() async throws {
-        let config = limitedConfiguration([.login: .init(perIP: .init(2, per: 60), perIdentifier: nil)])
+        let config = limitedConfiguration([
+            .login: .init(perIP: .init(2, per: 60), perIdentifier: nil), .registration: .init(perIP: .init(1, per: 60), perIdentifier: nil),
+        ])
         try await withGatehouse(config) { _, client in
             func anonymousLogin(link bearer: String? = nil) async throws -> Reply {
                 let uri = Path.app() + "/auth/providers/anon-user/login" + (bearer == nil ? "" : "?link=true")
@@ -119,6 +122,7 @@ private extension TestClientProtocol {
             let login = try await anonymousLogin().decode(LoginResponse.self)
             let linked = try await anonymousLogin(link: login.accessToken)
             #expect(linked.status == .badRequest)  // an anonymous identity cannot be linked, but the attempt counts
+            #expect(try await anonymousLogin(link: login.accessToken).status == .badRequest)
             #expect(try await anonymousLogin(link: login.accessToken).status == .tooManyRequests)
             #expect(try await anonymousLogin().status == .tooManyRequests)
         }
@@ -546,6 +550,83 @@ private func backoffConfiguration(freeFailures: Int, baseDelay: Int, maxDelay: I
             }
             let order = ["api_key_created", "api_key_disabled", "api_key_deleted", "reset_requested", "reset_completed"].compactMap { kinds.firstIndex(of: $0) }
             #expect(order == order.sorted())
+        }
+    }
+}
+
+/// Every route that sends mail, writes a row for an unauthenticated caller or checks a secret is counted (the
+/// routes that were not, and the ones that answered a revealing app's lookups before counting them).
+@Suite struct CostlyRouteLimitTests {
+    static let address: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "203.0.113.99"]
+
+    /// `resetpassword/v1.0/start` writes a flow and an audit row for any address: counted per client address.
+    @Test func nativeResetStartsAreLimited() async throws {
+        let config = limitedConfiguration([.flow: .init(perIP: .init(3, per: 60), perIdentifier: nil)], native: true)
+        try await withGatehouse(config) { _, client in
+            var statuses: [HTTPResponse.Status] = []
+            for i in 0..<4 {
+                let reply = try await client.native(
+                    .resetPasswordStart, headers: Self.address, ["username": "nobody\(i)@example.com", "challenge_type": allChallengeTypes]
+                )
+                statuses.append(reply.status)
+            }
+            #expect(statuses == [.ok, .ok, .ok, .tooManyRequests])
+        }
+    }
+
+    /// Native revoke and refresh grants look a presented token up: counted per address before the lookup, made-up
+    /// tokens included.
+    @Test func nativeRevokesAndRefreshesOfMadeUpTokensAreLimited() async throws {
+        let config = limitedConfiguration([.refresh: .init(perIP: .init(4, per: 60), perIdentifier: nil)], native: true)
+        try await withGatehouse(config) { _, client in
+            var statuses: [HTTPResponse.Status] = []
+            for i in 0..<3 { statuses.append(try await client.native(.revoke, headers: Self.address, ["token": "made-up-\(i)"]).status) }
+            for i in 0..<2 {
+                let reply = try await client.native(
+                    .token, headers: Self.address, ["grant_type": "refresh_token", "refresh_token": "made-up-\(i)", "scope": "openid offline_access"]
+                )
+                statuses.append(reply.status)
+            }
+            #expect(statuses == [.ok, .ok, .ok, .badRequest, .tooManyRequests])
+        }
+    }
+
+    /// Opening a hosted link checks its token: counted per token id like `confirm` and `reset`.
+    @Test func hostedLinkPagesAreLimitedPerToken() async throws {
+        let config = limitedConfiguration([.code: .init(perIP: nil, perIdentifier: .init(2, per: 60))])
+        try await withGatehouse(config) { _, client in
+            let path = "/app/test-app/confirm?token=\(String(repeating: "ab", count: 32))&tokenId=\(String(repeating: "cd", count: 12))"
+            var statuses: [HTTPResponse.Status] = []
+            for _ in 0..<3 { statuses.append(try await client.call(path, .get).status) }
+            #expect(statuses.last == .tooManyRequests, "\(statuses)")
+            #expect(statuses.prefix(2).allSatisfy { $0 != .tooManyRequests })
+        }
+    }
+
+    /// An app that reveals user existence answers `UserNotFound`, but only within the send limits: the lookups are
+    /// counted like the mails they stand for.
+    @Test func revealingLookupsAreCountedBeforeTheyAnswer() async throws {
+        var config = limitedConfiguration([.email: .init(perIP: .init(3, per: 60), perIdentifier: nil)])
+        config.apps[0].revealUserExistence = true
+        try await withGatehouse(config) { _, client in
+            var statuses: [HTTPResponse.Status] = []
+            for i in 0..<4 {
+                let body = try JSONEncoder().encode(EmailRequest(email: "who\(i)@example.com"))
+                statuses.append(try await client.post(Path.local("reset/send"), body, from: "203.0.113.99").status)
+            }
+            #expect(statuses == [.notFound, .notFound, .notFound, .tooManyRequests])
+        }
+    }
+
+    /// Each anonymous login makes a user: counted as a registration.
+    @Test func anonymousLoginsCountAsRegistrations() async throws {
+        let config = limitedConfiguration([.registration: .init(perIP: .init(2, per: 60), perIdentifier: nil)])
+        try await withGatehouse(config) { _, client in
+            var statuses: [HTTPResponse.Status] = []
+            for _ in 0..<3 {
+                statuses.append(try await client.post(Path.app("test-app") + "/auth/providers/anon-user/login", Data("{}".utf8), from: "203.0.113.99").status)
+            }
+            #expect(statuses == [.ok, .ok, .tooManyRequests])
         }
     }
 }

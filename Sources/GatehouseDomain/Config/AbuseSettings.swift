@@ -6,19 +6,23 @@
 public struct RateLimitSettings: Sendable, Hashable {
     /// A kind of request, counted on its own.
     public enum Kind: String, Sendable, Hashable, CaseIterable {
-        /// Password, API key and provider logins; native sign-in starts and password checks. Identifier: the
-        /// username (email) or the API key.
+        /// Password checks (Client API and native), API key and provider logins, a native sign-in's last step.
+        /// Identifier: the username (email) or the API key.
         case login
-        /// `register` and native sign-up starts. Identifier: the email.
+        /// `register`, native sign-up starts and anonymous logins (each makes a user). Identifier: the email.
         case registration
         /// Requests that send an email (confirmation, reset, codes). Per address the older `emailLimit` applies too.
         /// Identifier: the email.
         case email
-        /// Checks of emailed tokens and codes (`confirm`, `reset`, native `continue` and code grants). Identifier:
-        /// the token id or the flow.
+        /// Checks of emailed tokens and codes (`confirm`, `reset`, the hosted pages that open a link, native code
+        /// grants). Identifier: the token id or the flow.
         case code
-        /// Refresh token use (`auth/session`, native refresh grants). Identifier: the session.
+        /// Refresh token use (`auth/session`, native refresh grants, native revoke): every presented token per client
+        /// address, before it is checked. Identifier: the session, counted once the token is its own.
         case refresh
+        /// Native auth flows: starting a sign-in or a password reset (identifier: the email), and every step that
+        /// presents a continuation token (identifier: the flow), each of which reads and writes the flow.
+        case flow
     }
 
     /// At most `count` requests in `window` seconds.
@@ -59,6 +63,7 @@ public struct RateLimitSettings: Sendable, Hashable {
         .email: Rule(perIP: Limit(30, per: 300), perIdentifier: nil),
         .code: Rule(perIP: Limit(60, per: 300), perIdentifier: Limit(10, per: 300)),
         .refresh: Rule(perIP: Limit(600, per: 300), perIdentifier: Limit(60, per: 300)),
+        .flow: Rule(perIP: Limit(120, per: 300), perIdentifier: Limit(30, per: 300)),
     ]
 
     /// The rule of `kind`, or nil when limits are off.

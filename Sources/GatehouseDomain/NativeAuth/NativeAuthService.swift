@@ -120,7 +120,10 @@ package struct NativeAuthService: Sendable {
         steps: Set<NativeFlowRecord.Step>
     ) async throws -> (NativeFlowRecord, OpaqueToken) {
         let text = try request.required(\.continuationToken, "continuation_token")
-        guard let token = OpaqueToken(text), let flow = try await env.store.flow(id: token.id),
+        guard let token = OpaqueToken(text) else { throw NativeFlowError.invalidContinuationToken() }
+        // Every step reads and writes the flow: counted per address and per flow before the token is looked up.
+        try await env.checkRateLimit(.flow, app: client.app, identifier: token.id)
+        guard let flow = try await env.store.flow(id: token.id),
             flow.appId == client.app.id, flow.clientId == client.id, kinds.contains(flow.kind),
             Secrets.constantTimeEquals(token.hash, flow.tokenHash)
         else { throw NativeFlowError.invalidContinuationToken() }

@@ -16,6 +16,8 @@ extension NativeAuthService {
     package func resetPasswordStart(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
         let types = try challengeTypes(request)
         let email = try username(request)
+        // Counted before anything is answered: each start writes a flow and an audit row.
+        try await env.checkRateLimit(.flow, app: client.app, identifier: email.normalized)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
         if client.app.revealUserExistence {
             guard let account else { throw NativeFlowError.userNotFound }

@@ -13,7 +13,8 @@ extension NativeAuthService {
     package func signInInitiate(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
         let types = try challengeTypes(request)
         let email = try username(request)
-        try await env.checkRateLimit(.login, app: client.app, identifier: email.normalized)
+        // A flow is written; the password, if any, is counted as a login when it is checked.
+        try await env.checkRateLimit(.flow, app: client.app, identifier: email.normalized)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
         if account == nil, client.app.revealUserExistence { throw NativeFlowError.userNotFound }
         guard types.contains(.oob) || types.contains(.password) else {
@@ -213,6 +214,8 @@ extension NativeAuthService {
 
     private func rotate(client: Client, request: NativeAuthRequest, scopes: [String]) async throws -> NativeTokens {
         let text = try request.required(\.refreshToken, "refresh_token")
+        // Every presented token per address, before it is looked up; per session below, once it proves its own.
+        try await env.checkRateLimit(.refresh, app: client.app)
         guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
             found.session.appId == client.app.id, found.session.clientId == client.id
         else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
@@ -253,7 +256,7 @@ extension NativeAuthService {
         // which access tokens carry in `sid`, must not let anyone use up the session's refresh allowance. And counted
         // before the secret rotates: a refresh refused with 429 must leave the client's token as it was, or the retry
         // after Retry-After (longer than the reuse window) would look like a replay and revoke the session.
-        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
+        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id, countingAddress: false)
         var secret: [UInt8]?
         if isCurrent {
             let salt = Secrets.randomBytes(16)
@@ -284,6 +287,8 @@ extension NativeAuthService {
     /// whatever the token was, so that it tells nothing about tokens it did not end.
     package func revoke(client: Client, request: NativeAuthRequest) async throws {
         let text = try request.required(\.token, "token")
+        // Each presented token is checked against the database: counted per address first.
+        try await env.checkRateLimit(.refresh, app: client.app)
         guard let session = try await sessionToRevoke(text, client: client) else { return }
         try await env.store.revokeSession(id: session.id, now: env.clock.now)
         env.logger.info("signed out", metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "via": "native auth"])

@@ -33,7 +33,7 @@ struct HostedPages {
             guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
                 return Page(status: .badRequest, title: "This link is incomplete", body: incompleteLink(app, csrf, resend: "confirm/send"))
             }
-            switch try await service(context).tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .confirmation) {
+            switch try await service(context).openLink(appId: app.id, token: token, tokenId: tokenId, kind: .confirmation) {
             case .valid:
                 return Page(
                     title: "Confirm your email",
@@ -106,7 +106,7 @@ struct HostedPages {
             guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
                 return Page(status: .badRequest, title: "This link is incomplete", body: incompleteLink(app, csrf, resend: "reset/send"))
             }
-            switch try await service(context).tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .passwordReset) {
+            switch try await service(context).openLink(appId: app.id, token: token, tokenId: tokenId, kind: .passwordReset) {
             case .valid:
                 return resetForm(app: app, token: token, tokenId: tokenId, csrf: csrf, error: nil)
             case let state:

@@ -11,7 +11,7 @@ struct GatehouseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatehouse",
         abstract: "A self-hosted authentication server for Swift apps.",
-        subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Keys.self, Audit.self, Export.self, Import.self],
+        subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Keys.self, Audit.self, Export.self, Import.self, Purge.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -283,6 +283,27 @@ struct APIKeys: AsyncParsableCommand {
                 try await gatehouse.setServerAPIKeyDisabled(appId: key.app, id: key.id, disabled: true)
                 print("server API key \(key.id) disabled")
             }
+        }
+    }
+}
+
+struct Purge: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete what has aged out (expired flows and tokens, ended sessions, old counters, sent mail, old audit events) once, now.",
+        discussion: """
+            The server does this by itself every retention.interval seconds unless retention.enabled is false; this \
+            command is for a scheduler, or for a first clean-up. Safe while servers run. Prints, per table, the rows \
+            deleted and the rows left.
+            """
+    )
+
+    @OptionGroup var options: ConfigOptions
+
+    func run() async throws {
+        let rows = try await options.withServer { try await $0.purge() }
+        let width = rows.map(\.table.count).max() ?? 0
+        for row in rows {
+            print("\(row.table.padding(toLength: width, withPad: " ", startingAt: 0))  deleted \(row.deleted)  left \(row.left)")
         }
     }
 }

@@ -151,6 +151,12 @@ package protocol GatehouseStore: Sendable {
     /// Ends every run of `account` (a proof of the mailbox).
     func clearLoginFailures(account: String) async throws
 
+    // MARK: Retention
+
+    /// Deletes at most `limit` rows of `target` that aged out before `cutoff`, in one short statement; returns how
+    /// many it deleted.
+    func purge(_ target: RetentionTarget, before cutoff: Date, limit: Int) async throws -> Int
+
     // MARK: Audit log
     /// Appends events in one statement, in order.
     func appendAuditEvents(_ events: [AuditEvent]) async throws

@@ -285,6 +285,7 @@ public final class AuthServer: Sendable {
         }
 
         var services: [any Service] = [HashMemoryTrimService()]
+        if configuration.retention.enabled { services.append(RetentionRunner(env: env)) }
         if let transport = mailTransport {
             services.append(OutboxDeliveryService(store: env.store, transport: transport, clock: env.clock, logger: env.logger))
         } else {
@@ -382,6 +383,18 @@ public final class AuthServer: Sendable {
 
     /// The largest custom user data document, in bytes of JSON: it travels in every access token.
     public static let maxCustomDataSize = 16 * 1024
+
+    /// Deletes what has aged out (``RetentionSettings``) once, now: `gatehouse purge`. Returns the rows deleted and
+    /// the rows left, per table.
+    public func purge() async throws(AdminError) -> [(table: String, deleted: Int, left: Int)] {
+        do {
+            let deleted = try await RetentionService(env: env).run()
+            let left = try await (env.store as? SQLStore)?.retainedTableSizes() ?? [:]
+            return RetentionTarget.allCases.map { ($0.rawValue, deleted[$0] ?? 0, left[$0] ?? 0) }
+        } catch {
+            throw AdminError("the database refused: \(error)")
+        }
+    }
 
     /// The base URL clients are sent to and emailed links start with.
     public var resolvedPublicURL: String { publicURL.value }

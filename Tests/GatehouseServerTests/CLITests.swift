@@ -354,3 +354,20 @@ extension CLITests {
         #expect(result.stderr.contains("--host 127.0.0.1"), "\(result.stderr)")
     }
 }
+
+extension CLITests {
+    /// `gatehouse purge` runs the retention service once and says, per table, what it deleted and what is left.
+    @Test func purgeDeletesWhatAgedOutAndReportsEveryTable() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        _ = try await cliAppWithUser(in: folder)
+        let result = try await run(["purge", "--config", "gatehouse.yaml"], in: folder)
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == RetentionTarget.allCases.count, "\(result.stdout)")
+        // The user's login is recent: its audit events stay.
+        let audit = try #require(lines.first { $0.hasPrefix("audit_events") })
+        #expect(audit.contains("deleted 0"))
+        #expect(!audit.hasSuffix("left 0"))
+    }
+}

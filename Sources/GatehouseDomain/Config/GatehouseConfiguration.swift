@@ -10,19 +10,23 @@ public struct GatehouseConfiguration: Sendable {
     public var mail: MailSettings
     /// The apps this server serves; ids are unique.
     public var apps: [AppSettings]
+    /// How long data that is only kept for a while stays (`retention`).
+    public var retention: RetentionSettings
 
     public init(
         server: ServerSettings = .init(),
         database: DatabaseSettings = .init(),
         dev: DevSettings = .init(),
         mail: MailSettings = .init(),
-        apps: [AppSettings]
+        apps: [AppSettings],
+        retention: RetentionSettings = .init()
     ) {
         self.server = server
         self.database = database
         self.dev = dev
         self.mail = mail
         self.apps = apps
+        self.retention = retention
     }
 
     /// What `gatehouse serve` runs with no configuration at all: 127.0.0.1:9090, SQLite at

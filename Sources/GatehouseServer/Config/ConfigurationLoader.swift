@@ -58,7 +58,7 @@ public struct ConfigurationLoader: Sendable {
             throw ConfigurationError(key: "", message: "the configuration file is not valid YAML or JSON: \(error)")
         }
         guard let root else { throw ConfigurationError(key: "", message: "the configuration file is empty") }
-        let top = try ConfigNode(node: root, path: "").mapping(allowed: ["server", "database", "dev", "mail", "apps"])
+        let top = try ConfigNode(node: root, path: "").mapping(allowed: ["server", "database", "dev", "mail", "apps", "retention"])
 
         var config = GatehouseConfiguration(apps: [])
         if let server = try top.optionalMapping("server", allowed: ["host", "port", "publicURL", "location", "clientIPHeader"]) {
@@ -82,6 +82,17 @@ public struct ConfigurationLoader: Sendable {
             if let from = try mail.optionalString("from") { config.mail.from = from }
             if let timeout = try mail.optionalInt("timeout") { config.mail.timeout = timeout }
             config.mail.caFile = try mail.optionalString("caFile")
+        }
+        if let retention = try top.optionalMapping(
+            "retention", allowed: ["enabled", "interval", "batchSize", "expired", "endedSessions", "sentMail", "auditEvents"]
+        ) {
+            if let value = try retention.optionalBool("enabled") { config.retention.enabled = value }
+            if let value = try retention.optionalInt("interval") { config.retention.interval = value }
+            if let value = try retention.optionalInt("batchSize") { config.retention.batchSize = value }
+            if let value = try retention.optionalInt("expired") { config.retention.expired = value }
+            if let value = try retention.optionalInt("endedSessions") { config.retention.endedSessions = value }
+            if let value = try retention.optionalInt("sentMail") { config.retention.sentMail = value }
+            if let value = try retention.optionalInt("auditEvents") { config.retention.auditEvents = value }
         }
         guard let apps = try top.optionalSequence("apps") else {
             throw ConfigurationError(key: "apps", message: "at least one app is required")
@@ -433,6 +444,14 @@ public struct ConfigurationLoader: Sendable {
         }
         guard (1...600).contains(config.mail.timeout) else {
             throw ConfigurationError(key: "mail.timeout", message: "expected 1…600 seconds, found \(config.mail.timeout)")
+        }
+        let retention = config.retention
+        for (key, value, range) in [
+            ("interval", retention.interval, 60...86_400), ("batchSize", retention.batchSize, 10...10_000),
+            ("expired", retention.expired, 0...31_536_000), ("endedSessions", retention.endedSessions, 0...31_536_000),
+            ("sentMail", retention.sentMail, 0...31_536_000), ("auditEvents", retention.auditEvents, 0...315_360_000),
+        ] where !range.contains(value) {
+            throw ConfigurationError(key: "retention." + key, message: "expected \(range.lowerBound)…\(range.upperBound), found \(value)")
         }
         guard config.mail.from.contains("@") else {
             throw ConfigurationError(key: "mail.from", message: "expected an address like Name <no-reply@example.com>")

@@ -133,3 +133,38 @@ extension SQLStore {
         }
     }
 }
+
+/// The retention service's deletes.
+extension SQLStore {
+    func purge(_ target: RetentionTarget, before cutoff: Date, limit: Int) async throws -> Int {
+        // Each DELETE picks at most `limit` rows by an indexed age and deletes them by key, in one statement: a
+        // short lock, and a concurrent run on another instance finds fewer rows, never the same work twice.
+        let (key, condition): (String, String) =
+            switch target {
+            case .expiredFlows: ("id", "token_expires_at < $1")
+            case .expiredTokens: ("id", "expires_at < $1")
+            case .endedSessions: ("id", "revoked_at < $1 OR expires_at < $1")
+            // send_log has no key of its own: the row's physical id.
+            case .sendLog: (db.dialect == .postgres ? "ctid" : "rowid", "at < $1")
+            case .loginFailures: ("key", "last_attempt_at < $1")
+            case .rateLimits: ("key", "window_start + window_ms < $1")
+            case .sentMail: ("id", "status <> 'pending' AND created_at < $1")
+            case .auditEvents: ("seq", "at < $1")
+            }
+        let table = target.rawValue
+        let rows = try await db.query(
+            "DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) WHERE \(condition) LIMIT $2) RETURNING 1 AS one",
+            SQLValue(cutoff), .int(Int64(limit))
+        )
+        return rows.count
+    }
+
+    /// Rows per table that the retention service keeps in check (for `gatehouse purge` and the tests).
+    func retainedTableSizes() async throws -> [RetentionTarget: Int] {
+        var sizes: [RetentionTarget: Int] = [:]
+        for target in RetentionTarget.allCases {
+            sizes[target] = Int(try await db.query("SELECT COUNT(*) AS n FROM \(target.rawValue)", []).first?.int("n") ?? 0)
+        }
+        return sizes
+    }
+}

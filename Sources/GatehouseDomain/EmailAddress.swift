@@ -1,11 +1,13 @@
 import Foundation
 
 /// An email address as accounts are keyed by it: trimmed, in Unicode canonical form (NFC), matched
-/// case-insensitively.
+/// case-insensitively, its domain in Unicode whether it was typed so or in Punycode (`bücher.example` and
+/// `xn--bcher-kva.example` are one mailbox, so they are one account).
 package struct EmailAddress: Hashable, Sendable {
     /// Trimmed and NFC-normalized, as the user typed it otherwise; shown in the profile and used as the recipient.
     package let display: String
-    /// ``display`` lowercased; the account key. `é` typed precomposed or as `e` + accent is one account.
+    /// ``display`` lowercased, Punycode domain labels decoded; the account key. `é` typed precomposed or as `e` +
+    /// accent is one account, and so is a domain typed in Unicode or as `xn--…`.
     package let normalized: String
 
     /// Parses and checks an address. Deliberately permissive about the local part (RFC 5321 and 6531 allow a lot),
@@ -27,8 +29,18 @@ package struct EmailAddress: Hashable, Sendable {
                     && label.unicodeScalars.allSatisfy(Self.isDomainCharacter)
             })
         else { return nil }
+        // The domain's canonical form: ACE labels (`xn--…`) decoded to Unicode, then checked like typed ones (a
+        // label may not decode to what could not be typed: an invisible or bidirectional character, a symbol).
+        var unicodeLabels: [String] = []
+        for label in labels {
+            guard let decoded = Punycode.unicodeLabel(label)?.precomposedStringWithCanonicalMapping, !decoded.isEmpty,
+                !decoded.unicodeScalars.contains(where: Self.isForbidden), decoded.unicodeScalars.allSatisfy(Self.isDomainCharacter),
+                !decoded.hasPrefix("-"), !decoded.hasSuffix("-")
+            else { return nil }
+            unicodeLabels.append(decoded)
+        }
         display = trimmed
-        normalized = trimmed.lowercased()
+        normalized = local.lowercased() + "@" + unicodeLabels.joined(separator: ".").lowercased()
     }
 
     /// Characters no address may hold: whitespace, controls, invisible formatting, private-use, unassigned.

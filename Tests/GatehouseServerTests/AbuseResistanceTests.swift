@@ -82,3 +82,16 @@ extension AbuseResistanceTests {
         }
     }
 }
+
+extension AbuseResistanceTests {
+    /// `bücher.example` and `xn--bcher-kva.example` are one mailbox: registering it in the other form is a taken
+    /// address, and its owner signs in with either.
+    @Test func anInternationalDomainInUnicodeAndPunycodeIsOneAccount() async throws {
+        try await withGatehouse { _, client in
+            #expect(try await client.register("ann@bücher.example", app: "auto-app").status == .created)
+            let again = try await client.register("ann@xn--bcher-kva.example", "another password", app: "auto-app")
+            #expect(again.status == .conflict)
+            #expect(try await client.login("ANN@XN--BCHER-KVA.example", app: "auto-app").status == .ok)
+        }
+    }
+}

@@ -116,9 +116,33 @@ import Testing
     @Test func oddUnicodeInEmailsIsNormalisedOrRefused() {
         #expect(EmailAddress("e\u{301}lise@example.com")?.normalized == EmailAddress("\u{e9}lise@EXAMPLE.com")?.normalized)
         #expect(EmailAddress("jürgen@bücher.de")?.normalized == "jürgen@bücher.de")
-        for refused in ["admin\u{202E}@example.com", "a\u{200B}b@example.com", "a@exa_mple.com", "a@exam ple.com", "a\u{E000}@example.com", "a@example.c\u{0}m"] {
+        // An internationalized domain typed in Punycode is the same mailbox as in Unicode: one key.
+        #expect(EmailAddress("Jürgen@XN--BCHER-KVA.de")?.normalized == "jürgen@bücher.de")
+        #expect(EmailAddress("jürgen@xn--bcher-kva.de")?.display == "jürgen@xn--bcher-kva.de")
+        // Punycode that does not decode, or decodes to what could not be typed (a right-to-left override), is refused.
+        for refused in ["admin\u{202E}@example.com", "a\u{200B}b@example.com", "a@exa_mple.com", "a@exam ple.com", "a\u{E000}@example.com", "a@example.c\u{0}m",
+            "a@xn--ab-g4t.example", "a@xn--9999999999a.example", "a@xn--.example"] {
             #expect(EmailAddress(refused) == nil, "\(refused.unicodeScalars.map { String($0.value, radix: 16) })")
         }
+    }
+
+    /// RFC 3492's sample (A), Arabic (Egyptian), and a label every IDN guide uses.
+    @Test func punycodeDecodesTheRFCSamples() {
+        let arabic = "\u{0644}\u{064A}\u{0647}\u{0645}\u{0627}\u{0628}\u{062A}\u{0643}\u{0644}\u{0645}\u{0648}\u{0634}\u{0639}\u{0631}\u{0628}\u{064A}\u{061F}"
+        #expect(Punycode.decode("egbpdaj6bu4bxfgehfvwxn") == arabic)
+        #expect(Punycode.unicodeLabel("xn--bcher-kva") == "bücher")
+        #expect(Punycode.unicodeLabel("example") == "example")
+        #expect(Punycode.decode("bcher-kv\u{e9}") == nil)
+        #expect(Punycode.decode("99999999999999999999999") == nil)
+        // Whatever ASCII arrives (addresses are at most 254 bytes), decoding answers and never traps.
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789-")
+        var decoded = 0
+        for _ in 0..<5000 {
+            let label = String((0..<Int.random(in: 1...60, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+            if Punycode.decode(Substring(label)) != nil { decoded += 1 }
+        }
+        #expect(decoded > 0)
     }
 
     /// Answers under `/api/` carry the Client API envelope, under `/native/` native auth's, pages are HTML.

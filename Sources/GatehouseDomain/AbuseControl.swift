@@ -6,8 +6,8 @@ extension AuthEnvironment {
     /// per `identifier` (an email, an API key, a session) when given. Throws ``AuthError/rateLimited(retryAfter:)``
     /// when either is over, with the seconds until its window ends.
     ///
-    /// - Parameter countingAddress: false when this request's address was counted for `kind` already (a token
-    ///   counted per address before it was checked, per identifier once it was found good).
+    /// - Parameter countingAddress: false when this request's address was counted for `kind` already (an API key
+    ///   login: its address counts with every other login, its key on its own).
     package func checkRateLimit(
         _ kind: RateLimitSettings.Kind, app: AppSettings, identifier: String? = nil, countingAddress: Bool = true
     ) async throws {

@@ -192,7 +192,9 @@ package struct SessionService: Sendable {
             return try await verify(token, as: kind, app: &app)
         } catch AuthError.invalidSession(let reason) where kind == .refresh {
             // Every refused refresh token is recorded: under the app it was issued for once its signature is known
-            // good, else server-wide (an unverified token's claims are anyone's words).
+            // good, else server-wide (an unverified token's claims are anyone's words). One with a good signature
+            // was looked up: it counts against the address's refresh limit as a good one does (with its session).
+            if let app, let settings = env.configuration.app(id: app) { try await env.checkRateLimit(.refresh, app: settings) }
             await env.audit(.refreshTokenInvalid, app: app ?? AuthEnvironment.serverWideApp, detail: ["reason": reason])
             throw AuthError.invalidSession(reason)
         }
@@ -221,9 +223,6 @@ package struct SessionService: Sendable {
         }
         guard let app = env.configuration.app(id: claims.aud) else { throw AuthError.invalidSession("invalid session: unknown app") }
         verifiedApp = app.id
-        // A refresh token with a good signature is looked up: counted per address first (a forged one costs a
-        // signature check only), per session once it proves its own.
-        if kind == .refresh { try await env.checkRateLimit(.refresh, app: app) }
         guard let (session, user) = try await env.store.sessionWithUser(id: claims.sid), session.userId == claims.sub else {
             throw AuthError.invalidSession("invalid session")
         }
@@ -240,7 +239,7 @@ package struct SessionService: Sendable {
         }
         guard let user else { throw AuthError.invalidSession("invalid session") }
         if kind == .refresh {
-            try await env.checkRateLimit(.refresh, app: app, identifier: session.id, countingAddress: false)
+            try await env.checkRateLimit(.refresh, app: app, identifier: session.id)
             // Busy sessions are written at most once per granularity: the read above says whether this use is news.
             let granularity = Self.touchGranularity(app)
             if now.timeIntervalSince(session.lastActiveAt) >= granularity {

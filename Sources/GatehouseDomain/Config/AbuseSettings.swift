@@ -18,7 +18,8 @@ public struct RateLimitSettings: Sendable, Hashable {
         /// grants). Identifier: the token id or the flow.
         case code
         /// Refresh token use (`auth/session`, native refresh grants, native revoke): every presented token per client
-        /// address, before it is checked. Identifier: the session, counted once the token is its own.
+        /// address, refused ones included. Identifier: the session, counted once the token is its own (in the same
+        /// statement as the address, before a native token rotates).
         case refresh
         /// Native auth flows: starting a sign-in or a password reset (identifier: the email), and every step that
         /// presents a continuation token (identifier: the flow), each of which reads and writes the flow.

@@ -197,7 +197,12 @@ extension NativeAuthService {
         do {
             return try await rotate(client: client, request: request, scopes: scopes)
         } catch let error as NativeFlowError {
-            // Every refused token is recorded (a replay that ended its session was recorded as such already).
+            // Every refused token counts against the address's refresh limit (a good one counts with its session,
+            // in one statement), and is recorded (a replay that ended its session was recorded as such already).
+            switch error {
+            case .invalidRefreshToken, .expiredRefreshToken: try await env.checkRateLimit(.refresh, app: client.app)
+            default: break
+            }
             switch error {
             case .invalidRefreshToken(let reason) where reason != Self.replayed:
                 await env.audit(.refreshTokenInvalid, app: client.app.id, detail: ["reason": reason, "via": "native auth"])
@@ -214,8 +219,6 @@ extension NativeAuthService {
 
     private func rotate(client: Client, request: NativeAuthRequest, scopes: [String]) async throws -> NativeTokens {
         let text = try request.required(\.refreshToken, "refresh_token")
-        // Every presented token per address, before it is looked up; per session below, once it proves its own.
-        try await env.checkRateLimit(.refresh, app: client.app)
         guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
             found.session.appId == client.app.id, found.session.clientId == client.id
         else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
@@ -256,7 +259,7 @@ extension NativeAuthService {
         // which access tokens carry in `sid`, must not let anyone use up the session's refresh allowance. And counted
         // before the secret rotates: a refresh refused with 429 must leave the client's token as it was, or the retry
         // after Retry-After (longer than the reuse window) would look like a replay and revoke the session.
-        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id, countingAddress: false)
+        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
         var secret: [UInt8]?
         if isCurrent {
             let salt = Secrets.randomBytes(16)

@@ -43,6 +43,10 @@ final class PostgresDatabase: SQLDatabase {
             database: settings.database, tls: tls
         )
         configuration.options.maximumConnections = settings.poolSize
+        // Nothing holds a lock for ever: a statement waits at most 30 s for a row lock, and a connection left idle
+        // inside a transaction is ended by the server after 60 s, its locks released, instead of stalling every
+        // request that needs those rows.
+        configuration.options.additionalStartupParameters = [("lock_timeout", "30s"), ("idle_in_transaction_session_timeout", "60s")]
         configuration.options.connectTimeout = .seconds(Int64(settings.connectTimeout))
         var clientLogger = logger
         clientLogger.logLevel = max(logger.logLevel, .notice)
@@ -70,12 +74,15 @@ final class PostgresDatabase: SQLDatabase {
         try await Self.mapErrors {
             try await self.withConnection { connection in
                 try await connection.query("BEGIN", logger: self.logger)
+                // COMMIT and ROLLBACK run in tasks of their own, which a cancellation of the request does not reach:
+                // the connection goes back to the pool with its transaction ended, never open with its locks held.
+                let logger = self.logger
                 do {
-                    let result = try await body(Connection(connection: connection, logger: self.logger))
-                    try await connection.query("COMMIT", logger: self.logger)
+                    let result = try await body(Connection(connection: connection, logger: logger))
+                    try await Task { try await connection.query("COMMIT", logger: logger) }.value
                     return result
                 } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                    _ = try? await Task { try await connection.query("ROLLBACK", logger: logger) }.value
                     throw error
                 }
             }

@@ -271,6 +271,7 @@ public final class AuthServer: Sendable {
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let router = Router(context: GatehouseRequestContext.self)
         router.add(middleware: RequestLogMiddleware())
+        router.add(middleware: NoSniffMiddleware())
         router.add(middleware: RequestOriginMiddleware(clientIPHeader: configuration.server.clientIPHeader.flatMap { HTTPField.Name($0) }))
         // Outside the error middleware: refusals carry the CORS headers too, so browser clients can read them.
         router.add(middleware: CORSMiddleware(configuration: configuration))
@@ -413,6 +414,16 @@ public struct AdminError: Error, CustomStringConvertible, Sendable {
     init(_ description: String) { self.description = description }
 }
 
+
+/// `X-Content-Type-Options: nosniff` on every answer: JSON, YAML and error bodies that echo input are never read as
+/// HTML or script by a browser that guesses types.
+struct NoSniffMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        response.headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        return response
+    }
+}
 
 /// One log line per request: method, path (never the query, which may carry tokens), status, duration.
 struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {

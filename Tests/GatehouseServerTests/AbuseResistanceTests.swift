@@ -3,6 +3,7 @@ import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseTestSupport
 import GatehouseWire
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
@@ -92,6 +93,24 @@ extension AbuseResistanceTests {
             let again = try await client.register("ann@xn--bcher-kva.example", "another password", app: "auto-app")
             #expect(again.status == .conflict)
             #expect(try await client.login("ANN@XN--BCHER-KVA.example", app: "auto-app").status == .ok)
+        }
+    }
+}
+
+extension AbuseResistanceTests {
+    /// JSON, YAML and error answers (some echo input) carry `nosniff`, so no browser reads them as HTML.
+    @Test func everyAnswerSaysNoSniff() async throws {
+        try await withGatehouse(nativeConfiguration()) { _, client in
+            let answers = [
+                try await client.call(Path.app() + "/location", .get),
+                try await client.login("nobody@example.com", "wrong"),
+                try await client.call("/openapi.yaml", .get),
+                try await client.native(.signInInitiate, ["username": "<script>"]),
+                try await client.call("/no/such/route", .get),
+            ]
+            for answer in answers {
+                #expect(answer.headers[HTTPField.Name("X-Content-Type-Options")!] == "nosniff", "\(answer.status): \(answer.text.prefix(80))")
+            }
         }
     }
 }

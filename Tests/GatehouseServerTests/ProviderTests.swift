@@ -115,6 +115,56 @@ import Testing
         }
     }
 
+    /// An HS256 token whose header and payload are exactly these JSON texts (to write what an encoder would not).
+    static func rawHS256(header: String, payload: String) -> String {
+        let input = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode(Data(payload.utf8))
+        let mac = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(secret.utf8)))
+        return input + "." + Base64URL.encode(Data(mac))
+    }
+
+    /// The issuer and Gatehouse must read one token one way: duplicate names (escaped or not), `crit`, mistyped
+    /// registered claims and tokens that live too long are refused, each well signed.
+    @Test func customTokensAreParsedStrictly() async throws {
+        try await withProviders { _, clock, client in
+            let now = Int64(clock.now.timeIntervalSince1970)
+            let claims = #""iss":"my-backend","aud":"test-app","email":"x@example.com","exp":\#(now + 600)"#
+            func status(_ token: String) async throws -> (HTTPResponse.Status, String) {
+                let reply = try await client.call(Self.path("custom-token"), json: CustomTokenLoginRequest(token: token))
+                return (reply.status, reply.error?.error ?? "")
+            }
+            let header = #"{"alg":"HS256","typ":"JWT"}"#
+            // The control: the same shape, well formed, logs in.
+            #expect(try await status(Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\"}")).0 == .ok)
+            for (label, token, reason) in [
+                ("duplicate sub", Self.rawHS256(header: header, payload: "{\"sub\":\"alice\",\(claims),\"sub\":\"admin\"}"), "twice"),
+                ("escaped duplicate", Self.rawHS256(header: header, payload: "{\"sub\":\"alice\",\(claims),\"s\\u0075b\":\"admin\"}"), "twice"),
+                ("duplicate alg", Self.rawHS256(header: #"{"alg":"HS256","alg":"none"}"#, payload: "{\(claims),\"sub\":\"alice\"}"), "twice"),
+                ("crit b64", Self.rawHS256(header: #"{"alg":"HS256","crit":["b64"],"b64":false}"#, payload: "{\(claims),\"sub\":\"alice\"}"), "crit"),
+                ("string nbf", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\",\"nbf\":\"2099-01-01\"}"), "type"),
+                ("numeric sub", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":42}"), "type"),
+                ("a year long", Self.rawHS256(header: header, payload: #"{"iss":"my-backend","aud":"test-app","email":"x@example.com","sub":"alice","exp":\#(now + 31_536_000)}"#), "longer"),
+            ] {
+                let (code, message) = try await status(token)
+                #expect(code == .unauthorized, "\(label)")
+                #expect(message.contains(reason), "\(label): \(message)")
+            }
+        }
+    }
+
+    /// A token signed by a configured key logs in whether or not the key set (also configured) can be fetched.
+    @Test func anUnreachableKeySetNeverBlocksAConfiguredKey() async throws {
+        var config = testConfiguration()
+        config.apps[0].customToken = CustomTokenSettings(
+            keys: [.secret(Self.secret, kid: nil)], jwksURL: "http://127.0.0.1:\(try freePort())/jwks", issuers: ["my-backend"], audiences: ["test-app"]
+        )
+        let clock = ManualClock(Date())
+        try await withGatehouse(config, clock: clock) { _, client in
+            let token = try Self.hs256(Self.backendClaims(sub: "static", now: clock.now))
+            let reply = try await client.call(Self.path("custom-token"), json: CustomTokenLoginRequest(token: token))
+            #expect(reply.status == .ok, "\(reply.text)")
+        }
+    }
+
     @Test func customTokenFromAJWKSFollowsKeyRotation() async throws {
         try await withProviders { idp, clock, client in
             let claims = Self.backendClaims(sub: "jwks-user", now: clock.now, extra: ["iss": .string(idp.baseURL)])

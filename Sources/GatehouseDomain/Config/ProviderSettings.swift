@@ -36,13 +36,19 @@ public struct CustomTokenSettings: Sendable, Hashable {
     /// Accepted `aud` values; any when empty.
     public var audiences: [String]
     public var metadataFields: [MetadataField]
+    /// The longest a token may live, in seconds (`exp` − now and `exp` − `iat`); longer ones are refused.
+    public var maxLifetime: Int
 
-    public init(keys: [Key] = [], jwksURL: String? = nil, issuers: [String] = [], audiences: [String] = [], metadataFields: [MetadataField] = []) {
+    public init(
+        keys: [Key] = [], jwksURL: String? = nil, issuers: [String] = [], audiences: [String] = [], metadataFields: [MetadataField] = [],
+        maxLifetime: Int = 86_400
+    ) {
         self.keys = keys
         self.jwksURL = jwksURL
         self.issuers = issuers
         self.audiences = audiences
         self.metadataFields = metadataFields
+        self.maxLifetime = maxLifetime
     }
 
     /// The configured keys, parsed. Throws a message for a key that is not usable.

@@ -15,18 +15,30 @@ package struct CustomTokenProvider: Sendable {
     package func identity(token: String) async throws(AuthError) -> ExternalIdentity {
         let header: (alg: String, kid: String?)
         do { header = try ExternalJWT.header(token) } catch { throw .invalidCredential("invalid custom auth token: \(error)") }
-        var keys = self.keys
-        if let url = settings.jwksURL {
-            keys += try await jwks.keys(at: url, kid: header.kid)
+        let expect = JWTExpectations(issuers: settings.issuers, audiences: settings.audiences, maxLifetime: TimeInterval(settings.maxLifetime))
+        var verified: VerifiedJWT?
+        // The configured keys first, with no network: a key set that cannot be fetched never blocks a token one of
+        // them signed. The key set is asked only when none of them could have signed the token.
+        var staticRefusal: ExternalTokenError?
+        if !keys.isEmpty {
+            do {
+                verified = try ExternalJWT.verify(token, keys: keys, expect: expect, now: clock.now)
+            } catch where settings.jwksURL != nil && (error == .unknownKey || error == .badSignature) {
+                staticRefusal = error
+            } catch {
+                throw .invalidCredential("invalid custom auth token: \(error)")
+            }
         }
-        let verified: VerifiedJWT
-        do {
-            verified = try ExternalJWT.verify(
-                token, keys: keys, expect: JWTExpectations(issuers: settings.issuers, audiences: settings.audiences), now: clock.now
-            )
-        } catch {
-            throw .invalidCredential("invalid custom auth token: \(error)")
+        if verified == nil, let url = settings.jwksURL {
+            let fetched = try await jwks.keys(at: url, kid: header.kid)
+            do {
+                verified = try ExternalJWT.verify(token, keys: fetched, expect: expect, now: clock.now)
+            } catch {
+                // No key of the set fits either: the configured keys' answer says more ("signature is invalid").
+                throw .invalidCredential("invalid custom auth token: \(error == .unknownKey ? staticRefusal ?? error : error)")
+            }
         }
+        guard let verified else { throw .invalidCredential("invalid custom auth token: \(ExternalTokenError.unknownKey)") }
         guard let subject = verified.subject, !subject.isEmpty else { throw .invalidCredential("invalid custom auth token: \(ExternalTokenError.missingSubject)") }
         var data: [String: JSONValue] = [:]
         for field in settings.metadataFields {

@@ -87,6 +87,10 @@ package struct ExternalTokenError: Error, Hashable, Sendable, CustomStringConver
     package static let missingSubject = ExternalTokenError("token has no sub claim")
     package static let wrongAudience = ExternalTokenError("token is not for this app (aud)")
     package static let wrongIssuer = ExternalTokenError("token is from another issuer (iss)")
+    package static let duplicateKey = ExternalTokenError("token names a header parameter or claim twice")
+    package static let criticalExtension = ExternalTokenError("token lists critical extensions (crit), which are not understood")
+    package static let badClaimType = ExternalTokenError("a registered claim has the wrong type")
+    package static let tooLong = ExternalTokenError("token lives longer than this provider allows")
 }
 
 /// A verified external JWT: its claims.
@@ -111,25 +115,43 @@ package struct JWTExpectations: Sendable {
     package var audiences: [String] = []
     /// Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds.
     package var leeway: TimeInterval = 60
+    /// The longest a token may still live (`exp` − now) and may have been issued for (`exp` − `iat`), in seconds.
+    package var maxLifetime: TimeInterval = 86_400
 
-    package init(issuers: [String] = [], audiences: [String] = [], leeway: TimeInterval = 60) {
+    package init(issuers: [String] = [], audiences: [String] = [], leeway: TimeInterval = 60, maxLifetime: TimeInterval = 86_400) {
         self.issuers = issuers
         self.audiences = audiences
         self.leeway = leeway
+        self.maxLifetime = maxLifetime
     }
 }
 
 /// Verifies compact JWS tokens from other issuers: structure, algorithm (HS256, RS256, ES256 only: never `none`,
 /// never an algorithm the key was not made for), signature, `exp` (required), `nbf`, `iat`, `iss`, `aud`.
+///
+/// Parsed strictly, so that the issuer and Gatehouse cannot read one token two ways: a header or payload naming a
+/// key twice is refused, a `crit` header is refused (RFC 7515 §4.1.11: Gatehouse understands no extension, `b64`
+/// included), registered claims must have their types (`exp`, `nbf`, `iat` numbers; `iss`, `sub` strings; `aud` a
+/// string or strings), and a token may live at most ``JWTExpectations/maxLifetime``.
+///
+/// ECDSA signatures with a high `s` are accepted, as by the issuers' own libraries: a second valid signature of the
+/// same token (malleability) matters only to a system that uses a token's bytes as its identity (a replay cache keyed
+/// on the signature). Gatehouse keys logins on the verified claims, never on the token's bytes.
 package enum ExternalJWT {
-    /// The `kid` and `alg` of a token's header, without verifying anything (to pick keys).
+    /// The `kid` and `alg` of a token's header, without verifying anything (to pick keys). Refuses a header with a
+    /// duplicate parameter or a `crit` list.
     package static func header(_ token: String) throws(ExternalTokenError) -> (alg: String, kid: String?) {
         let parts = try split(token)
         guard let data = Base64URL.decode(parts[0]), case .object(let header)? = try? JSONDecoder().decode(JSONValue.self, from: data),
             case .string(let alg)? = header["alg"]
         else { throw .malformed }
-        if case .string(let kid)? = header["kid"] { return (alg, kid) }
-        return (alg, nil)
+        guard !JSONDuplicateKeys.found(in: data) else { throw .duplicateKey }
+        guard header["crit"] == nil else { throw .criticalExtension }
+        switch header["kid"] {
+        case nil: return (alg, nil)
+        case .string(let kid)?: return (alg, kid)
+        default: throw .malformed
+        }
     }
 
     package static func verify(_ token: String, keys: [JWTVerificationKey], expect: JWTExpectations, now: Date) throws(ExternalTokenError) -> VerifiedJWT {
@@ -144,12 +166,18 @@ package enum ExternalJWT {
         guard candidates.contains(where: { $0.isValidSignature(signature, for: input) }) else { throw .badSignature }
         guard let payload = Base64URL.decode(parts[1]), case .object(let claims)? = try? JSONDecoder().decode(JSONValue.self, from: payload)
         else { throw .malformed }
+        guard !JSONDuplicateKeys.found(in: payload) else { throw .duplicateKey }
+        try checkTypes(claims)
 
         let time = now.timeIntervalSince1970
         guard let exp = number(claims["exp"]) else { throw .missingExpiry }
         guard exp + expect.leeway > time else { throw .expired }
+        guard exp - time <= expect.maxLifetime + expect.leeway else { throw .tooLong }
         if let nbf = number(claims["nbf"]), nbf - expect.leeway > time { throw .notYetValid }
-        if let iat = number(claims["iat"]), iat - expect.leeway > time { throw .notYetValid }
+        if let iat = number(claims["iat"]) {
+            if iat - expect.leeway > time { throw .notYetValid }
+            guard exp - iat <= expect.maxLifetime + expect.leeway else { throw .tooLong }
+        }
         if !expect.issuers.isEmpty {
             guard case .string(let iss)? = claims["iss"], expect.issuers.contains(iss) else { throw .wrongIssuer }
         }
@@ -162,6 +190,26 @@ package enum ExternalJWT {
             guard audiences.contains(where: expect.audiences.contains) else { throw .wrongAudience }
         }
         return VerifiedJWT(claims: claims)
+    }
+
+    /// Registered claims, when present, must have their types: a `nbf` the issuer wrote as a string must not be
+    /// read as absent.
+    private static func checkTypes(_ claims: [String: JSONValue]) throws(ExternalTokenError) {
+        for name in ["exp", "nbf", "iat"] where claims[name] != nil {
+            guard number(claims[name]) != nil else { throw .badClaimType }
+        }
+        for name in ["iss", "sub", "jti"] {
+            switch claims[name] {
+            case nil, .string?: break
+            default: throw .badClaimType
+            }
+        }
+        switch claims["aud"] {
+        case nil, .string?: break
+        case .array(let values)?:
+            guard values.allSatisfy({ if case .string = $0 { true } else { false } }) else { throw .badClaimType }
+        default: throw .badClaimType
+        }
     }
 
     private static func split(_ token: String) throws(ExternalTokenError) -> [Substring] {

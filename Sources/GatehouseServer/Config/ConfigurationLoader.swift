@@ -273,9 +273,15 @@ public struct ConfigurationLoader: Sendable {
             return value
         }
         if let custom = try providers.optionalMapping(
-            "custom-token", allowed: ["enabled", "keys", "jwksURL", "issuer", "audience", "metadataFields"]
+            "custom-token", allowed: ["enabled", "keys", "jwksURL", "issuer", "audience", "metadataFields", "maxLifetime"]
         ), try custom.optionalBool("enabled") ?? true {
             var settings = CustomTokenSettings()
+            if let lifetime = try custom.optionalInt("maxLifetime") {
+                guard (60...2_592_000).contains(lifetime) else {
+                    throw ConfigurationError(key: custom.path + ".maxLifetime", message: "expected 60…2592000 seconds, found \(lifetime)")
+                }
+                settings.maxLifetime = lifetime
+            }
             for node in try custom.optionalSequence("keys") ?? [] {
                 let key = try node.mapping(allowed: ["kid", "secret", "publicKey"])
                 let kid = try key.optionalString("kid")

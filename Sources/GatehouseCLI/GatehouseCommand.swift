@@ -11,7 +11,7 @@ struct GatehouseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatehouse",
         abstract: "A self-hosted authentication server for Swift apps.",
-        subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Keys.self, Audit.self, Export.self, Import.self, Purge.self],
+        subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Keys.self, Audit.self, Export.self, Import.self, Purge.self, Mail.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -283,6 +283,55 @@ struct APIKeys: AsyncParsableCommand {
                 try await gatehouse.setServerAPIKeyDisabled(appId: key.app, id: key.id, disabled: true)
                 print("server API key \(key.id) disabled")
             }
+        }
+    }
+}
+
+struct Mail: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Emails the outbox gave up on: list them, send them again.", subcommands: [Failed.self, Retry.self]
+    )
+
+    struct Failed: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List emails kept as failed (refused by the mail server, or retried for a day): id, time, app, kind, recipient, attempts, last error."
+        )
+        @OptionGroup var options: ConfigOptions
+        @Option(name: .long, help: "Only this app's.") var app: String?
+        @Option(name: [.customShort("n"), .long], help: "How many (1–10000).") var lines = 100
+
+        func validate() throws {
+            guard (1...10_000).contains(lines) else { throw ValidationError("--lines must be 1…10000") }
+        }
+
+        func run() async throws {
+            let mails = try await options.withServer { try await $0.failedMail(appId: app, limit: lines) }
+            let formatter = ISO8601DateFormatter()
+            for mail in mails {
+                print([
+                    mail.id, formatter.string(from: mail.createdAt), mail.appId, mail.kind, mail.recipient, "attempts=\(mail.attempts)",
+                    "error=\"\(mail.lastError ?? "")\"",
+                ].joined(separator: "  "))
+            }
+            if mails.isEmpty { FileHandle.standardError.write(Data("no failed emails\n".utf8)) }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send failed emails again, now, with a fresh day of retries: the ids given, or --all."
+        )
+        @OptionGroup var options: ConfigOptions
+        @Argument(help: "Ids from `gatehouse mail failed`.") var ids: [String] = []
+        @Flag(name: .long, help: "Every failed email.") var all = false
+
+        func validate() throws {
+            guard all != !ids.isEmpty else { throw ValidationError("give ids or --all (not both)") }
+        }
+
+        func run() async throws {
+            let count = try await options.withServer { try await $0.retryFailedMail(ids: all ? nil : ids) }
+            print("\(count) email\(count == 1 ? "" : "s") queued again")
         }
     }
 }

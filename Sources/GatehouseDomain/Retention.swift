@@ -15,7 +15,8 @@ public struct RetentionSettings: Sendable, Hashable {
     public var expired: Int
     /// Seconds sessions are kept after they end (signed out, revoked, or past their lifetime).
     public var endedSessions: Int
-    /// Seconds delivered and failed emails are kept in the outbox (and shown by the dev mailbox).
+    /// Seconds delivered emails are kept in the outbox (and shown by the dev mailbox); failed ones stay until they
+    /// are retried.
     public var sentMail: Int
     /// Seconds audit events are kept; 0 keeps them for ever.
     public var auditEvents: Int
@@ -48,7 +49,7 @@ package enum RetentionTarget: String, Sendable, Hashable, CaseIterable {
     case loginFailures = "login_failures"
     /// Rate-limit counters whose window ended.
     case rateLimits = "rate_limits"
-    /// Delivered and failed outbox emails.
+    /// Delivered outbox emails (failed ones stay until they are retried).
     case sentMail = "outbox"
     /// Audit events.
     case auditEvents = "audit_events"

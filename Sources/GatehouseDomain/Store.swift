@@ -173,4 +173,9 @@ package protocol GatehouseStore: Sendable {
     func markAttemptFailed(id: String, error: String, retryAt: Date?) async throws
     /// Messages to `recipient` (any status), newest first; all messages when nil.
     func mailbox(recipient: String?, limit: Int) async throws -> [OutboxMessage]
+    /// Messages kept as failed, newest first (of `appId` when given).
+    func failedMail(appId: String?, limit: Int) async throws -> [OutboxMessage]
+    /// Makes failed messages pending again, due now, with a fresh retry budget (`ids` nil: every failed one).
+    /// Returns how many.
+    func retryFailedMail(ids: [String]?, now: Date) async throws -> Int
 }

@@ -385,6 +385,28 @@ public final class AuthServer: Sendable {
     /// The largest custom user data document, in bytes of JSON: it travels in every access token.
     public static let maxCustomDataSize = 16 * 1024
 
+    /// Emails kept as failed (a permanent refusal, or retried past their budget), newest first: `gatehouse mail
+    /// failed`. Their content is not returned (it holds tokens): id, app, kind, recipient, attempts, last error, time.
+    public func failedMail(appId: String? = nil, limit: Int = 100) async throws(AdminError) -> [FailedMail] {
+        do {
+            return try await env.store.failedMail(appId: appId, limit: limit).map {
+                FailedMail(id: $0.id, appId: $0.appId, kind: $0.kind, recipient: $0.recipient, attempts: $0.attempts, lastError: $0.lastError, createdAt: $0.createdAt)
+            }
+        } catch {
+            throw AdminError("the database refused: \(error)")
+        }
+    }
+
+    /// Sends failed emails again (`ids` nil: all of them), with a fresh retry budget: `gatehouse mail retry`.
+    /// Returns how many were queued.
+    public func retryFailedMail(ids: [String]?) async throws(AdminError) -> Int {
+        do {
+            return try await env.store.retryFailedMail(ids: ids, now: env.clock.now)
+        } catch {
+            throw AdminError("the database refused: \(error)")
+        }
+    }
+
     /// Deletes what has aged out (``RetentionSettings``) once, now: `gatehouse purge`. Returns the rows deleted and
     /// the rows left, per table.
     public func purge() async throws(AdminError) -> [(table: String, deleted: Int, left: Int)] {
@@ -406,6 +428,17 @@ public final class AuthServer: Sendable {
         if let outbound = env.outbound as? HTTPClientOutbound { await outbound.shutdown() }
         try await database.close()
     }
+}
+
+/// An email the outbox gave up on (``AuthServer/failedMail(appId:limit:)``).
+public struct FailedMail: Sendable, Hashable {
+    public var id: String
+    public var appId: String
+    public var kind: String
+    public var recipient: String
+    public var attempts: Int
+    public var lastError: String?
+    public var createdAt: Date
 }
 
 /// An administrative command refused, with a message for the operator.

@@ -134,6 +134,42 @@ import Testing
         }
     }
 
+    /// An SMTP outage longer than the backoff: retries wait at most 15 minutes each and go on for a day; then the
+    /// message is kept as failed, listed for the operator, and sent when retried. Nothing is dropped.
+    @Test func mailPastItsRetryBudgetIsKeptListedAndCanBeRetried() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(testConfiguration(mailbox: false), clock: clock) { gatehouse, client in
+            let transport = Transport()
+            let service = OutboxDeliveryService(store: gatehouse.env.store, transport: transport, clock: clock.clock, logger: quietLogger)
+            _ = try await client.register("outage@example.com")
+            transport.failures = Array(repeating: .transient("421 try later"), count: 1000)
+            var attempts = 0
+            var waits: [TimeInterval] = []
+            var last = clock.now
+            // Move to each due time in turn, as the poller would, for a day and a bit.
+            for _ in 0..<400 {
+                let pending = try #require(try await gatehouse.env.store.mailbox(recipient: "outage@example.com", limit: 1).first)
+                guard pending.status == .pending else { break }
+                if pending.nextAttemptAt > clock.now { clock.advance(by: pending.nextAttemptAt.timeIntervalSince(clock.now)) }
+                waits.append(clock.now.timeIntervalSince(last))
+                last = clock.now
+                _ = try await service.deliverDue()
+                attempts += 1
+            }
+            #expect(waits.dropFirst().allSatisfy { $0 <= 900 }, "\(waits)")
+            #expect(attempts > 90, "a day of retries at most 15 minutes apart: \(attempts)")
+            let failed = try await gatehouse.failedMail()
+            #expect(failed.map(\.recipient) == ["outage@example.com"])
+            #expect(failed.first?.lastError == "421 try later")
+            // The operator retries once the mail server is back.
+            transport.failures = []
+            #expect(try await gatehouse.retryFailedMail(ids: failed.map(\.id)) == 1)
+            #expect(try await service.deliverDue() == 1)
+            #expect(transport.delivered == ["outage@example.com"])
+            #expect(try await gatehouse.failedMail().isEmpty)
+        }
+    }
+
     /// Two senders (as two instances would) drain one outbox together: every message goes out exactly once. On
     /// PostgreSQL they claim rows with FOR UPDATE SKIP LOCKED on separate connections.
     @Test func twoSendersDeliverEachMessageExactlyOnce() async throws {

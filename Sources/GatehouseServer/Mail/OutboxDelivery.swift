@@ -22,14 +22,21 @@ struct DevMailboxTransport: MailTransport {
 }
 
 /// Background service that drains the outbox through a ``MailTransport``, retrying transient failures with
-/// exponential backoff. Logs say which message went where, never its content (it holds tokens).
+/// exponential backoff (10 s, 20 s, 40 s … capped at `maxRetryDelay`) for `retryBudget` seconds after the message
+/// was written. Past the budget, or on a permanent failure, the message is kept as failed: an error line says so
+/// and how to send it again (`gatehouse mail failed`, `gatehouse mail retry`); nothing is dropped silently. Each
+/// failed attempt logs one warning. Logs say which message went where, never its content (it holds tokens).
 struct OutboxDeliveryService: Service {
     let store: any GatehouseStore
     let transport: any MailTransport
     let clock: GatehouseClock
     let logger: Logger
     var pollInterval: Duration = .milliseconds(500)
-    var maxAttempts = 8
+    /// The longest wait between two attempts, seconds.
+    var maxRetryDelay: TimeInterval = 900
+    /// How long after it was written a message is still retried, seconds (a day: an SMTP outage of hours loses
+    /// nothing).
+    var retryBudget: TimeInterval = 86_400
     /// How long a claimed message stays invisible to other instances: longer than one delivery can take.
     var lease: TimeInterval = 300
 
@@ -57,13 +64,28 @@ struct OutboxDeliveryService: Service {
                 logger.info("mail delivered", metadata: meta)
             } catch MailDeliveryError.permanent(let reason) {
                 try await store.markAttemptFailed(id: message.id, error: reason, retryAt: nil)
-                logger.error("mail failed", metadata: meta.merging(["reason": "\(reason)"]) { $1 })
+                logger.error(
+                    "mail failed permanently; kept as failed (gatehouse mail failed lists it, gatehouse mail retry sends it again)",
+                    metadata: meta.merging(["reason": "\(reason)"]) { $1 }
+                )
             } catch {
                 let reason = (error as? MailDeliveryError).map { if case .transient(let r) = $0 { r } else { "" } } ?? "\(error)"
                 let attempts = message.attempts + 1
-                let retryAt = attempts >= maxAttempts ? nil : clock.now.addingTimeInterval(pow(2, Double(attempts)) * 5)
-                try await store.markAttemptFailed(id: message.id, error: reason, retryAt: retryAt)
-                logger.warning("mail delivery will be retried", metadata: meta.merging(["reason": "\(reason)", "attempt": "\(attempts)"]) { $1 })
+                let now = clock.now
+                let retryAt = now.addingTimeInterval(min(maxRetryDelay, pow(2, Double(min(attempts, 30))) * 5))
+                if retryAt.timeIntervalSince(message.createdAt) > retryBudget {
+                    try await store.markAttemptFailed(id: message.id, error: reason, retryAt: nil)
+                    logger.error(
+                        "mail given up after its retry budget; kept as failed (gatehouse mail failed lists it, gatehouse mail retry sends it again)",
+                        metadata: meta.merging(["reason": "\(reason)", "attempts": "\(attempts)"]) { $1 }
+                    )
+                } else {
+                    try await store.markAttemptFailed(id: message.id, error: reason, retryAt: retryAt)
+                    logger.warning(
+                        "mail delivery failed; will be retried",
+                        metadata: meta.merging(["reason": "\(reason)", "attempt": "\(attempts)", "retry_in_s": "\(Int(retryAt.timeIntervalSince(now)))"]) { $1 }
+                    )
+                }
             }
         }
         return delivered

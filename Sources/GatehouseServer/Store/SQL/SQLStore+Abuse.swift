@@ -148,7 +148,8 @@ extension SQLStore {
             case .sendLog: (db.dialect == .postgres ? "ctid" : "rowid", "at < $1")
             case .loginFailures: ("key", "last_attempt_at < $1")
             case .rateLimits: ("key", "window_start + window_ms < $1")
-            case .sentMail: ("id", "status <> 'pending' AND created_at < $1")
+            // Failed mail stays until an operator retries it (gatehouse mail failed / retry).
+            case .sentMail: ("id", "status = 'delivered' AND created_at < $1")
             case .auditEvents: ("seq", "at < $1")
             }
         let table = target.rawValue

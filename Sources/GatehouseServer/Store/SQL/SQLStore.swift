@@ -765,6 +765,27 @@ struct SQLStore: GatehouseStore {
         }
     }
 
+    func failedMail(appId: String?, limit: Int) async throws -> [OutboxMessage] {
+        if let appId {
+            return try await db.query(
+                "SELECT \(Self.mailColumns) FROM outbox WHERE status = 'failed' AND app_id = $1 ORDER BY seq DESC LIMIT $2",
+                .text(appId), .int(Int64(limit))
+            ).map(Self.mail)
+        }
+        return try await db.query(
+            "SELECT \(Self.mailColumns) FROM outbox WHERE status = 'failed' ORDER BY seq DESC LIMIT $1", .int(Int64(limit))
+        ).map(Self.mail)
+    }
+
+    func retryFailedMail(ids: [String]?, now: Date) async throws -> Int {
+        // created_at moves to now: the retry budget counts from the operator's decision, not the first write.
+        let update = "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $1, created_at = $1, claimed_until = NULL WHERE status = 'failed'"
+        guard let ids else { return try await db.query(update + " RETURNING id", SQLValue(now)).count }
+        guard !ids.isEmpty else { return 0 }
+        let placeholders = ids.indices.map { "$\($0 + 2)" }.joined(separator: ", ")
+        return try await db.query(update + " AND id IN (\(placeholders)) RETURNING id", [SQLValue(now)] + ids.map { SQLValue.text($0) }).count
+    }
+
     func mailbox(recipient: String?, limit: Int) async throws -> [OutboxMessage] {
         if let recipient {
             return try await db.query(

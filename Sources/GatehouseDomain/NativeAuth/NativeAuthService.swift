@@ -162,6 +162,11 @@ package struct NativeAuthService: Sendable {
     /// Counts one wrong-answer attempt before an answer is checked; `tooManyAttempts` once the flow used them all.
     package func recordAttempt(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws {
         guard try await env.store.recordFlowAttempt(id: flow.id, tokenHash: token.hash, limit: client.settings.code.maxAttempts) else {
+            // Not counted: either a racing request spent the token first (the flow moved on), or the flow has used
+            // its attempts. Only the second is "too many".
+            guard let current = try await env.store.flow(id: flow.id), Secrets.constantTimeEquals(current.tokenHash, token.hash) else {
+                throw NativeFlowError.invalidContinuationToken("the continuation token was already used")
+            }
             env.logger.notice("native auth flow out of attempts", metadata: ["app": "\(client.app.id)", "flow": "\(flow.id)"])
             throw NativeFlowError.tooManyAttempts
         }

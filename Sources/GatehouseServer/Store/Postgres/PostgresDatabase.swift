@@ -16,6 +16,12 @@ final class PostgresDatabase: SQLDatabase {
     private let logger: Logger
     /// How long a statement waits for a connection before the database counts as unreachable.
     private let leaseTimeout: Duration
+    /// How long leased work (a statement, a transaction) may take before its connection is closed and it fails as
+    /// unavailable: a connection whose server went away without the socket saying so must not hold a request for
+    /// ever. Migrations (``Migrator``) run without it.
+    static let workDeadline: Duration = .seconds(30)
+    /// Set while migrations run: their statements (an index on a large table) may take as long as they need.
+    @TaskLocal static var unbounded = false
 
     private init(client: PostgresClient, runner: Task<Void, Never>, logger: Logger, leaseTimeout: Duration) {
         self.client = client
@@ -92,22 +98,31 @@ final class PostgresDatabase: SQLDatabase {
     /// A pooled connection for `work`. While the server is unreachable the pool keeps retrying and would hold the
     /// request for up to a minute; after `leaseTimeout` without a connection the statement fails as
     /// ``StoreError/unavailable(_:)`` instead, so that requests answer 503 promptly. Once a connection is leased the
-    /// work runs without a deadline.
+    /// work has ``workDeadline`` (unless migrations run it); past it the connection is closed and the work fails as
+    /// unavailable, its outcome unknown.
     private func withConnection<T: Sendable>(_ work: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        let leased = NIOLockedValueBox(false)
+        let leased = NIOLockedValueBox<PostgresConnection?>(nil)
         let timeout = leaseTimeout
+        let deadline: Duration? = Self.unbounded ? nil : Self.workDeadline
         return try await withoutActuallyEscaping(work) { work in
             try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask {
                     try await self.client.withConnection { connection in
-                        leased.withLockedValue { $0 = true }
+                        leased.withLockedValue { $0 = connection }
                         return try await work(connection)
                     }
                 }
                 group.addTask {
                     try await Task.sleep(for: timeout)
-                    if leased.withLockedValue({ $0 }) { return nil }
-                    throw StoreError.unavailable("no database connection within \(timeout)")
+                    guard let connection = leased.withLockedValue({ $0 }) else {
+                        throw StoreError.unavailable("no database connection within \(timeout)")
+                    }
+                    guard let deadline else { return nil }
+                    try await Task.sleep(for: deadline)
+                    // Still running: the server stopped answering on this connection (a half-closed socket, a frozen
+                    // server). Closing it fails the statement in flight, and the pool replaces the connection.
+                    try? await connection.close()
+                    throw StoreError.unavailable("the database did not answer within \(deadline); the outcome of the statement is unknown")
                 }
                 while let result = try await group.next() {
                     if let value = result {

@@ -306,6 +306,11 @@ struct Migrator {
     /// - Returns: the versions applied now (empty when the schema was current).
     @discardableResult
     func migrate() async throws -> [Int] {
+        // A migration may take as long as it needs (an index on a large table): no statement deadline.
+        try await PostgresDatabase.$unbounded.withValue(true) { try await apply() }
+    }
+
+    private func apply() async throws -> [Int] {
         let dialect = db.dialect
         @Sendable func lock(_ tx: any SQLExecutor) async throws {
             if dialect == .postgres {

@@ -79,10 +79,12 @@ package struct LoginBackoff: Sendable {
     }
 
     /// Lets an attempt through (counted as a failure until ``succeeded()``), or refuses it with
-    /// ``AuthError/loginDelayed(retryAfter:)`` while this address's delay for the account runs.
-    package func admit() async throws {
+    /// ``AuthError/loginDelayed(retryAfter:)`` while this address's delay for the account runs. Returns the
+    /// attempt's number in this address's run (0 when delays are off), for ``failed(userId:attempt:)``.
+    @discardableResult
+    package func admit() async throws -> Int {
         let settings = app.loginBackoff
-        guard settings.enabled else { return }
+        guard settings.enabled else { return 0 }
         for _ in 0..<4 {
             let now = env.clock.now
             let run = try await env.store.loginFailures(key: pair)
@@ -93,25 +95,26 @@ package struct LoginBackoff: Sendable {
                 let ready = run.lastAttemptAt.addingTimeInterval(TimeInterval(delay))
                 if ready > now { throw AuthError.loginDelayed(retryAfter: max(1, Int(ready.timeIntervalSince(now).rounded(.up)))) }
             }
-            if try await env.store.claimLoginAttempt(key: pair, account: account, seen: run?.failures, now: now) { return }
+            if let counted = try await env.store.claimLoginAttempt(key: pair, account: account, seen: run?.failures, now: now) { return counted }
             // Another attempt from this address was counted in between: look again.
         }
         throw AuthError.loginDelayed(retryAfter: 1)
     }
 
-    /// Counts a wrong password in the account's total (the address's count already holds it); the failure that
-    /// starts this address's delays is audited (later ones are plain failures).
-    package func failed(userId: String?) async throws {
+    /// Counts a wrong password in the account's total (the address's count already holds it, as `attempt`); the
+    /// failure that starts this address's delays is audited (later ones are plain failures).
+    package func failed(userId: String?, attempt: Int) async throws {
         let settings = app.loginBackoff
         guard settings.enabled else { return }
         _ = try await env.store.recordLoginFailure(key: total, account: account, now: env.clock.now)
-        if try await env.store.loginFailures(key: pair)?.failures == settings.freeFailures {
+        if attempt == settings.freeFailures {
             env.logger.notice("login delays start", metadata: ["app": "\(app.id)"])
             await env.audit(.loginDelayed, app: app.id, user: userId, detail: ["failures": "\(settings.freeFailures)"])
         }
     }
 
-    /// A right password: this address's count and the account's total go.
+    /// A login that succeeded (the right password of a confirmed, enabled account): this address's count and the
+    /// account's total go.
     package func succeeded() async throws {
         guard app.loginBackoff.enabled else { return }
         try await env.store.clearLoginFailures(keys: [pair, total])

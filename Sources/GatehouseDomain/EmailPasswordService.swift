@@ -445,9 +445,9 @@ package struct EmailPasswordService: Sendable {
         let identifier = email?.normalized ?? String(username.prefix(256))
         try await env.checkRateLimit(.login, app: app, identifier: identifier)
         let backoff = LoginBackoff(env: env, app: app, identifier: identifier)
-        try await backoff.admit()
+        let attempt = try await backoff.admit()
         func wrongPassword(_ userId: String?) async throws -> Never {
-            try await backoff.failed(userId: userId)
+            try await backoff.failed(userId: userId, attempt: attempt)
             throw AuthError.invalidCredentials
         }
         guard password.count <= app.passwordPolicy.maxLength, let email,
@@ -466,10 +466,14 @@ package struct EmailPasswordService: Sendable {
         }
         let user = try await env.store.user(id: account.userId)
         guard try await env.hasher.verify(password, against: account.passwordHash) else { try await wrongPassword(account.userId) }
-        try await backoff.succeeded()
         // "Confirmation required" would tell whoever just registered an address that it was free (a taken one answers
-        // as a wrong password): only an app that reveals user existence says it.
-        guard account.confirmedAt != nil else { throw app.revealUserExistence ? AuthError.confirmationRequired : AuthError.invalidCredentials }
+        // as a wrong password): only an app that reveals user existence says it. Hidden, it counts as a wrong
+        // password too, so that a delay that ends tells nobody a guess was right.
+        guard account.confirmedAt != nil else {
+            if app.revealUserExistence { throw AuthError.confirmationRequired }
+            try await wrongPassword(account.userId)
+        }
+        try await backoff.succeeded()
         guard let user else { throw AuthError.invalidCredentials }
         guard !user.disabled else { throw AuthError.userDisabled }
         if env.hasher.needsRehash(account.passwordHash, parameters: app.passwordHash) {

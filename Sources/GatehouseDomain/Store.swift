@@ -141,9 +141,9 @@ package protocol GatehouseStore: Sendable {
     /// The current run of failed password checks for `key`, if any.
     func loginFailures(key: String) async throws -> LoginFailureRecord?
     /// Counts an attempt in `key`'s run (of account `account`) before its password is checked: sets failures to
-    /// `seen + 1` and the last attempt to `now`, if the run still has `seen` failures (nil: no run yet). False when
-    /// another attempt was counted first: of racing attempts each is counted once.
-    func claimLoginAttempt(key: String, account: String, seen: Int?, now: Date) async throws -> Bool
+    /// `seen + 1` and the last attempt to `now`, if the run still has `seen` failures (nil: no run yet), and returns
+    /// the new count. Nil when another attempt was counted first: of racing attempts each is counted once.
+    func claimLoginAttempt(key: String, account: String, seen: Int?, now: Date) async throws -> Int?
     /// Counts a failed password check in `key`'s run (of account `account`); returns the failures in the run.
     func recordLoginFailure(key: String, account: String, now: Date) async throws -> Int
     /// Ends these runs (a correct password).

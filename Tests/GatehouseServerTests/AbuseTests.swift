@@ -191,10 +191,14 @@ private extension TestClientProtocol {
     }
 }
 
-/// The test app with its login delays set (native auth on when `native`).
-private func backoffConfiguration(freeFailures: Int, baseDelay: Int, maxDelay: Int, native: Bool = false) -> GatehouseConfiguration {
+/// The test app with its login delays set (native auth on when `native`; client addresses from `X-Forwarded-For`
+/// when `addresses`, so that one test process can be many clients).
+private func backoffConfiguration(
+    freeFailures: Int, baseDelay: Int, maxDelay: Int, native: Bool = false, addresses: Bool = false
+) -> GatehouseConfiguration {
     var config = native ? nativeConfiguration() : testConfiguration()
     config.apps[0].loginBackoff = LoginBackoffSettings(freeFailures: freeFailures, baseDelay: baseDelay, maxDelay: maxDelay)
+    if addresses { config.server.clientIPHeader = "X-Forwarded-For" }
     return config
 }
 
@@ -281,8 +285,7 @@ private func backoffConfiguration(freeFailures: Int, baseDelay: Int, maxDelay: I
     /// client address, and an address with none is never delayed.
     @Test func guessesFromOneAddressDoNotDelayTheOwnerElsewhere() async throws {
         let clock = ManualClock()
-        var config = backoffConfiguration(freeFailures: 3, baseDelay: 60, maxDelay: 900)
-        config.server.clientIPHeader = "X-Forwarded-For"
+        let config = backoffConfiguration(freeFailures: 3, baseDelay: 60, maxDelay: 900, addresses: true)
         try await withGatehouse(config, clock: clock) { _, client in
             _ = try await client.signUp("vic@example.com")
             // The attacker keeps the victim's username under delay from 203.0.113.66, trying again each time it ends.
@@ -304,8 +307,7 @@ private func backoffConfiguration(freeFailures: Int, baseDelay: Int, maxDelay: I
     /// office behind one address, or the owner's own mistyping).
     @Test func aSuccessfulResetClearsTheCount() async throws {
         let clock = ManualClock()
-        var config = backoffConfiguration(freeFailures: 2, baseDelay: 300, maxDelay: 900)
-        config.server.clientIPHeader = "X-Forwarded-For"
+        let config = backoffConfiguration(freeFailures: 2, baseDelay: 300, maxDelay: 900, addresses: true)
         try await withGatehouse(config, clock: clock) { _, client in
             _ = try await client.signUp("ula@example.com")
             for _ in 0..<2 { #expect(try await client.login("ula@example.com", "typo", from: "192.0.2.30").status == .unauthorized) }
@@ -320,8 +322,7 @@ private func backoffConfiguration(freeFailures: Int, baseDelay: Int, maxDelay: I
 
     /// Guesses sent all at once from a clean address are counted before any is checked: exactly the free ones are.
     @Test func parallelGuessesDoNotSlipPastTheCount() async throws {
-        var config = backoffConfiguration(freeFailures: 3, baseDelay: 60, maxDelay: 900)
-        config.server.clientIPHeader = "X-Forwarded-For"
+        let config = backoffConfiguration(freeFailures: 3, baseDelay: 60, maxDelay: 900, addresses: true)
         try await withGatehouse(config) { _, client in
             _ = try await client.register("wes@example.com")
             let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
@@ -336,15 +337,49 @@ private func backoffConfiguration(freeFailures: Int, baseDelay: Int, maxDelay: I
     /// Many addresses guessing one account: past `accountFailures` in all, each address is delayed after its first
     /// failure instead of its free ones; a clean address still gets its try.
     @Test func manyAddressesMeetTheAccountCeiling() async throws {
-        var config = backoffConfiguration(freeFailures: 3, baseDelay: 60, maxDelay: 900)
+        var config = backoffConfiguration(freeFailures: 3, baseDelay: 60, maxDelay: 900, addresses: true)
         config.apps[0].loginBackoff.accountFailures = 4
-        config.server.clientIPHeader = "X-Forwarded-For"
         try await withGatehouse(config) { _, client in
             _ = try await client.signUp("xia@example.com")
             for host in 1...4 { #expect(try await client.login("xia@example.com", "guess", from: "203.0.113.\(host)").status == .unauthorized) }
             // Below the ceiling address .1 would have two more free tries; now it waits.
             #expect(try await client.login("xia@example.com", "guess", from: "203.0.113.1").status == .tooManyRequests)
             #expect(try await client.login("xia@example.com", from: "198.51.100.200").status == .ok)
+        }
+    }
+
+    /// A pending account's right password answers as a wrong one, so it counts as one: if it cleared the delay,
+    /// the delay's end would tell a guesser that this guess was right.
+    @Test func aPendingAccountsRightPasswordDoesNotClearTheCount() async throws {
+        let config = backoffConfiguration(freeFailures: 2, baseDelay: 60, maxDelay: 900, addresses: true)
+        try await withGatehouse(config) { _, client in
+            let registered = try await client.register("pat@example.com")
+            #expect(registered.status == .created)
+            #expect(try await client.login("pat@example.com", "guess one", from: "203.0.113.8").status == .unauthorized)
+            #expect(try await client.login("pat@example.com", from: "203.0.113.8").status == .unauthorized)
+            #expect(try await client.login("pat@example.com", "guess three", from: "203.0.113.8").status == .tooManyRequests)
+        }
+    }
+
+    /// One count whichever protocol asks: native password sign-ins from an address delay that address's Client API
+    /// logins, and the owner signs in with the other protocol from elsewhere.
+    @Test func bothProtocolsShareOneCountPerAddress() async throws {
+        let config = backoffConfiguration(freeFailures: 2, baseDelay: 60, maxDelay: 900, native: true, addresses: true)
+        try await withGatehouse(config) { _, client in
+            _ = try await client.signUp("nia@example.com")
+            let attacker: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "203.0.113.77"]
+            for _ in 0..<2 {
+                let ct1 = try #require(
+                    try await client.native(.signInInitiate, headers: attacker, ["username": "nia@example.com", "challenge_type": allChallengeTypes]).step?.continuationToken
+                )
+                let ct2 = try #require(
+                    try await client.native(.signInChallenge, headers: attacker, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).step?.continuationToken
+                )
+                let reply = try await client.native(.token, headers: attacker, ["continuation_token": ct2, "grant_type": "password", "password": "guess"])
+                expectNativeError(reply, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
+            }
+            #expect(try await client.login("nia@example.com", from: "203.0.113.77").status == .tooManyRequests)
+            #expect(try await client.login("nia@example.com", from: "198.51.100.9").status == .ok)
         }
     }
 

@@ -48,17 +48,17 @@ extension SQLStore {
         }
     }
 
-    func claimLoginAttempt(key: String, account: String, seen: Int?, now: Date) async throws -> Bool {
+    func claimLoginAttempt(key: String, account: String, seen: Int?, now: Date) async throws -> Int? {
         guard let seen else {
-            return !(try await db.query(
-                "INSERT INTO login_failures (key, account, failures, last_attempt_at) VALUES ($1, $2, 1, $3) ON CONFLICT (key) DO NOTHING RETURNING key",
+            return try await db.query(
+                "INSERT INTO login_failures (key, account, failures, last_attempt_at) VALUES ($1, $2, 1, $3) ON CONFLICT (key) DO NOTHING RETURNING failures",
                 .text(key), .text(account), SQLValue(now)
-            ).isEmpty)
+            ).first.map { Int(try $0.int("failures")) }
         }
-        return !(try await db.query(
-            "UPDATE login_failures SET failures = $2 + 1, last_attempt_at = $3 WHERE key = $1 AND failures = $2 RETURNING key",
+        return try await db.query(
+            "UPDATE login_failures SET failures = $2 + 1, last_attempt_at = $3 WHERE key = $1 AND failures = $2 RETURNING failures",
             .text(key), .int(Int64(seen)), SQLValue(now)
-        ).isEmpty)
+        ).first.map { Int(try $0.int("failures")) }
     }
 
     func recordLoginFailure(key: String, account: String, now: Date) async throws -> Int {

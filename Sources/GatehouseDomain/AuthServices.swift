@@ -187,20 +187,20 @@ package struct SessionService: Sendable {
     /// Verifies a bearer token of the expected kind: signature, expiry, the session (alive, unexpired, and for
     /// refresh tokens the secret) and the user. Any failure is ``AuthError/invalidSession(_:)``.
     package func authenticate(_ token: String, as kind: TokenClaims.Kind) async throws -> Caller {
-        var app: String?
+        var app: AppSettings?
         do {
             return try await verify(token, as: kind, app: &app)
         } catch AuthError.invalidSession(let reason) where kind == .refresh {
             // Every refused refresh token is recorded: under the app it was issued for once its signature is known
             // good, else server-wide (an unverified token's claims are anyone's words). One with a good signature
             // was looked up: it counts against the address's refresh limit as a good one does (with its session).
-            if let app, let settings = env.configuration.app(id: app) { try await env.checkRateLimit(.refresh, app: settings) }
-            await env.audit(.refreshTokenInvalid, app: app ?? AuthEnvironment.serverWideApp, detail: ["reason": reason])
+            if let app { try await env.checkRateLimit(.refresh, app: app) }
+            await env.audit(.refreshTokenInvalid, app: app?.id ?? AuthEnvironment.serverWideApp, detail: ["reason": reason])
             throw AuthError.invalidSession(reason)
         }
     }
 
-    private func verify(_ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout String?) async throws -> Caller {
+    private func verify(_ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout AppSettings?) async throws -> Caller {
         let now = env.clock.now
         await env.keys.refreshIfNeeded(from: env.store, now: now)
         let claims: TokenClaims
@@ -222,7 +222,7 @@ package struct SessionService: Sendable {
             throw AuthError.invalidSession(kind == .access ? "invalid session: access token expired" : "invalid session: refresh token expired")
         }
         guard let app = env.configuration.app(id: claims.aud) else { throw AuthError.invalidSession("invalid session: unknown app") }
-        verifiedApp = app.id
+        verifiedApp = app
         guard let (session, user) = try await env.store.sessionWithUser(id: claims.sid), session.userId == claims.sub else {
             throw AuthError.invalidSession("invalid session")
         }

@@ -626,6 +626,24 @@ private func backoffConfiguration(
         }
     }
 
+    /// A refused refresh counts once against its address, wherever it is refused: a replay that ended its session
+    /// (refused after it was counted with its session) is not counted a second time.
+    @Test func aRefusedRefreshCountsOnce() async throws {
+        let clock = ManualClock()
+        let config = limitedConfiguration([.refresh: .init(perIP: .init(3, per: 3600), perIdentifier: nil)], native: true)
+        try await withGatehouse(config, clock: clock) { _, client in
+            let first = try #require(try await client.nativeSignedUp("ray@example.com").refreshToken)
+            func refresh(_ token: String) async throws -> Reply {
+                try await client.native(.token, headers: Self.address, ["grant_type": "refresh_token", "refresh_token": token, "scope": "openid offline_access"])
+            }
+            #expect(try await refresh(first).status == .ok)
+            clock.advance(by: 120)  // past the reuse window: presenting the spent token again is a replay
+            #expect(try await refresh(first).status == .badRequest)
+            #expect(try await refresh("made-up").status == .badRequest)
+            #expect(try await refresh("made-up").status == .tooManyRequests)
+        }
+    }
+
     /// Opening a hosted link checks its token: counted per token id like `confirm` and `reset`.
     @Test func hostedLinkPagesAreLimitedPerToken() async throws {
         let config = limitedConfiguration([.code: .init(perIP: nil, perIdentifier: .init(2, per: 60))])

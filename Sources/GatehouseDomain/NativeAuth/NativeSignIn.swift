@@ -194,30 +194,36 @@ extension NativeAuthService {
     /// `refreshTokenReuseWindow` seconds answers the same new token (a client that lost the answer, or two racing
     /// refreshes); later, it revokes the session, because someone replays a token that was already exchanged.
     private func refresh(client: Client, request: NativeAuthRequest, scopes: [String]) async throws -> NativeTokens {
+        var attempt = RefreshAttempt()
         do {
-            return try await rotate(client: client, request: request, scopes: scopes)
+            return try await rotate(client: client, request: request, scopes: scopes, attempt: &attempt)
         } catch let error as NativeFlowError {
-            // Every refused token counts against the address's refresh limit (a good one counts with its session,
-            // in one statement), and is recorded (a replay that ended its session was recorded as such already).
-            switch error {
-            case .invalidRefreshToken, .expiredRefreshToken: try await env.checkRateLimit(.refresh, app: client.app)
-            default: break
-            }
-            switch error {
-            case .invalidRefreshToken(let reason) where reason != Self.replayed:
-                await env.audit(.refreshTokenInvalid, app: client.app.id, detail: ["reason": reason, "via": "native auth"])
-            case .expiredRefreshToken:
-                await env.audit(.refreshTokenInvalid, app: client.app.id, detail: ["reason": "expired", "via": "native auth"])
-            default: break
+            let reason: String? =
+                switch error {
+                case .invalidRefreshToken(let reason): reason
+                case .expiredRefreshToken: "expired"
+                default: nil
+                }
+            if let reason {
+                // Every refused token counts against the address's refresh limit, once, and is audited, once.
+                if !attempt.counted { try await env.checkRateLimit(.refresh, app: client.app) }
+                if !attempt.audited {
+                    await env.audit(.refreshTokenInvalid, app: client.app.id, detail: ["reason": reason, "via": "native auth"])
+                }
             }
             throw error
         }
     }
 
-    /// The refusal of a replayed token, which ends its session (audited as `refresh_token_reused`).
-    private static let replayed = "the refresh token was already used; the session is revoked, sign in again"
+    /// What a refresh attempt already did before it was refused.
+    private struct RefreshAttempt {
+        /// Counted against the limits with its session (its address with it).
+        var counted = false
+        /// Audited (as a replay that ended its session).
+        var audited = false
+    }
 
-    private func rotate(client: Client, request: NativeAuthRequest, scopes: [String]) async throws -> NativeTokens {
+    private func rotate(client: Client, request: NativeAuthRequest, scopes: [String], attempt: inout RefreshAttempt) async throws -> NativeTokens {
         let text = try request.required(\.refreshToken, "refresh_token")
         guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
             found.session.appId == client.app.id, found.session.clientId == client.id
@@ -246,7 +252,8 @@ extension NativeAuthService {
                 metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "session": "\(session.id)"]
             )
             await env.audit(.refreshTokenReused, app: client.app.id, user: session.userId, detail: ["session": session.id])
-            throw NativeFlowError.invalidRefreshToken(Self.replayed)
+            attempt.audited = true
+            throw NativeFlowError.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
         }
         if case .spent(let spentAt) = presentedSecret {
             // Older than the previous one: spent two or more rotations ago. Within the window it is a client's late
@@ -260,6 +267,7 @@ extension NativeAuthService {
         // before the secret rotates: a refresh refused with 429 must leave the client's token as it was, or the retry
         // after Retry-After (longer than the reuse window) would look like a replay and revoke the session.
         try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
+        attempt.counted = true
         var secret: [UInt8]?
         if isCurrent {
             let salt = Secrets.randomBytes(16)

@@ -21,9 +21,8 @@ extension AuthEnvironment {
         }
         guard !limits.isEmpty else { return }
         let now = clock.now
+        // Counters whose window ended are deleted by the retention service (RetentionTarget.rateLimits).
         let counts = try await store.hitRateLimits(limits.map(\.counter), now: now)
-        // Old counters go now and then; a few requests in a thousand pay for one cheap DELETE.
-        if Int.random(in: 0..<500) == 0 { try? await store.purgeRateLimits(now: now) }
         var wait: TimeInterval = 0
         var firstRefusal = false
         for (counter, limit) in limits {

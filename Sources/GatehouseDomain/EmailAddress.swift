@@ -23,19 +23,14 @@ package struct EmailAddress: Hashable, Sendable {
         guard !trimmed.unicodeScalars.contains(where: Self.isForbidden) else { return nil }
         guard !local.contains("@"), !domain.contains("@") else { return nil }
         let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
-        guard labels.count >= 2,
-            labels.allSatisfy({ label in
-                !label.isEmpty && label.utf8.count <= 63 && !label.hasPrefix("-") && !label.hasSuffix("-")
-                    && label.unicodeScalars.allSatisfy(Self.isDomainCharacter)
-            })
-        else { return nil }
-        // The domain's canonical form: ACE labels (`xn--…`) decoded to Unicode, then checked like typed ones (a
-        // label may not decode to what could not be typed: an invisible or bidirectional character, a symbol).
+        guard labels.count >= 2 else { return nil }
+        // Each label as typed is at most 63 bytes; its canonical form (an ACE label, `xn--…`, decoded to Unicode) must
+        // be what may be typed: letters, digits and inner hyphens, never an invisible or bidirectional character.
         var unicodeLabels: [String] = []
         for label in labels {
-            guard let decoded = Punycode.unicodeLabel(label)?.precomposedStringWithCanonicalMapping, !decoded.isEmpty,
-                !decoded.unicodeScalars.contains(where: Self.isForbidden), decoded.unicodeScalars.allSatisfy(Self.isDomainCharacter),
-                !decoded.hasPrefix("-"), !decoded.hasSuffix("-")
+            guard label.utf8.count <= 63, let decoded = Punycode.unicodeLabel(label)?.precomposedStringWithCanonicalMapping,
+                !decoded.isEmpty, !decoded.hasPrefix("-"), !decoded.hasSuffix("-"),
+                !decoded.unicodeScalars.contains(where: Self.isForbidden), decoded.unicodeScalars.allSatisfy(Self.isDomainCharacter)
             else { return nil }
             unicodeLabels.append(decoded)
         }

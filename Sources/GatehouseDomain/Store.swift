@@ -136,8 +136,6 @@ package protocol GatehouseStore: Sendable {
     /// per key the requests counted in its current window and when the window started. A window that has run out
     /// starts again at `now`.
     func hitRateLimits(_ counters: [RateCounter], now: Date) async throws -> [String: RateCount]
-    /// Deletes the counters whose windows ended before `now`.
-    func purgeRateLimits(now: Date) async throws
     /// The current run of failed password checks for `key`, if any.
     func loginFailures(key: String) async throws -> LoginFailureRecord?
     /// Counts an attempt in `key`'s run (of account `account`) before its password is checked: sets failures to

@@ -412,7 +412,7 @@ public final class AuthServer: Sendable {
     public func purge() async throws(AdminError) -> [(table: String, deleted: Int, left: Int)] {
         do {
             let deleted = try await RetentionService(env: env).run()
-            let left = try await (env.store as? SQLStore)?.retainedTableSizes() ?? [:]
+            let left = try await SQLStore(db: database).retainedTableSizes()
             return RetentionTarget.allCases.map { ($0.rawValue, deleted[$0] ?? 0, left[$0] ?? 0) }
         } catch {
             throw AdminError("the database refused: \(error)")

@@ -101,24 +101,25 @@ final class PostgresDatabase: SQLDatabase {
     /// work has ``workDeadline`` (unless migrations run it); past it the connection is closed and the work fails as
     /// unavailable, its outcome unknown.
     private func withConnection<T: Sendable>(_ work: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        let leased = NIOLockedValueBox<PostgresConnection?>(nil)
+        let leased = NIOLockedValueBox<(connection: PostgresConnection, at: ContinuousClock.Instant)?>(nil)
         let timeout = leaseTimeout
         let deadline: Duration? = Self.unbounded ? nil : Self.workDeadline
         return try await withoutActuallyEscaping(work) { work in
             try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask {
                     try await self.client.withConnection { connection in
-                        leased.withLockedValue { $0 = connection }
+                        leased.withLockedValue { $0 = (connection, .now) }
                         return try await work(connection)
                     }
                 }
                 group.addTask {
                     try await Task.sleep(for: timeout)
-                    guard let connection = leased.withLockedValue({ $0 }) else {
+                    guard let (connection, leasedAt) = leased.withLockedValue({ $0 }) else {
                         throw StoreError.unavailable("no database connection within \(timeout)")
                     }
                     guard let deadline else { return nil }
-                    try await Task.sleep(for: deadline)
+                    // The deadline counts from the lease, not from the start of the wait for it.
+                    try await Task.sleep(until: leasedAt + deadline, clock: .continuous)
                     // Still running: the server stopped answering on this connection (a half-closed socket, a frozen
                     // server). Closing it fails the statement in flight, and the pool replaces the connection.
                     try? await connection.close()

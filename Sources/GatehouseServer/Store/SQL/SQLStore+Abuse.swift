@@ -36,10 +36,6 @@ extension SQLStore {
         return counts
     }
 
-    func purgeRateLimits(now: Date) async throws {
-        try await db.query("DELETE FROM rate_limits WHERE window_start + window_ms < $1", SQLValue(now))
-    }
-
     // MARK: Login backoff
 
     func loginFailures(key: String) async throws -> LoginFailureRecord? {

@@ -766,14 +766,14 @@ struct SQLStore: GatehouseStore {
     }
 
     func failedMail(appId: String?, limit: Int) async throws -> [OutboxMessage] {
+        var binds: [SQLValue] = [.int(Int64(limit))]
+        var filter = ""
         if let appId {
-            return try await db.query(
-                "SELECT \(Self.mailColumns) FROM outbox WHERE status = 'failed' AND app_id = $1 ORDER BY seq DESC LIMIT $2",
-                .text(appId), .int(Int64(limit))
-            ).map(Self.mail)
+            binds.append(.text(appId))
+            filter = " AND app_id = $2"
         }
         return try await db.query(
-            "SELECT \(Self.mailColumns) FROM outbox WHERE status = 'failed' ORDER BY seq DESC LIMIT $1", .int(Int64(limit))
+            "SELECT \(Self.mailColumns) FROM outbox WHERE status = 'failed'\(filter) ORDER BY seq DESC LIMIT $1", binds
         ).map(Self.mail)
     }
 

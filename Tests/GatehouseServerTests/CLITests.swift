@@ -371,3 +371,21 @@ extension CLITests {
         #expect(!audit.hasSuffix("left 0"))
     }
 }
+
+extension CLITests {
+    /// `gatehouse mail failed` says when there is nothing to list; `mail retry` needs ids or `--all`, not both.
+    @Test func mailCommandsListNothingAndRefuseAmbiguousRetries() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        _ = try await cliAppWithUser(in: folder)
+        let failed = try await run(["mail", "failed", "--config", "gatehouse.yaml"], in: folder)
+        #expect(failed.status == 0, "\(failed.stderr)")
+        #expect(failed.stdout.isEmpty)
+        #expect(failed.stderr.contains("no failed emails"))
+        #expect(try await run(["mail", "retry", "--config", "gatehouse.yaml"], in: folder).status != 0)
+        #expect(try await run(["mail", "retry", "--config", "gatehouse.yaml", "--all", "some-id"], in: folder).status != 0)
+        let all = try await run(["mail", "retry", "--config", "gatehouse.yaml", "--all"], in: folder)
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.stdout.contains("0 emails queued again"))
+    }
+}

@@ -104,12 +104,22 @@ import Testing
         }
     }
 
-    @Test func deliversOnceRetriesTransientFailuresAndStopsOnPermanentOnes() async throws {
-        let clock = ManualClock()
-        // No dev mailbox: its own delivery service would race this one.
+    /// A Gatehouse without the dev mailbox (its own delivery service would race the test's) and a delivery service
+    /// over a scripted transport, on `clock`.
+    func withOutbox(
+        clock: ManualClock,
+        _ body: @Sendable (AuthServer, any TestClientProtocol, Transport, OutboxDeliveryService) async throws -> Void
+    ) async throws {
         try await withGatehouse(testConfiguration(mailbox: false), clock: clock) { gatehouse, client in
             let transport = Transport()
             let service = OutboxDeliveryService(store: gatehouse.env.store, transport: transport, clock: clock.clock, logger: quietLogger)
+            try await body(gatehouse, client, transport, service)
+        }
+    }
+
+    @Test func deliversOnceRetriesTransientFailuresAndStopsOnPermanentOnes() async throws {
+        let clock = ManualClock()
+        try await withOutbox(clock: clock) { gatehouse, client, transport, service in
             _ = try await client.register("one@example.com")
             #expect(try await service.deliverDue() == 1)
             #expect(try await service.deliverDue() == 0)  // never sent twice
@@ -138,9 +148,7 @@ import Testing
     /// message is kept as failed, listed for the operator, and sent when retried. Nothing is dropped.
     @Test func mailPastItsRetryBudgetIsKeptListedAndCanBeRetried() async throws {
         let clock = ManualClock()
-        try await withGatehouse(testConfiguration(mailbox: false), clock: clock) { gatehouse, client in
-            let transport = Transport()
-            let service = OutboxDeliveryService(store: gatehouse.env.store, transport: transport, clock: clock.clock, logger: quietLogger)
+        try await withOutbox(clock: clock) { gatehouse, client, transport, service in
             _ = try await client.register("outage@example.com")
             transport.failures = Array(repeating: .transient("421 try later"), count: 1000)
             var attempts = 0

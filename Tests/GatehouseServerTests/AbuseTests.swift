@@ -649,10 +649,14 @@ private func backoffConfiguration(
         let config = limitedConfiguration([.code: .init(perIP: nil, perIdentifier: .init(2, per: 60))])
         try await withGatehouse(config) { _, client in
             let path = "/app/test-app/confirm?token=\(String(repeating: "ab", count: 32))&tokenId=\(String(repeating: "cd", count: 12))"
-            var statuses: [HTTPResponse.Status] = []
-            for _ in 0..<3 { statuses.append(try await client.call(path, .get).status) }
-            #expect(statuses.last == .tooManyRequests, "\(statuses)")
-            #expect(statuses.prefix(2).allSatisfy { $0 != .tooManyRequests })
+            var replies: [Reply] = []
+            for _ in 0..<3 { replies.append(try await client.call(path, .get)) }
+            #expect(replies.prefix(2).allSatisfy { $0.status != .tooManyRequests }, "\(replies.map(\.status))")
+            // A page's refusal is a page: HTML, with when to try again.
+            let refused = try #require(replies.last)
+            #expect(refused.status == .tooManyRequests)
+            #expect(refused.contentType?.hasPrefix("text/html") == true)
+            #expect(refused.headers[.retryAfter] != nil)
         }
     }
 

@@ -16,14 +16,15 @@ package enum Loopback {
     /// Plain HTTP elsewhere would let anyone on the network path forge an identity provider's keys or a webhook's
     /// answer.
     package static func outboundProblem(_ url: String) -> String? {
+        // The message names scheme and host only: a path or query may carry a token, and this reaches logs.
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
             let host = components.host, !host.isEmpty
-        else { return "expected an https URL, found \"\(url)\"" }
+        else { return "expected an https URL" }
         switch scheme {
         case "https": return nil
         case "http" where contains(host: host): return nil
-        case "http": return "must be https (plain http is allowed for loopback hosts only), found \"\(url)\""
-        default: return "expected an https URL, found \"\(url)\""
+        case "http": return "must be https (plain http is allowed for loopback hosts only), found http://\(host)"
+        default: return "expected an https URL, found a \(scheme): URL"
         }
     }
 }

@@ -234,6 +234,14 @@ import Testing
         #expect(config.apps[0].customToken?.jwksURL == url)
     }
 
+    /// The refusal of a plain-http URL names its host, never its path or query (which may carry a token).
+    @Test func anOutboundURLRefusalKeepsItsQueryOutOfTheMessage() throws {
+        let yaml = "apps: [{id: a, providers: {custom-token: {jwksURL: 'http://idp.example/keys?access_token=s3cret', issuer: i}}}]"
+        let error = #expect(throws: ConfigurationError.self) { try ConfigurationLoader.validate(try loader.parse(yaml: yaml)) }
+        #expect(error?.message.contains("idp.example") == true)
+        #expect(error?.description.contains("s3cret") == false)
+    }
+
     @Test func withoutAFileTheDevMailboxRefusesANonLoopbackBindAndSaysHowToTurnItOff() throws {
         let error = #expect(throws: ConfigurationError.self) { try loader.load(file: nil, overrides: .init(host: "0.0.0.0")) }
         #expect(error?.key == "dev.mailbox")

@@ -63,6 +63,15 @@ package enum AuthError: Error, Hashable, Sendable {
 package enum StoreError: Error, Hashable, Sendable {
     /// A unique constraint refused the write (for example the email is taken).
     case conflict
-    /// The database cannot be reached or refused to work.
+    /// The database cannot be reached or refused to work; nothing was written.
     case unavailable(String)
+    /// The database stopped answering (or its deadline passed) after a write was sent and before its answer came: the
+    /// write may or may not have taken effect. Answered 503 like ``unavailable(_:)``, with a message that says so.
+    case outcomeUnknown(String)
+
+    /// Seconds a client is told to wait (`Retry-After`) when the database is away.
+    package static let retryAfterSeconds = 5
+
+    /// ``unavailable(_:)`` or ``outcomeUnknown(_:)``: the database, not the request, is at fault.
+    package var isInfrastructure: Bool { self != .conflict }
 }

@@ -19,7 +19,8 @@ import NIOConcurrencyHelpers
 public final class AuthServer: Sendable {
     public let configuration: GatehouseConfiguration
     let env: AuthEnvironment
-    private let database: any SQLDatabase
+    /// Internal for the fault tests, which set SQLite pragmas on its connection.
+    let database: any SQLDatabase
     private let publicURL: PublicURL
 
     /// Where the outbox goes: SMTP when `mail.smtp` is set, else the dev mailbox when on, else nowhere yet.
@@ -279,7 +280,7 @@ public final class AuthServer: Sendable {
         router.add(middleware: ReadinessMiddleware(readiness: readiness))
         ClientAPIRoutes(env: env).register(on: router)
         NativeAuthRoutes(env: env).register(on: router)
-        ServiceRoutes(env: env, readiness: readiness).register(on: router)
+        ServiceRoutes(env: env, readiness: readiness, probe: ReadinessProbe(write: { [store = SQLStore(db: database)] in try await store.probeWrite() })).register(on: router)
         HostedPages(env: env).register(on: router)
         if configuration.dev.mailbox {
             DevMailboxRoutes(store: env.store).register(on: router)

@@ -83,3 +83,56 @@ struct ReadinessMiddleware<Context: RequestContext>: RouterMiddleware {
         return try await next(request, context)
     }
 }
+
+/// `/readyz`'s check of a reachable database: a committed write (``SQLStore/probeWrite()``), so that a database that
+/// answers reads but refuses writes (a full disk, a read-only server) is not called ready. It answers within
+/// ``deadline`` whatever the database does; one probe runs at a time, and its result serves every check for a second
+/// after it ends, so that a flood of `/readyz` requests does not become a flood of writes.
+final class ReadinessProbe: Sendable {
+    /// How long `/readyz` waits for the probe before it answers 503.
+    static let deadline: Duration = .seconds(3)
+    private static let reuse: Duration = .seconds(1)
+
+    private struct State {
+        var probe: Task<String?, Never>?
+        var endedAt: ContinuousClock.Instant?
+    }
+    private let state = NIOLockedValueBox(State())
+    private let write: @Sendable () async throws -> Void
+
+    init(write: @escaping @Sendable () async throws -> Void) { self.write = write }
+
+    /// Nil when the database took the write; else why not, for the answer and the log.
+    func check() async -> String? {
+        let probe = state.withLockedValue { state -> Task<String?, Never> in
+            if let probe = state.probe, state.endedAt.map({ ContinuousClock.now - $0 < Self.reuse }) ?? true { return probe }
+            let probe = Task { [write, state = self.state] () -> String? in
+                let outcome: String?
+                do {
+                    try await write()
+                    outcome = nil
+                } catch StoreError.unavailable(let reason), StoreError.outcomeUnknown(let reason) {
+                    outcome = "the database refused a write: \(reason.prefix(300))"
+                } catch {
+                    outcome = "the database refused a write: \(String(describing: error).prefix(300))"
+                }
+                state.withLockedValue { $0.endedAt = .now }
+                return outcome
+            }
+            state = State(probe: probe, endedAt: nil)
+            return probe
+        }
+        // Whichever comes first: the probe's answer or the deadline (the probe goes on; the next check may reuse it).
+        return await withCheckedContinuation { continuation in
+            let answered = NIOLockedValueBox(false)
+            let answer: @Sendable (String?) -> Void = { value in
+                if answered.withLockedValue({ done in defer { done = true }; return !done }) { continuation.resume(returning: value) }
+            }
+            Task { answer(await probe.value) }
+            Task {
+                try? await Task.sleep(for: Self.deadline)
+                answer("the database did not answer within \(Self.deadline)")
+            }
+        }
+    }
+}

@@ -7,6 +7,7 @@ import Logging
 struct ServiceRoutes {
     let env: AuthEnvironment
     let readiness: DatabaseReadiness
+    let probe: ReadinessProbe
 
     func register(on router: Router<GatehouseRequestContext>) {
         router.get("healthz") { _, _ in try JSONResponse.make(["status": "ok"]) }
@@ -16,13 +17,11 @@ struct ServiceRoutes {
                     .serviceUnavailable, ["status": "starting", "reason": "database unreachable; retrying: \(readiness.reason.prefix(300))"]
                 )
             }
-            do {
-                try await env.store.ping()
-                return try JSONResponse.make(["status": "ready"])
-            } catch {
-                context.logger.warning("readiness check failed", metadata: ["error": "\(String(reflecting: error))"])
-                return try JSONResponse.make(.serviceUnavailable, ["status": "unavailable", "reason": "database unreachable"])
-            }
+            guard let reason = await probe.check() else { return try JSONResponse.make(["status": "ready"]) }
+            context.logger.warning("readiness check failed", metadata: ["reason": "\(reason)"])
+            var response = try JSONResponse.make(.serviceUnavailable, ["status": "unavailable", "reason": reason])
+            response.headers[.retryAfter] = String(StoreError.retryAfterSeconds)
+            return response
         }
         router.get(".well-known/jwks.json") { _, _ in
             await env.keys.refreshIfNeeded(from: env.store, now: env.clock.now)

@@ -83,7 +83,10 @@ extension AuthError {
         case .invalidAPIKeyName(let message):
             .invalidParameter(message)
         case .storeUnavailable:
-            ClientAPIError(status: .serviceUnavailable, code: .maintenanceInProgress, message: "the database is unavailable; try again shortly")
+            ClientAPIError(
+                status: .serviceUnavailable, code: .maintenanceInProgress, message: "the database is unavailable; try again shortly",
+                retryAfter: StoreError.retryAfterSeconds
+            )
         case .invalidCredential(let message):
             ClientAPIError(status: .unauthorized, code: .invalidPassword, message: message)
         case .providerUnavailable(let message):
@@ -136,6 +139,13 @@ struct ClientAPIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         case StoreError.unavailable(let reason):
             logger.error("database unavailable", metadata: ["reason": "\(reason)"])
             return AuthError.storeUnavailable.clientAPIError
+        case StoreError.outcomeUnknown(let reason):
+            logger.error("database lost during a write; its outcome is unknown", metadata: ["reason": "\(reason)"])
+            return ClientAPIError(
+                status: .serviceUnavailable, code: .maintenanceInProgress,
+                message: "the database stopped answering during this request: it may or may not have taken effect; check before retrying",
+                retryAfter: StoreError.retryAfterSeconds
+            )
         case let error as HTTPError:
             switch error.status {
             case .notFound:

@@ -102,7 +102,20 @@ enum NativeAuthErrorResponse {
             (status, failure) = (.tooManyRequests, .loginDelayed(retryAfter: retryAfter))
         case StoreError.unavailable(let reason):
             logger.error("database unavailable", metadata: ["reason": "\(reason)"])
-            (status, failure) = (.serviceUnavailable, NativeAuthFailure(error: .invalidRequest, description: "the database is unavailable; try again shortly", codes: []))
+            (status, failure) = (
+                .serviceUnavailable,
+                NativeAuthFailure(error: .invalidRequest, description: "the database is unavailable; try again shortly", codes: [], retryAfter: StoreError.retryAfterSeconds)
+            )
+        case StoreError.outcomeUnknown(let reason):
+            logger.error("database lost during a write; its outcome is unknown", metadata: ["reason": "\(reason)"])
+            (status, failure) = (
+                .serviceUnavailable,
+                NativeAuthFailure(
+                    error: .invalidRequest,
+                    description: "the database stopped answering during this request: it may or may not have taken effect; check before retrying",
+                    codes: [], retryAfter: StoreError.retryAfterSeconds
+                )
+            )
         case let error as HTTPError where error.status == .notFound:
             (status, failure) = (.notFound, .invalidRequest("no endpoint \(request.method) \(request.uri.path)", code: 0))
         case let error as HTTPError where error.status == .contentTooLarge:

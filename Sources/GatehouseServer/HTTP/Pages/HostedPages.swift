@@ -293,7 +293,16 @@ struct HostedPages {
         case AuthError.providerNotEnabled:
             return Page(status: .notFound, title: "Page not found", body: "<p>Email and password accounts are not enabled for this app.</p>").response()
         case AuthError.storeUnavailable, StoreError.unavailable:
-            return Page(status: .serviceUnavailable, title: "Please try again shortly", body: "<p>The service is busy or briefly unavailable. Nothing was changed.</p>").response()
+            var page = Page(status: .serviceUnavailable, title: "Please try again shortly", body: "<p>The service is busy or briefly unavailable. Nothing was changed.</p>").response()
+            page.headers[.retryAfter] = String(StoreError.retryAfterSeconds)
+            return page
+        case StoreError.outcomeUnknown:
+            var page = Page(
+                status: .serviceUnavailable, title: "Please check and try again shortly",
+                body: "<p>The service stopped answering while saving this: it may or may not have been saved. Check before trying again.</p>"
+            ).response()
+            page.headers[.retryAfter] = String(StoreError.retryAfterSeconds)
+            return page
         default:
             context.logger.error("hosted page failed", metadata: ["error": "\(String(reflecting: error))"])
             return Page(status: .internalServerError, title: "Something went wrong", body: "<p>Nothing was changed. Please try again.</p>").response()

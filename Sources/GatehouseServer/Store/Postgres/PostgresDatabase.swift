@@ -16,18 +16,23 @@ final class PostgresDatabase: SQLDatabase {
     private let logger: Logger
     /// How long a statement waits for a connection before the database counts as unreachable.
     private let leaseTimeout: Duration
-    /// How long leased work (a statement, a transaction) may take before its connection is closed and it fails as
-    /// unavailable: a connection whose server went away without the socket saying so must not hold a request for
-    /// ever. Migrations (``Migrator``) run without it.
-    static let workDeadline: Duration = .seconds(30)
+    /// How long leased work (a statement, a transaction) may take (`query_timeout`). PostgreSQL itself cancels a
+    /// statement past it (`statement_timeout`, `lock_timeout`); a connection whose server stopped answering
+    /// altogether (a frozen server, a half-closed socket) is closed ``deadlineGrace`` later and the work fails as
+    /// unavailable, its outcome unknown if it wrote. Migrations (``Migrator``) run without either.
+    private let workDeadline: Duration
+    /// How long after `query_timeout` the connection of unanswered work is closed: PostgreSQL's own cancellation
+    /// comes first when the server is alive.
+    static let deadlineGrace: Duration = .seconds(2)
     /// Set while migrations run: their statements (an index on a large table) may take as long as they need.
     @TaskLocal static var unbounded = false
 
-    private init(client: PostgresClient, runner: Task<Void, Never>, logger: Logger, leaseTimeout: Duration) {
+    private init(client: PostgresClient, runner: Task<Void, Never>, logger: Logger, leaseTimeout: Duration, workDeadline: Duration) {
         self.client = client
         self.runner = runner
         self.logger = logger
         self.leaseTimeout = leaseTimeout
+        self.workDeadline = workDeadline
     }
 
     /// Starts the connection pool. With `connect` (the default) it also makes one round trip, so an unreachable
@@ -49,16 +54,22 @@ final class PostgresDatabase: SQLDatabase {
             database: settings.database, tls: tls
         )
         configuration.options.maximumConnections = settings.poolSize
-        // Nothing holds a lock for ever: a statement waits at most 30 s for a row lock, and a connection left idle
-        // inside a transaction is ended by the server after 60 s, its locks released, instead of stalling every
-        // request that needs those rows.
-        configuration.options.additionalStartupParameters = [("lock_timeout", "30s"), ("idle_in_transaction_session_timeout", "60s")]
+        // Nothing runs or holds a lock for ever: a statement, or its wait for a row lock, is cancelled by the server
+        // past query_timeout, and a connection left idle inside a transaction is ended after 60 s, its locks released,
+        // instead of stalling every request that needs those rows.
+        let limit = "\(settings.queryTimeout)s"
+        configuration.options.additionalStartupParameters = [
+            ("statement_timeout", limit), ("lock_timeout", limit), ("idle_in_transaction_session_timeout", "60s"),
+        ]
         configuration.options.connectTimeout = .seconds(Int64(settings.connectTimeout))
         var clientLogger = logger
         clientLogger.logLevel = max(logger.logLevel, .notice)
         let client = PostgresClient(configuration: configuration, backgroundLogger: clientLogger)
         let runner = Task { await client.run() }
-        let db = PostgresDatabase(client: client, runner: runner, logger: clientLogger, leaseTimeout: .seconds(Int64(settings.connectTimeout)))
+        let db = PostgresDatabase(
+            client: client, runner: runner, logger: clientLogger, leaseTimeout: .seconds(Int64(settings.connectTimeout)),
+            workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace
+        )
         guard connect else { return db }
         do {
             try await db.ping()
@@ -71,27 +82,51 @@ final class PostgresDatabase: SQLDatabase {
 
     @discardableResult
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-        try await Self.mapErrors {
-            try await self.withConnection { connection in try await Self.run(sql, binds, on: connection, logger: self.logger) }
+        // A statement on its own commits when it ends: a write whose answer never came may have taken effect.
+        let writes = !Self.isRead(sql)
+        return try await Self.mapErrors(writing: writes) {
+            try await self.withConnection(writing: writes) { connection in try await Self.run(sql, binds, on: connection, logger: self.logger) }
         }
     }
 
+    /// Whether `sql` only reads (a `SELECT` without `FOR UPDATE`): its failure can never leave a write behind.
+    static func isRead(_ sql: String) -> Bool {
+        let head = sql.drop(while: \.isWhitespace).prefix(6).uppercased()
+        return head == "SELECT" && !sql.uppercased().contains("FOR UPDATE")
+    }
+
     func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
-        try await Self.mapErrors {
-            try await self.withConnection { connection in
-                try await connection.query("BEGIN", logger: self.logger)
-                // COMMIT and ROLLBACK run in tasks of their own, which a cancellation of the request does not reach:
-                // the connection goes back to the pool with its transaction ended, never open with its locks held.
-                let logger = self.logger
-                do {
-                    let result = try await body(Connection(connection: connection, logger: logger))
-                    try await Task { try await connection.query("COMMIT", logger: logger) }.value
-                    return result
-                } catch {
-                    _ = try? await Task { try await connection.query("ROLLBACK", logger: logger) }.value
-                    throw error
+        // Until COMMIT is sent a lost connection rolls the transaction back; from then on its outcome is unknown.
+        let committing = NIOLockedValueBox(false)
+        let unbounded = Self.unbounded
+        do {
+            return try await Self.mapErrors(writing: false) {
+                try await self.withConnection(writing: false, committing: committing) { connection in
+                    try await connection.query("BEGIN", logger: self.logger)
+                    if unbounded {
+                        // Migrations: an index on a large table may take as long as it needs.
+                        try await connection.query("SET LOCAL statement_timeout = 0", logger: self.logger)
+                        try await connection.query("SET LOCAL lock_timeout = 0", logger: self.logger)
+                    }
+                    // COMMIT and ROLLBACK run in tasks of their own, which a cancellation of the request does not
+                    // reach: the connection goes back to the pool with its transaction ended, never open with its
+                    // locks held.
+                    let logger = self.logger
+                    do {
+                        let result = try await body(Connection(connection: connection, logger: logger))
+                        committing.withLockedValue { $0 = true }
+                        try await Task { try await connection.query("COMMIT", logger: logger) }.value
+                        return result
+                    } catch {
+                        if !committing.withLockedValue({ $0 }) {
+                            _ = try? await Task { try await connection.query("ROLLBACK", logger: logger) }.value
+                        }
+                        throw error
+                    }
                 }
             }
+        } catch StoreError.unavailable(let reason) where committing.withLockedValue({ $0 }) {
+            throw StoreError.outcomeUnknown("during COMMIT: " + reason)
         }
     }
 
@@ -100,10 +135,12 @@ final class PostgresDatabase: SQLDatabase {
     /// ``StoreError/unavailable(_:)`` instead, so that requests answer 503 promptly. Once a connection is leased the
     /// work has ``workDeadline`` (unless migrations run it); past it the connection is closed and the work fails as
     /// unavailable, its outcome unknown.
-    private func withConnection<T: Sendable>(_ work: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    private func withConnection<T: Sendable>(
+        writing: Bool, committing: NIOLockedValueBox<Bool> = NIOLockedValueBox(false), _ work: @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         let leased = NIOLockedValueBox<(connection: PostgresConnection, at: ContinuousClock.Instant)?>(nil)
         let timeout = leaseTimeout
-        let deadline: Duration? = Self.unbounded ? nil : Self.workDeadline
+        let deadline: Duration? = Self.unbounded ? nil : workDeadline
         return try await withoutActuallyEscaping(work) { work in
             try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask {
@@ -123,7 +160,8 @@ final class PostgresDatabase: SQLDatabase {
                     // Still running: the server stopped answering on this connection (a half-closed socket, a frozen
                     // server). Closing it fails the statement in flight, and the pool replaces the connection.
                     try? await connection.close()
-                    throw StoreError.unavailable("the database did not answer within \(deadline); the outcome of the statement is unknown")
+                    let reason = "the database did not answer within \(deadline)"
+                    throw writing || committing.withLockedValue({ $0 }) ? StoreError.outcomeUnknown(reason) : StoreError.unavailable(reason)
                 }
                 while let result = try await group.next() {
                     if let value = result {
@@ -155,7 +193,8 @@ final class PostgresDatabase: SQLDatabase {
         /// Errors are mapped here already, so that a caller inside the transaction can tell a conflict from other
         /// failures (the import names the line that conflicts); the transaction rolls back either way.
         func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-            try await PostgresDatabase.mapErrors { try await PostgresDatabase.run(sql, binds, on: connection, logger: logger) }
+            // Inside a transaction nothing is committed until COMMIT: a lost answer here writes nothing.
+            try await PostgresDatabase.mapErrors(writing: false) { try await PostgresDatabase.run(sql, binds, on: connection, logger: logger) }
         }
     }
 
@@ -181,21 +220,37 @@ final class PostgresDatabase: SQLDatabase {
         return result
     }
 
-    /// Unique violations become ``StoreError/conflict``; connection failures ``StoreError/unavailable(_:)``.
-    private static func mapErrors<T>(_ body: () async throws -> T) async throws -> T {
+    /// Unique violations become ``StoreError/conflict``; infrastructure faults ``StoreError/unavailable(_:)``, or
+    /// ``StoreError/outcomeUnknown(_:)`` when a write on its own (`writing`) lost its answer.
+    private static func mapErrors<T>(writing: Bool, _ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as StoreError {
             throw error
-        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
-            throw StoreError.conflict
-        } catch let error as PSQLError where error.serverInfo == nil {
-            // No answer from the server: connection refused, lost or timed out.
-            throw StoreError.unavailable(String(reflecting: error))
+        } catch let error as PSQLError {
+            guard let state = error.serverInfo?[.sqlState] else {
+                // No answer from the server: connection refused, lost or timed out.
+                let reason = String(reflecting: error)
+                throw writing ? StoreError.outcomeUnknown(reason) : StoreError.unavailable(reason)
+            }
+            if state == "23505" { throw StoreError.conflict }
+            if isInfrastructure(sqlState: state) {
+                // The server refused the statement, so it did not take effect (a COMMIT is handled by the caller).
+                throw StoreError.unavailable("SQLSTATE \(state): \(error.serverInfo?[.message] ?? "")")
+            }
+            throw error
         } catch where String(reflecting: type(of: error)).contains("ConnectionPoolError") {
             // The pool gave up creating connections (its circuit breaker); the type is not public API.
             throw StoreError.unavailable(String(reflecting: error))
         }
+    }
+
+    /// SQLSTATEs that say the server, not the statement, is at fault: connection exceptions (class 08), a server
+    /// shutting down, restarting or cancelling the statement (57: `admin_shutdown`, `query_canceled` by
+    /// `statement_timeout`…), insufficient resources (53: disk full, too many connections), a lock not granted in
+    /// time (55P03), a read-only server after a failover (25006), and transient serialization failures (40001, 40P01).
+    static func isInfrastructure(sqlState state: String) -> Bool {
+        ["08", "57", "53", "58"].contains(String(state.prefix(2))) || ["55P03", "25006", "40001", "40P01"].contains(state)
     }
 }
 

@@ -295,6 +295,15 @@ enum Migrations {
                 "CREATE INDEX audit_events_age ON audit_events(at)",
             ]
         ),
+        Migration(
+            version: 10,
+            name: "readiness probe",
+            statements: [
+                // `/readyz` writes a row that needs new pages and deletes it in one committed transaction: the database
+                // is writable, not just reachable. The table is empty between probes.
+                "CREATE TABLE readiness_probe (id TEXT PRIMARY KEY, pad BLOB NOT NULL)"
+            ]
+        ),
     ]
 }
 

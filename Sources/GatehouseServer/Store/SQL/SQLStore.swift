@@ -8,6 +8,18 @@ struct SQLStore: GatehouseStore {
 
     func ping() async throws { try await db.ping() }
 
+    /// Writes and deletes, in one committed transaction, a row large enough to need new pages: it fails when the
+    /// database cannot take writes (a full disk, `max_page_count` reached, a read-only server) and not only when it
+    /// cannot be reached. Random bytes, so that compression cannot shrink them.
+    func probeWrite() async throws {
+        let id = UUID().uuidString
+        let pad = [UInt8]((0..<8192).map { _ in UInt8.random(in: 0...255) })
+        try await db.transaction { tx in
+            try await tx.query("INSERT INTO readiness_probe (id, pad) VALUES ($1, $2)", [.text(id), .blob(pad)])
+            try await tx.query("DELETE FROM readiness_probe WHERE id = $1", [.text(id)])
+        }
+    }
+
     // MARK: Signing keys
 
     private static let keysQuery = "SELECT kid, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at"

@@ -1,0 +1,79 @@
+import Foundation
+import GatehouseDomain
+@testable import GatehouseServer
+import GatehouseWire
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// Faults of the database as the HTTP API sees them, in process: a full SQLite disk (`PRAGMA max_page_count`, which
+/// fails writes with SQLITE_FULL exactly as a full filesystem does), and PostgreSQL's own refusals.
+@Suite struct StoreFaultTests {
+    @Test func aFullSQLiteDiskAnswers503SaysNotReadyLosesNothingAndRecovers() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("full-disk-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let configuration = testConfiguration(database: .sqliteFile(folder.appendingPathComponent("gatehouse.sqlite").path))
+        let gatehouse = try await AuthServer.open(configuration: configuration, logger: quietLogger)
+        do {
+            try await gatehouse.makeApplication().test(.router) { client in
+                #expect(try await client.register("before@example.com").status == .created)
+                #expect(try await client.call("/readyz", .get).status == .ok)
+
+                // The disk fills up: no page can be added from now on.
+                try await gatehouse.database.query("PRAGMA max_page_count = 1", [])
+                var refused: Reply?
+                for n in 0..<200 {
+                    let reply = try await client.register("user\(n)@example.com")
+                    if reply.status != .created {
+                        refused = reply
+                        break
+                    }
+                }
+                let full = try #require(refused, "200 registrations fitted in a database that cannot grow")
+                #expect(full.status == .serviceUnavailable)
+                #expect(full.error?.errorCode == .maintenanceInProgress)
+                #expect(full.headers[.retryAfter] == String(StoreError.retryAfterSeconds))
+                // Readiness writes, so it sees the full disk rather than a database that still answers reads.
+                try await waitFor("not ready", limit: 10) { try await client.call("/readyz", .get).status == .serviceUnavailable }
+                let notReady = try await client.call("/readyz", .get)
+                #expect(notReady.text.contains("refused a write"))
+                #expect(notReady.headers[.retryAfter] != nil)
+                // Reads still work.
+                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "before@example.com") != nil)
+
+                // Space again: ready, and writes go through; nothing acknowledged was lost.
+                try await gatehouse.database.query("PRAGMA max_page_count = 1073741823", [])
+                try await waitFor("ready again", limit: 10) { try await client.call("/readyz", .get).status == .ok }
+                #expect(try await client.register("after@example.com").status == .created)
+                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "before@example.com") != nil)
+                let integrity = try await gatehouse.database.query("PRAGMA integrity_check", [])
+                #expect(integrity.first?.values.values.first == .text("ok"))
+            }
+            try await gatehouse.close()
+        } catch {
+            try? await gatehouse.close()
+            throw error
+        }
+    }
+
+    @Test func postgresRefusalsOfTheServerAreInfrastructureAndOthersAreNot() {
+        // Shutdown, crash, a statement cancelled by statement_timeout, a full disk, too many connections, a lock not
+        // granted in time, a read-only server after a failover: 503, never 500.
+        for state in ["57P01", "57P02", "57P03", "57014", "08006", "08003", "53100", "53300", "55P03", "25006", "40001", "40P01", "58030"] {
+            #expect(PostgresDatabase.isInfrastructure(sqlState: state), "\(state)")
+        }
+        // A constraint, a syntax error, a missing table: bugs or conflicts, not outages.
+        for state in ["23505", "23503", "42601", "42P01", "22P02"] {
+            #expect(!PostgresDatabase.isInfrastructure(sqlState: state), "\(state)")
+        }
+    }
+
+    @Test func onlyPlainSelectsCountAsReads() {
+        #expect(PostgresDatabase.isRead("SELECT 1"))
+        #expect(PostgresDatabase.isRead("  select id FROM users WHERE id = $1"))
+        #expect(!PostgresDatabase.isRead("SELECT id FROM sessions WHERE id = $1 FOR UPDATE"))
+        #expect(!PostgresDatabase.isRead("UPDATE sessions SET revoked_at = $1"))
+        #expect(!PostgresDatabase.isRead("INSERT INTO users (id) VALUES ($1) RETURNING id"))
+        #expect(!PostgresDatabase.isRead("WITH x AS (DELETE FROM outbox RETURNING id) SELECT id FROM x"))
+    }
+}

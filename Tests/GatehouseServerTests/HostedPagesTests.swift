@@ -13,16 +13,18 @@ import Testing
     /// GET a page; returns the reply and the CSRF value from its cookie and form.
     func open(_ client: some TestClientProtocol, _ path: String) async throws -> (Reply, csrf: String?) {
         let reply = try await client.call(path, .get)
-        let cookie = reply.headers[.setCookie].flatMap { $0.firstMatch(of: /gh_csrf=([0-9a-f]+)/) }.map { String($0.output.1) }
-        let field = reply.text.firstMatch(of: /name="csrf" value="([0-9a-f]+)"/).map { String($0.output.1) }
+        let cookie = reply.headers[.setCookie].flatMap { $0.firstMatch(of: /gh_csrf=([^;]+)/) }.map { String($0.output.1) }
+        let field = reply.text.firstMatch(of: /name="csrf" value="([^"]+)"/).map { String($0.output.1) }
         if let cookie, let field { #expect(cookie == field) }
         return (reply, cookie)
     }
 
     /// POST a form with (or without) the CSRF cookie.
-    func post(_ client: some TestClientProtocol, _ path: String, _ fields: [String: String], cookie: String?) async throws -> Reply {
+    func post(
+        _ client: some TestClientProtocol, _ path: String, _ fields: [String: String], cookie: String?, cookieName: String = "gh_csrf"
+    ) async throws -> Reply {
         var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
-        if let cookie { headers[.cookie] = "gh_csrf=\(cookie)" }
+        if let cookie { headers[.cookie] = "\(cookieName)=\(cookie)" }
         let body = fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }.joined(separator: "&")
         return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body)) { response in
             Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
@@ -87,6 +89,62 @@ import Testing
             forged["csrf"] = "different"
             #expect(try await post(client, "/app/test-app/confirm", forged, cookie: csrf).status == .forbidden)
             #expect(try await client.login("csrf@example.com").status == .unauthorized)
+        }
+    }
+
+    @Test func aPlantedCookieIsRefusedTheTokenIsBoundToItsAppAndExpires() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            _ = try await client.register("planted@example.com")
+            let link = try await client.latestLink("planted@example.com")
+            let (_, csrf) = try await open(client, confirmPath(link))
+            let token = try #require(csrf)
+            let parts = token.split(separator: ".").map(String.init)
+            #expect(parts.count == 4 && parts[0] == gatehouse.env.keys.current.kid)
+            var fields = ["token": link.token, "tokenId": link.tokenId]
+            // An attacker who can set cookies (a sibling subdomain, plain HTTP) plants the same value in both places:
+            // the old double submit took it; a value this server did not sign is refused.
+            for planted in [
+                String(repeating: "a", count: 64),
+                [parts[0], parts[1], String(repeating: "0", count: 32), parts[3]].joined(separator: "."),  // another nonce
+                [parts[0], String(Int(parts[1])! + 1), parts[2], parts[3]].joined(separator: "."),  // another time
+                ["unknown-kid", parts[1], parts[2], parts[3]].joined(separator: "."),
+            ] {
+                fields["csrf"] = planted
+                #expect(try await post(client, "/app/test-app/confirm", fields, cookie: planted).status == .forbidden)
+            }
+            // A token made by a page of another app does not pass on this one.
+            let (_, otherApp) = try await open(client, "/app/auto-app/reset")
+            fields["csrf"] = otherApp!
+            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: otherApp).status == .forbidden)
+            // Past its hour it is refused; a fresh page makes a new one that works.
+            clock.advance(by: PageCSRF.maxAge + 1)
+            fields["csrf"] = token
+            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token).status == .forbidden)
+            #expect(try await client.login("planted@example.com").status == .unauthorized)
+            // (The link itself has expired by now: a new email, asked for with the fresh page's token, is the way on.)
+            let (_, fresh) = try await open(client, confirmPath(link))
+            let resend = ["email": "planted@example.com", "csrf": fresh!]
+            #expect(try await post(client, "/app/test-app/confirm/send", resend, cookie: token).status == .forbidden)
+            #expect(try await post(client, "/app/test-app/confirm/send", resend, cookie: fresh).status == .ok)
+        }
+    }
+
+    @Test func behindHTTPSTheCookieIsAHostCookie() async throws {
+        var configuration = testConfiguration()
+        configuration.server.publicURL = "https://auth.example.com"
+        try await withGatehouse(configuration) { _, client in
+            _ = try await client.register("host@example.com")
+            let link = try await client.latestLink("host@example.com")
+            let reply = try await client.call(confirmPath(link), .get)
+            let setCookie = try #require(reply.headers[.setCookie])
+            #expect(setCookie.hasPrefix("__Host-gh_csrf="))
+            #expect(setCookie.contains("; Path=/;") && setCookie.contains("; Secure") && !setCookie.contains("Domain"))
+            let token = try #require(setCookie.firstMatch(of: /__Host-gh_csrf=([^;]+)/).map { String($0.output.1) })
+            let fields = ["token": link.token, "tokenId": link.tokenId, "csrf": token]
+            // The plain name is not read there: a cookie any subdomain could set does not count.
+            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token).status == .forbidden)
+            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token, cookieName: "__Host-gh_csrf").status == .ok)
         }
     }
 

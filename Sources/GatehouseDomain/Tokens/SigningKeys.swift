@@ -92,6 +92,15 @@ package final class SigningKeys: Sendable {
         keys.withLockedValue { $0.max { $0.createdAt < $1.createdAt }! }
     }
 
+    /// A symmetric key for `purpose`, derived (HKDF-SHA256) from the private key `kid`: a server secret that every
+    /// instance shares and that rotates with the signing keys. Nil when `kid` is not an active key.
+    package func macKey(kid: String, purpose: String) -> SymmetricKey? {
+        guard let key = keys.withLockedValue({ keys in keys.first { $0.kid == kid } }) else { return nil }
+        return HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: key.privateKey.rawRepresentation), info: Data("gatehouse \(purpose)".utf8), outputByteCount: 32
+        )
+    }
+
     package func publicKey(kid: String) -> P256.Signing.PublicKey? {
         keys.withLockedValue { keys in keys.first { $0.kid == kid }?.publicKey }
     }

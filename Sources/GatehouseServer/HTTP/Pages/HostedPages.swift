@@ -8,9 +8,12 @@ import NIOCore
 ///
 /// A GET never changes anything, because mail scanners open links: the confirmation page shows a button that
 /// POSTs, and the reset page a form. Forms carry a CSRF token that must match a `SameSite=Strict` cookie set by
-/// the page (double submit). Every outcome gets a page that says what happened and what to do next.
+/// the page and be signed by this server (``PageCSRF``). Every outcome gets a page that says what happened and what
+/// to do next.
 struct HostedPages {
     let env: AuthEnvironment
+
+    private var csrf: PageCSRF { PageCSRF(keys: env.keys, secure: env.publicURL.hasPrefix("https://")) }
 
     /// The request's service, with the client's origin.
     private func service(_ context: GatehouseRequestContext) -> EmailPasswordService { EmailPasswordService(env: env.serving(context.origin)) }
@@ -241,9 +244,9 @@ struct HostedPages {
         guard let appId = context.parameters.get("appId"), let app = env.configuration.app(id: appId) else {
             return Page(status: .notFound, title: "Page not found", body: "<p>There is no such app here.</p>").response()
         }
-        let csrf = Secrets.token()
+        let token = csrf.make(appId: app.id, now: env.clock.now)
         do {
-            return try await render(app, csrf).response(headers: [.setCookie: csrfCookie(csrf, app: app)])
+            return try await render(app, token).response(headers: [.setCookie: csrf.cookie(token, appId: app.id)])
         } catch {
             return failure(error, context: context)
         }
@@ -264,9 +267,8 @@ struct HostedPages {
             if form.contains(where: { BodyGuard.containsNUL($0.key) || BodyGuard.containsNUL($0.value) }) {
                 return Page(status: .badRequest, title: "Check the form", body: "<p>The form held characters that cannot be used.</p>").response()
             }
-            let cookie = request.cookies["gh_csrf"]?.value ?? ""
-            let field = form["csrf"] ?? ""
-            guard !cookie.isEmpty, Secrets.constantTimeEquals(Array(cookie.utf8), Array(field.utf8)) else {
+            let cookie = request.cookies[csrf.cookieName]?.value ?? ""
+            guard csrf.accepts(cookie: cookie, field: form["csrf"] ?? "", appId: app.id, now: env.clock.now) else {
                 return Page(
                     status: .forbidden, title: "Please open the link again",
                     body: "<p>This form expired or was not sent from this site. Open the link from your email again.</p>"
@@ -307,11 +309,6 @@ struct HostedPages {
             context.logger.error("hosted page failed", metadata: ["error": "\(String(reflecting: error))"])
             return Page(status: .internalServerError, title: "Something went wrong", body: "<p>Nothing was changed. Please try again.</p>").response()
         }
-    }
-
-    private func csrfCookie(_ value: String, app: AppSettings) -> String {
-        let secure = env.publicURL.hasPrefix("https://") ? "; Secure" : ""
-        return "gh_csrf=\(value); Path=/app/\(app.id); HttpOnly; SameSite=Strict; Max-Age=3600\(secure)"
     }
 
     /// `application/x-www-form-urlencoded` into a dictionary (last value wins).

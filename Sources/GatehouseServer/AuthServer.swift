@@ -6,6 +6,7 @@ import HTTPTypes
 public import Hummingbird
 public import Logging
 import ServiceLifecycle
+import UnixSignals
 import NIOConcurrencyHelpers
 
 /// A Gatehouse server built from a configuration: its database open and migrated, its signing keys loaded.
@@ -305,11 +306,21 @@ public final class AuthServer: Sendable {
 
         let configured = configuration.server
         let publicURL = self.publicURL
+        let logger = env.logger
+        let maxConnections = configured.maxConnections ?? FileLimit.defaultMaxConnections()
         var app = Application(
             router: router,
-            configuration: .init(address: .hostname(configured.host, port: configured.port), serverName: "Gatehouse"),
+            server: .http1(configuration: .init(additionalChannelHandlers: Connections.handlers(configured))),
+            configuration: .init(
+                address: .hostname(configured.host, port: configured.port), serverName: "Gatehouse",
+                availableConnectionsDelegate: ConnectionLimit(maximum: maxConnections, logger: logger)
+            ),
             services: services,
             onServerRunning: { channel in
+                // The listening socket pauses accepting while the process is out of file descriptors.
+                try? await channel.eventLoop.submit {
+                    try channel.pipeline.syncOperations.addHandler(AcceptFailurePause(logger: logger), position: .first)
+                }.get()
                 let port = channel.localAddress?.port ?? configured.port
                 publicURL.set(configured.resolvedPublicURL(boundPort: port))
                 await onServerRunning(port)
@@ -320,11 +331,25 @@ public final class AuthServer: Sendable {
         return app
     }
 
-    /// Serves until SIGTERM or SIGINT, then shuts down gracefully (requests in flight finish) and closes the
-    /// database.
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully and closes the database: requests in flight have
+    /// `server.shutdownTimeout` seconds to finish, after which they are cancelled (and the process ends at most 5 s
+    /// later whatever they do). First raises the process's soft limit on open files to its hard limit: every
+    /// connection is a file, and `server.maxConnections` defaults to that limit less 256.
     public func run(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let files = FileLimit.raise()
+        env.logger.info(
+            "connection limits",
+            metadata: [
+                "open_files": "\(files)", "max_connections": "\(configuration.server.maxConnections ?? FileLimit.defaultMaxConnections(softLimit: files))",
+            ]
+        )
         do {
-            try await makeApplication(onServerRunning: onServerRunning).runService()
+            var group = ServiceGroupConfiguration(
+                services: [makeApplication(onServerRunning: onServerRunning)], gracefulShutdownSignals: [.sigterm, .sigint], logger: env.logger
+            )
+            group.maximumGracefulShutdownDuration = .seconds(Int64(configuration.server.shutdownTimeout))
+            group.maximumCancellationDuration = .seconds(5)
+            try await ServiceGroup(configuration: group).run()
         } catch {
             try? await close()
             throw error

@@ -64,6 +64,18 @@ public struct ServerSettings: Sendable, Hashable {
     /// connection's peer. Set it only behind a proxy that overwrites or appends the header, or clients can pick the
     /// address their rate limits are counted against.
     public var clientIPHeader: String?
+    /// Seconds a connection may sit without starting a request (new, or kept alive after an answer) before it is
+    /// closed. Default 60.
+    public var idleTimeout = 60
+    /// Seconds from a request's first byte until its head (request line and headers) must be complete. Default 10.
+    public var headerTimeout = 10
+    /// Seconds from a request's head until its whole body must have arrived; past it 408. Default 30.
+    public var bodyTimeout = 30
+    /// Connections served at once; past it new ones wait in the listen backlog. Nil (the default): the soft file
+    /// limit (raised to the hard limit at start) less 256, at most 16,384.
+    public var maxConnections: Int?
+    /// Seconds a graceful shutdown (SIGTERM, SIGINT) waits for requests in flight before it cancels them. Default 25.
+    public var shutdownTimeout = 25
 
     public init(host: String = "127.0.0.1", port: Int = 9090, publicURL: String? = nil, location: String = "self-hosted") {
         self.host = host

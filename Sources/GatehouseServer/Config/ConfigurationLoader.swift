@@ -61,7 +61,15 @@ public struct ConfigurationLoader: Sendable {
         let top = try ConfigNode(node: root, path: "").mapping(allowed: ["server", "database", "dev", "mail", "apps", "retention"])
 
         var config = GatehouseConfiguration(apps: [])
-        if let server = try top.optionalMapping("server", allowed: ["host", "port", "publicURL", "location", "clientIPHeader"]) {
+        if let server = try top.optionalMapping(
+            "server",
+            allowed: ["host", "port", "publicURL", "location", "clientIPHeader", "idleTimeout", "headerTimeout", "bodyTimeout", "maxConnections", "shutdownTimeout"]
+        ) {
+            if let value = try server.optionalInt("idleTimeout") { config.server.idleTimeout = value }
+            if let value = try server.optionalInt("headerTimeout") { config.server.headerTimeout = value }
+            if let value = try server.optionalInt("bodyTimeout") { config.server.bodyTimeout = value }
+            config.server.maxConnections = try server.optionalInt("maxConnections")
+            if let value = try server.optionalInt("shutdownTimeout") { config.server.shutdownTimeout = value }
             if let host = try server.optionalString("host") { config.server.host = host }
             config.server.clientIPHeader = try server.optionalString("clientIPHeader")
             if let port = try server.optionalInt("port") { config.server.port = port }
@@ -430,6 +438,15 @@ public struct ConfigurationLoader: Sendable {
         }
         if let header = config.server.clientIPHeader, header.isEmpty || HTTPField.Name(header) == nil {
             throw ConfigurationError(key: "server.clientIPHeader", message: "expected a header name like X-Forwarded-For, found \"\(header)\"")
+        }
+        for (key, value, range) in [
+            ("idleTimeout", config.server.idleTimeout, 1...3600), ("headerTimeout", config.server.headerTimeout, 1...300),
+            ("bodyTimeout", config.server.bodyTimeout, 1...3600), ("shutdownTimeout", config.server.shutdownTimeout, 1...3600),
+        ] where !range.contains(value) {
+            throw ConfigurationError(key: "server.\(key)", message: "expected \(range.lowerBound)…\(range.upperBound) seconds, found \(value)")
+        }
+        if let value = config.server.maxConnections, !(1...1_000_000).contains(value) {
+            throw ConfigurationError(key: "server.maxConnections", message: "expected 1…1000000, found \(value)")
         }
         guard !config.server.host.isEmpty else {
             throw ConfigurationError(key: "server.host", message: "must not be empty")

@@ -157,6 +157,10 @@ struct ClientAPIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
         case is NIOTooManyBytesError:
             return tooLarge
+        case _ where Connections.clientFault(error) != nil:
+            let (status, message) = Connections.clientFault(error)!
+            logger.debug("request failed on the client's side", metadata: ["error": "\(String(reflecting: error))"])
+            return ClientAPIError(status: status, code: .badRequest, message: message)
         default:
             logger.error("unexpected error", metadata: ["error": "\(String(reflecting: error))"])
             return ClientAPIError(status: .internalServerError, code: .internalServerError, message: "internal server error")

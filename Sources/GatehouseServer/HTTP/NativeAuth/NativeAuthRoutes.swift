@@ -122,6 +122,10 @@ enum NativeAuthErrorResponse {
             (status, failure) = (.contentTooLarge, tooLarge)
         case is NIOTooManyBytesError:
             (status, failure) = (.contentTooLarge, tooLarge)
+        case _ where Connections.clientFault(error) != nil:
+            let (faultStatus, message) = Connections.clientFault(error)!
+            logger.debug("request failed on the client's side", metadata: ["error": "\(String(reflecting: error))"])
+            (status, failure) = (faultStatus, .invalidRequest(message, code: 0))
         case let error as HTTPError:
             (status, failure) = (error.status, .invalidRequest(error.body ?? error.status.reasonPhrase, code: 0))
         default:

@@ -284,6 +284,9 @@ struct HostedPages {
         if error is NIOTooManyBytesError {
             return Page(status: .contentTooLarge, title: "Too much data", body: "<p>The form was too large.</p>").response()
         }
+        if let (status, _) = Connections.clientFault(error) {
+            return Page(status: status, title: "Please try again", body: "<p>The form did not arrive whole. Nothing was changed.</p>").response()
+        }
         switch error {
         case AuthError.rateLimited(let retryAfter), AuthError.loginDelayed(let retryAfter):
             var page = Page(

@@ -5,6 +5,8 @@
 #                                            DIR, starts it on a free loopback port, and prints the admin URL
 #                                            (postgres://gatehouse:gatehouse@127.0.0.1:PORT/postgres)
 #   bash scripts/postgres-env.sh stop DIR    stops it (the caller removes DIR)
+#   bash scripts/postgres-env.sh restart DIR starts a stopped cluster again on its port (the fault tests stop a cluster
+#                                            of their own with `pg_ctl stop -m fast` and bring it back)
 #
 # The server listens on loopback only, trusts no one without the password, and runs as the `postgres` user when
 # started as root (initdb refuses root).
@@ -38,12 +40,17 @@ start)
     echo "$port" > "$dir/port"
     echo "postgres://gatehouse:gatehouse@127.0.0.1:$port/postgres"
     ;;
+restart)
+    bin=$(bindir)
+    port=$(cat "$dir/port")
+    as_owner "'$bin/pg_ctl' -D '$dir/data' -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=1000\" -l '$dir/log' -w start" >/dev/null
+    ;;
 stop)
     bin=$(bindir)
     [ -d "$dir/data" ] && as_owner "'$bin/pg_ctl' -D '$dir/data' -m fast -w stop" >/dev/null 2>&1 || true
     ;;
 *)
-    echo "usage: postgres-env.sh start|stop DIR" >&2
+    echo "usage: postgres-env.sh start|stop|restart DIR" >&2
     exit 2
     ;;
 esac

@@ -71,6 +71,10 @@ public final class AuthServer: Sendable {
             templates[app.id] = try MailTemplates.load(folder: app.emailTemplates, key: "apps[\(index)].emailTemplates")
             try checkFunctions(app, functions, path: "apps[\(index)].providers")
         }
+        // Files read on first use are read now: a server that first needs them while out of file descriptors (or
+        // after its working directory went away) must not fail then.
+        CommonPasswords.load()
+        _ = OpenAPIDocument.bytes
         let database = try await openDatabase(configuration.database.url, logger: logger, connect: !waitForDatabase)
         do {
             let store = SQLStore(db: database)

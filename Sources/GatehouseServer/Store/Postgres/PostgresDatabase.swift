@@ -98,16 +98,10 @@ final class PostgresDatabase: SQLDatabase {
     func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         // Until COMMIT is sent a lost connection rolls the transaction back; from then on its outcome is unknown.
         let committing = NIOLockedValueBox(false)
-        let unbounded = Self.unbounded
         do {
             return try await Self.mapErrors(writing: false) {
                 try await self.withConnection(writing: false, committing: committing) { connection in
                     try await connection.query("BEGIN", logger: self.logger)
-                    if unbounded {
-                        // Migrations: an index on a large table may take as long as it needs.
-                        try await connection.query("SET LOCAL statement_timeout = 0", logger: self.logger)
-                        try await connection.query("SET LOCAL lock_timeout = 0", logger: self.logger)
-                    }
                     // COMMIT and ROLLBACK run in tasks of their own, which a cancellation of the request does not
                     // reach: the connection goes back to the pool with its transaction ended, never open with its
                     // locks held.
@@ -146,7 +140,20 @@ final class PostgresDatabase: SQLDatabase {
                 group.addTask {
                     try await self.client.withConnection { connection in
                         leased.withLockedValue { $0 = (connection, .now) }
-                        return try await work(connection)
+                        guard deadline == nil else { return try await work(connection) }
+                        // Migrations and database administration: no server-side limit either, for this work only.
+                        try await connection.query("SET statement_timeout = 0", logger: self.logger)
+                        try await connection.query("SET lock_timeout = 0", logger: self.logger)
+                        do {
+                            let result = try await work(connection)
+                            try await connection.query("RESET statement_timeout", logger: self.logger)
+                            try await connection.query("RESET lock_timeout", logger: self.logger)
+                            return result
+                        } catch {
+                            _ = try? await connection.query("RESET statement_timeout", logger: self.logger)
+                            _ = try? await connection.query("RESET lock_timeout", logger: self.logger)
+                            throw error
+                        }
                     }
                 }
                 group.addTask {
@@ -278,7 +285,8 @@ public enum PostgresAdmin {
         precondition(name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }, "database names are plain identifiers")
         let db = try await PostgresDatabase.open(admin, logger: logger)
         defer { db.shutdown() }
-        try await db.query("CREATE DATABASE \(name)", [])
+        // Creating a database copies a template and may wait for a checkpoint: no query_timeout for it.
+        try await PostgresDatabase.$unbounded.withValue(true) { try await db.query("CREATE DATABASE \(name)", []) }
         var settings = admin
         settings.database = name
         return settings
@@ -289,6 +297,6 @@ public enum PostgresAdmin {
         precondition(name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }, "database names are plain identifiers")
         let db = try await PostgresDatabase.open(admin, logger: logger)
         defer { db.shutdown() }
-        try await db.query("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", [])
+        try await PostgresDatabase.$unbounded.withValue(true) { try await db.query("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", []) }
     }
 }

@@ -172,11 +172,20 @@ let package = Package(
             dependencies: ["Gatehouse"],
             swiftSettings: swiftSettings
         ),
+        // Code in the shapes of MSAL's and realm-swift's documentation, with `import Gatehouse`: it must compile
+        // (the test command builds it), and the end-to-end tests drive it against a live server.
+        .target(
+            name: "SourceCompatibilitySamples",
+            dependencies: ["Gatehouse"],
+            path: "Tests/SourceCompatibilitySamples",
+            swiftSettings: swiftSettings
+        ),
         // The SDK against a live server on a loopback port.
         .testTarget(
             name: "GatehouseEndToEndTests",
             dependencies: [
                 "Gatehouse",
+                "SourceCompatibilitySamples",
                 "GatehouseDomain",
                 "GatehouseServer",
                 "GatehouseTestSupport",

@@ -1,0 +1,278 @@
+// Native auth code in the shapes of Microsoft's MSAL iOS documentation and samples (sign-up with a password and
+// attributes, self-service password reset, sign-in, the cached account, access tokens, sign-out), written fresh for
+// Gatehouse with only what a moving app changes: `import MSAL` is `import Gatehouse`, and the client is built with the
+// server's native auth URL where MSAL takes a tenant subdomain. The names are MSAL's (`MSALNativeAuth…`), the
+// `MSAL.` qualifier appears as `Gatehouse.`, and the view controllers are `@MainActor` classes (UIKit is not on
+// Linux; the delegate methods are the ones an app's view controller implements).
+//
+// This target only has to compile for the promise to hold; the end-to-end tests also drive these classes against a
+// live server (`SourceCompatibilityEndToEndTests`).
+import Foundation
+import Gatehouse
+
+// MARK: - Sign-up with a password and attributes
+
+@MainActor
+public final class SignUpViewController {
+    public var nativeAuth: MSALNativeAuthPublicClientApplication!
+    public var verifyCodeState: SignUpCodeRequiredState?
+    public var attributesState: SignUpAttributesRequiredState?
+    public var accountResult: MSALNativeAuthUserAccountResult?
+    public var accessToken: String?
+    public var resultText = ""
+
+    public init(serverURL: String, clientId: String) {
+        do {
+            nativeAuth = try MSALNativeAuthPublicClientApplication(clientId: clientId, serverURL: serverURL, challengeTypes: [.OOB, .password])
+        } catch {
+            resultText = "Unable to initialize MSAL \(error)"
+        }
+    }
+
+    public func signUpPressed(email: String, password: String, country: String) {
+        let parameters = MSALNativeAuthSignUpParameters(username: email)
+        parameters.password = password
+        parameters.attributes = ["country": country]
+        nativeAuth.signUp(parameters: parameters, delegate: self)
+    }
+
+    public func submitCodePressed(code: String) {
+        verifyCodeState?.submitCode(code: code, delegate: self)
+    }
+
+    public func resendCodePressed() {
+        verifyCodeState?.resendCode(delegate: self)
+    }
+}
+
+extension SignUpViewController: SignUpStartDelegate {
+    public func onSignUpStartError(error: Gatehouse.SignUpStartError) {
+        if error.isUserAlreadyExists {
+            resultText = "Unable to sign up: User already exists"
+        } else if error.isInvalidPassword {
+            resultText = "Unable to sign up: The password is invalid"
+        } else if error.isInvalidUsername {
+            resultText = "Unable to sign up: The username is invalid"
+        } else if error.isBrowserRequired {
+            resultText = "Unable to sign up: a browser is required"
+        } else {
+            resultText = "Unexpected error signing up: \(error.errorDescription ?? "No error description")"
+        }
+    }
+
+    public func onSignUpCodeRequired(
+        newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: MSALNativeAuthChannelType, codeLength: Int
+    ) {
+        resultText = "Verification code sent to \(sentTo) (\(channelTargetType.isEmailType ? "email" : channelTargetType.value), \(codeLength) digits)"
+        verifyCodeState = newState
+    }
+
+    public func onSignUpAttributesInvalid(attributeNames: [String]) {
+        resultText = "Invalid attributes \(attributeNames)"
+    }
+}
+
+extension SignUpViewController: SignUpVerifyCodeDelegate {
+    public func onSignUpVerifyCodeError(error: VerifyCodeError, newState: SignUpCodeRequiredState?) {
+        if error.isInvalidCode {
+            resultText = "Invalid code"
+            verifyCodeState = newState
+        } else {
+            resultText = "Unexpected error verifying code: \(error.errorDescription ?? "No error description")"
+        }
+    }
+
+    public func onSignUpAttributesRequired(attributes: [MSALNativeAuthRequiredAttribute], newState: SignUpAttributesRequiredState) {
+        resultText = "Attributes required: \(attributes.map(\.name))"
+        attributesState = newState
+    }
+
+    public func onSignUpCompleted(newState: SignInAfterSignUpState) {
+        resultText = "Signed up successfully!"
+        let parameters = MSALNativeAuthSignInAfterSignUpParameters()
+        parameters.scopes = ["openid", "offline_access"]
+        newState.signIn(parameters: parameters, delegate: self)
+    }
+}
+
+extension SignUpViewController: SignUpResendCodeDelegate {
+    public func onSignUpResendCodeError(error: ResendCodeError, newState: SignUpCodeRequiredState?) {
+        resultText = "Unexpected error while requesting new code: \(error.errorDescription ?? "No error description")"
+    }
+
+    public func onSignUpResendCodeCodeRequired(
+        newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: MSALNativeAuthChannelType, codeLength: Int
+    ) {
+        resultText = "A new code was sent to \(sentTo)"
+        verifyCodeState = newState
+    }
+}
+
+extension SignUpViewController: SignInAfterSignUpDelegate {
+    public func onSignInAfterSignUpError(error: SignInAfterSignUpError) {
+        resultText = "Error signing in after signing up: \(error.errorDescription ?? "No error description")"
+    }
+
+    public func onSignInCompleted(result: MSALNativeAuthUserAccountResult) {
+        resultText = "Signed in: \(result.account.username)"
+        accountResult = result
+        let parameters = MSALNativeAuthGetAccessTokenParameters()
+        parameters.forceRefresh = false
+        result.getAccessToken(parameters: parameters, delegate: self)
+    }
+}
+
+extension SignUpViewController: CredentialsDelegate {
+    public func onAccessTokenRetrieveCompleted(result: MSALNativeAuthTokenResult) {
+        accessToken = result.accessToken
+        resultText = "Access token expires on \(result.expiresOn.map { "\($0)" } ?? "-"), scopes \(result.scopes)"
+    }
+
+    public func onAccessTokenRetrieveError(error: RetrieveAccessTokenError) {
+        resultText = "Error retrieving access token: \(error.errorDescription ?? "No error description")"
+    }
+}
+
+// MARK: - Self-service password reset
+
+@MainActor
+public final class ResetPasswordViewController {
+    public var nativeAuth: MSALNativeAuthPublicClientApplication!
+    public var codeRequiredState: ResetPasswordCodeRequiredState?
+    public var passwordRequiredState: ResetPasswordRequiredState?
+    public var accountResult: MSALNativeAuthUserAccountResult?
+    public var resultText = ""
+
+    public init(serverURL: String, clientId: String) {
+        do {
+            let config = try MSALNativeAuthPublicClientApplicationConfig(clientId: clientId, serverURL: serverURL, challengeTypes: [.OOB, .password])
+            nativeAuth = try MSALNativeAuthPublicClientApplication(nativeAuthConfiguration: config)
+        } catch {
+            resultText = "Unable to initialize MSAL \(error)"
+        }
+    }
+
+    public func resetPasswordPressed(email: String) {
+        let parameters = MSALNativeAuthResetPasswordParameters(username: email)
+        nativeAuth.resetPassword(parameters: parameters, delegate: self)
+    }
+
+    public func submitCodePressed(code: String) {
+        codeRequiredState?.submitCode(code: code, delegate: self)
+    }
+
+    public func submitPasswordPressed(password: String) {
+        passwordRequiredState?.submitPassword(password: password, delegate: self)
+    }
+}
+
+extension ResetPasswordViewController: ResetPasswordStartDelegate {
+    public func onResetPasswordStartError(error: ResetPasswordStartError) {
+        if error.isInvalidUsername {
+            resultText = "Invalid username"
+        } else if error.isUserNotFound {
+            resultText = "User not found"
+        } else if error.isUserDoesNotHavePassword {
+            resultText = "User is not registered with a password"
+        } else {
+            resultText = "Error while resetting password: \(error.errorDescription ?? "No error description")"
+        }
+    }
+
+    public func onResetPasswordCodeRequired(
+        newState: ResetPasswordCodeRequiredState, sentTo: String, channelTargetType: MSALNativeAuthChannelType, codeLength: Int
+    ) {
+        resultText = "Verification code sent to \(sentTo)"
+        codeRequiredState = newState
+    }
+}
+
+extension ResetPasswordViewController: ResetPasswordVerifyCodeDelegate {
+    public func onResetPasswordVerifyCodeError(error: VerifyCodeError, newState: ResetPasswordCodeRequiredState?) {
+        if error.isInvalidCode {
+            resultText = "Invalid code"
+            codeRequiredState = newState
+        } else {
+            resultText = "Unexpected error verifying code: \(error.errorDescription ?? "No error description")"
+        }
+    }
+
+    public func onPasswordRequired(newState: ResetPasswordRequiredState) {
+        resultText = "Enter a new password"
+        passwordRequiredState = newState
+    }
+}
+
+extension ResetPasswordViewController: ResetPasswordRequiredDelegate {
+    public func onResetPasswordRequiredError(error: PasswordRequiredError, newState: ResetPasswordRequiredState?) {
+        if error.isInvalidPassword {
+            resultText = "Invalid password"
+            passwordRequiredState = newState
+        } else {
+            resultText = "Error setting password: \(error.errorDescription ?? "No error description")"
+        }
+    }
+
+    public func onResetPasswordCompleted(newState: SignInAfterResetPasswordState) {
+        resultText = "Password reset completed"
+        newState.signIn(parameters: MSALNativeAuthSignInAfterResetPasswordParameters(), delegate: self)
+    }
+}
+
+extension ResetPasswordViewController: SignInAfterResetPasswordDelegate {
+    public func onSignInAfterResetPasswordError(error: SignInAfterResetPasswordError) {
+        resultText = "Error signing in after password reset: \(error.errorDescription ?? "No error description")"
+    }
+
+    public func onSignInCompleted(result: MSALNativeAuthUserAccountResult) {
+        resultText = "Signed in: \(result.account.username)"
+        accountResult = result
+    }
+}
+
+// MARK: - Sign-in, the cached account, sign-out
+
+@MainActor
+public final class SignInViewController {
+    public var nativeAuth: MSALNativeAuthPublicClientApplication!
+    public var accountResult: MSALNativeAuthUserAccountResult?
+    public var resultText = ""
+
+    public init(serverURL: String, clientId: String) {
+        do {
+            nativeAuth = try MSALNativeAuthPublicClientApplication(clientId: clientId, serverURL: serverURL, challengeTypes: [.password])
+        } catch {
+            resultText = "Unable to initialize MSAL \(error)"
+        }
+        // At launch: the account cached by an earlier sign-in, if any.
+        accountResult = nativeAuth?.getNativeAuthUserAccount()
+    }
+
+    public func signInPressed(email: String, password: String) {
+        let parameters = MSALNativeAuthSignInParameters(username: email)
+        parameters.password = password
+        parameters.scopes = ["openid", "offline_access"]
+        nativeAuth.signIn(parameters: parameters, delegate: self)
+    }
+
+    public func signOutPressed() {
+        accountResult?.signOut()
+        accountResult = nil
+        resultText = "Signed out"
+    }
+}
+
+extension SignInViewController: SignInStartDelegate {
+    public func onSignInStartError(error: Gatehouse.SignInStartError) {
+        if error.isUserNotFound || error.isInvalidCredentials || error.isInvalidUsername {
+            resultText = "Invalid username or password"
+        } else {
+            resultText = "Error while signing in: \(error.errorDescription ?? "No error description")"
+        }
+    }
+
+    public func onSignInCompleted(result: MSALNativeAuthUserAccountResult) {
+        resultText = "Signed in: \(result.account.username)"
+        accountResult = result
+    }
+}

@@ -22,6 +22,20 @@ public final class App: Sendable {
         core = AppCore(appId: id, configuration: configuration)
     }
 
+    /// As in the Realm SDK: an app for ``AppConfiguration/defaultBaseURL`` with the default configuration.
+    public convenience init(id: String) {
+        self.init(id: id, configuration: AppConfiguration())
+    }
+
+    /// As in the Realm SDK: nil is the default configuration (``AppConfiguration/init()``).
+    @_disfavoredOverload
+    public convenience init(id: String, configuration: AppConfiguration?) {
+        self.init(id: id, configuration: configuration ?? AppConfiguration())
+    }
+
+    /// The Realm SDK's name for ``id``.
+    public var appId: String { id }
+
     public var configuration: AppConfiguration { core.configuration }
 
     /// The user calls act for by default: the last one logged in or switched to.

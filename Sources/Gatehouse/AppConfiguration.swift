@@ -36,3 +36,19 @@ public struct AppConfiguration: Sendable {
         self.refreshLeeway = refreshLeeway
     }
 }
+
+extension AppConfiguration {
+    /// The server of an ``App`` made without a configuration (`App(id:)`, as in the Realm SDK): the
+    /// `GatehouseBaseURL` entry of the app's Info.plist, else the `GATEHOUSE_BASE_URL` environment variable, else
+    /// `http://127.0.0.1:9090`, where `gatehouse serve` listens by default.
+    public static var defaultBaseURL: String {
+        if let plist = Bundle.main.object(forInfoDictionaryKey: "GatehouseBaseURL") as? String, !plist.isEmpty { return plist }
+        if let environment = ProcessInfo.processInfo.environment["GATEHOUSE_BASE_URL"], !environment.isEmpty { return environment }
+        return "http://127.0.0.1:9090"
+    }
+
+    /// A configuration for ``defaultBaseURL`` with every default, as the Realm SDK's `AppConfiguration()`.
+    public init() {
+        self.init(baseURL: Self.defaultBaseURL)
+    }
+}

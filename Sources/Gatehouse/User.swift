@@ -71,9 +71,16 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
         _ = try await core.request("DELETE", "/api/client/v2.0/auth/session", bearer: refreshToken)
     }
 
-    /// Completion form of ``logOut()``.
-    public func logOut(_ completion: @escaping @Sendable ((any Error)?) -> Void) {
+    /// Completion form of ``logOut()``, with the Realm SDK's label.
+    public func logOut(completion: @escaping @Sendable ((any Error)?) -> Void) {
         core.complete(completion) { try await self.logOut() }
+    }
+
+    /// Completion form of ``logOut()`` without a label (earlier Gatehouse releases).
+    @available(*, deprecated, renamed: "logOut(completion:)")
+    @_disfavoredOverload
+    public func logOut(_ completion: @escaping @Sendable ((any Error)?) -> Void) {
+        logOut(completion: completion)
     }
 
     /// Logs out (if logged in) and forgets the user on this device. Local state goes first; a server error is still
@@ -89,9 +96,16 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
         }
     }
 
-    /// Completion form of ``remove()``.
-    public func remove(_ completion: @escaping @Sendable ((any Error)?) -> Void) {
+    /// Completion form of ``remove()``, with the Realm SDK's label.
+    public func remove(completion: @escaping @Sendable ((any Error)?) -> Void) {
         core.complete(completion) { try await self.remove() }
+    }
+
+    /// Completion form of ``remove()`` without a label (earlier Gatehouse releases).
+    @available(*, deprecated, renamed: "remove(completion:)")
+    @_disfavoredOverload
+    public func remove(_ completion: @escaping @Sendable ((any Error)?) -> Void) {
+        remove(completion: completion)
     }
 
     /// Deletes the user on the server (identities, sessions and all), then forgets it locally.
@@ -100,9 +114,16 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
         try core.mutate { $0.users.removeAll { $0.id == self.id } }
     }
 
-    /// Completion form of ``delete()``.
-    public func delete(_ completion: @escaping @Sendable ((any Error)?) -> Void) {
+    /// Completion form of ``delete()``, with the Realm SDK's label.
+    public func delete(completion: @escaping @Sendable ((any Error)?) -> Void) {
         core.complete(completion) { try await self.delete() }
+    }
+
+    /// Completion form of ``delete()`` without a label (earlier Gatehouse releases).
+    @available(*, deprecated, renamed: "delete(completion:)")
+    @_disfavoredOverload
+    public func delete(_ completion: @escaping @Sendable ((any Error)?) -> Void) {
+        delete(completion: completion)
     }
 
     /// Fetches a new access token and returns the custom user data it carries.

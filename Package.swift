@@ -169,7 +169,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatehouseTests",
-            dependencies: ["Gatehouse"],
+            dependencies: ["Gatehouse", "GatehouseWire"],
             swiftSettings: swiftSettings
         ),
         // Code in the shapes of MSAL's and realm-swift's documentation, with `import Gatehouse`: it must compile

@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// A user API key, as ``APIKeyAuth`` answers it.
 public struct UserAPIKey: Sendable, Hashable, Identifiable {

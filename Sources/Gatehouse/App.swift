@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// A Gatehouse app: the entry point of the SDK, as `App` is in the Realm Swift SDK.
 ///
@@ -52,9 +53,12 @@ public final class App: Sendable {
     /// changes.
     @discardableResult
     public func `switch`(to user: User) -> User {
-        _ = try? core.mutate { users in
-            if user.core === core, users.user(user.id)?.loggedIn == true { users.currentUserId = user.id }
-        }
+        let changed = (try? core.mutate { users -> Bool in
+            guard user.core === core, users.user(user.id)?.loggedIn == true, users.currentUserId != user.id else { return false }
+            users.currentUserId = user.id
+            return true
+        }) ?? false
+        if changed { core.events.emit(.currentUserChanged(userId: user.id)) }
         return currentUser ?? user
     }
 
@@ -67,6 +71,7 @@ public final class App: Sendable {
             let anonymous = core.read({ $0.users.first { $0.loggedIn && $0.isAnonymous } })
         {
             try core.mutate { $0.currentUserId = anonymous.id }
+            core.events.emit(.signedIn(userId: anonymous.id))
             return core.user(anonymous.id)
         }
         var body = credentials.body
@@ -93,6 +98,7 @@ public final class App: Sendable {
             users.users.append(user)
             users.currentUserId = user.id
         }
+        core.events.emit(.signedIn(userId: user.id))
         return core.user(user.id)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// What the SDK remembers about a user between launches.
 struct StoredUser: Codable, Sendable, Hashable {
@@ -52,6 +53,8 @@ final class AppCore: Sendable {
     private let hostname = Locked<String?>(nil)
     private let refreshes = Locked<[String: Task<String, any Error>]>([:])
     private let instances = Locked<[String: User]>([:])
+    /// Where ``App/authEvents()`` streams come from.
+    let events = AuthEventHub()
 
     init(appId: String, configuration: AppConfiguration) {
         self.appId = appId
@@ -229,14 +232,17 @@ final class AppCore: Sendable {
 
     /// Logs the user out locally after the server refused `refreshToken`, unless the user has logged in again since.
     private func endSession(_ userId: String, refreshToken: String) {
-        try? mutate { users in
+        let ended = (try? mutate { users -> Bool in
+            guard users.user(userId)?.refreshToken == refreshToken else { return false }
             users.update(userId) { user in
-                guard user.refreshToken == refreshToken else { return }
                 user.loggedIn = false
                 user.accessToken = nil
                 user.refreshToken = nil
             }
-        }
+            return true
+        }) ?? false
+        // Never silently: whoever shows the signed-in state hears that the server ended the session.
+        if ended { events.emit(.sessionEnded(userId: userId)) }
     }
 
     /// Refreshes the user's access token. Concurrent calls for one user share one request. A 401 logs the user
@@ -270,6 +276,7 @@ final class AppCore: Sendable {
             return true
         }
         guard applied else { throw ClientError.userNotLoggedIn }
+        events.emit(.tokenRefreshed(userId: userId))
         return session.accessToken
     }
 

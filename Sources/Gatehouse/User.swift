@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// A user of an ``App`` on this device: logged in, logged out (tokens gone, still listed in `allUsers`), or
 /// removed.
@@ -68,6 +69,7 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
             }
             return token
         }) else { return }
+        core.events.emit(.signedOut(userId: id))
         _ = try await core.request("DELETE", "/api/client/v2.0/auth/session", bearer: refreshToken)
     }
 
@@ -91,6 +93,7 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
             users.users.removeAll { $0.id == id }
             return token
         }
+        core.events.emit(.signedOut(userId: id))
         if let refreshToken {
             _ = try await core.request("DELETE", "/api/client/v2.0/auth/session", bearer: refreshToken)
         }
@@ -112,6 +115,7 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
     public func delete() async throws {
         _ = try await core.authorized("DELETE", "/api/client/v2.0/auth/delete", userId: id)
         try core.mutate { $0.users.removeAll { $0.id == self.id } }
+        core.events.emit(.signedOut(userId: id))
     }
 
     /// Completion form of ``delete()``, with the Realm SDK's label.

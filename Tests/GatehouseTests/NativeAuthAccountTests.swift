@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Gatehouse
+import GatehouseWire
 
 /// The cached account: access tokens from the cache or a refresh, refresh-token rotation, single-flight refresh,
 /// persistence and sign-out.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Gatehouse
+import GatehouseWire
 
 /// Password reset with polling (spec §2.4) in both forms, and its errors.
 @Suite struct NativeAuthResetPasswordTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Gatehouse
+import GatehouseWire
 
 /// Sign-in (spec §2.5–2.6) in both forms, its error mapping, local validation and kept states.
 @Suite struct NativeAuthSignInTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Gatehouse
+import GatehouseWire
 
 /// Sign-up (spec §2.1–2.3) in both forms, its error mapping, local validation and kept states.
 @Suite struct NativeAuthSignUpTests {

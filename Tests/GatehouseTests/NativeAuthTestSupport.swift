@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Gatehouse
+import GatehouseWire
 
 // The scripted server every native auth SDK test talks to: each request must be the next one of the script, with
 // exactly the expected form fields, and gets the canned answer. (End-to-end tests against the real server are

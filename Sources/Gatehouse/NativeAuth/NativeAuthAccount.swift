@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// The signed-in account, as the id token describes it.
 public struct NativeAuthAccount: Sendable, Hashable {

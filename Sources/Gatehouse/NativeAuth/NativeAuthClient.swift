@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// Sign-up, sign-in and password reset in the app's own UI, with the API of MSAL's native authentication
 /// (`MSALNativeAuthPublicClientApplication`), against a Gatehouse server's `/native/{appId}/…` endpoints.

@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// The challenge types an app can handle in its own UI (MSAL's `MSALNativeAuthChallengeTypes`). `redirect` is always
 /// added: when the server needs something the app cannot do, it answers `redirect` and the SDK reports

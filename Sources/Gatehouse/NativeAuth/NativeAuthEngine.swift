@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// The machinery every native auth flow shares: the configuration, the HTTP calls with their retry and error
 /// classification, the form fields every request carries, and the account cache.

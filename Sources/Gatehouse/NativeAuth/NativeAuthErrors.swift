@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// What every native auth error has (MSAL's `MSALNativeAuthError`). Each flow step throws (or hands its delegate)
 /// its own error type with `is…` properties for the cases an app can act on; everything else is a general error,

@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// Where a code was sent (MSAL's `MSALNativeAuthChannelType`): the server's `challenge_channel`.
 public struct NativeAuthChannelType: Sendable, Hashable, CustomStringConvertible {

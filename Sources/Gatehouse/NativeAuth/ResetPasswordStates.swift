@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// Password reset: a code was emailed; submit it, or ask for another.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// The sign-in options a flow carries to its token request.
 struct SignInOptions: Sendable {

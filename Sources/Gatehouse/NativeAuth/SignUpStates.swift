@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// What every state of one flow shares: the engine, the correlation id and the username.
 struct FlowContext: Sendable {

@@ -14,6 +14,14 @@ public struct ObjectId: Hashable, Sendable, Codable, CustomStringConvertible {
         stringValue = string.lowercased()
     }
 
+    /// A new ObjectId (the Realm SDK's `ObjectId()`): see ``generate()``.
+    public init() { self = Self.generate() }
+
+    /// When the id was made: its first 4 bytes, seconds since 1970.
+    public var timestamp: Date {
+        Date(timeIntervalSince1970: TimeInterval(UInt32(stringValue.prefix(8), radix: 16) ?? 0))
+    }
+
     /// A new ObjectId: 4 bytes of seconds since 1970 and 8 random bytes.
     public static func generate() -> ObjectId {
         let seconds = UInt32(truncatingIfNeeded: Int64(Date().timeIntervalSince1970))

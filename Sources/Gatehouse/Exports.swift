@@ -4,4 +4,3 @@
 @_exported public import struct GatehouseWire.ClientAPIErrorCode
 @_exported public import enum GatehouseWire.JSONValue
 @_exported public import struct GatehouseWire.NativeAuthIDTokenClaims
-internal import GatehouseWire

@@ -137,7 +137,10 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
         return customData
     }
 
-    /// Completion form of ``refreshCustomData()``.
+    /// Completion form of ``refreshCustomData()`` with the data as a ``Document`` (earlier Gatehouse releases; the
+    /// Realm SDK's form hands out `[AnyHashable: Any]`).
+    @available(*, deprecated, message: "use refreshCustomData() async, or the completion form with [AnyHashable: Any]")
+    @_disfavoredOverload
     public func refreshCustomData(_ completion: @escaping @Sendable (Result<Document, any Error>) -> Void) {
         core.complete(completion) { try await self.refreshCustomData() }
     }
@@ -199,6 +202,11 @@ public struct UserIdentity: Sendable, Hashable {
     public let providerType: String
     /// The identity's id within its provider.
     public let identifier: String
+
+    public init(providerType: String, identifier: String) {
+        self.providerType = providerType
+        self.identifier = identifier
+    }
 }
 
 /// A user's profile data. The well-known fields are strings; everything is in ``metadata``.
@@ -214,7 +222,10 @@ public struct UserProfile: Sendable, Hashable {
 
     public var name: String? { string("name") }
     public var email: String? { string("email") }
-    public var pictureURL: URL? { string("picture_url").flatMap(URL.init(string:)) }
+    /// The picture's address as the server has it (the Realm SDK's type).
+    public var pictureURL: String? { string("picture_url") }
+    /// ``pictureURL`` as a `URL`, when it parses as one.
+    public var pictureURLValue: URL? { pictureURL.flatMap(URL.init(string:)) }
     public var firstName: String? { string("first_name") }
     public var lastName: String? { string("last_name") }
     public var gender: String? { string("gender") }

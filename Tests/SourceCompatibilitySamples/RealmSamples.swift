@@ -81,4 +81,38 @@ public enum RealmSamples {
         try await linked.remove()
         return key.name
     }
+
+    /// Error handling, custom data and API keys in realm-swift's older styles.
+    public static func realmStyles(app: App, user: User, done: @escaping @Sendable (String) -> Void) async {
+        do {
+            _ = try await app.login(credentials: .emailPassword(email: "someone@example.com", password: "wrong"))
+        } catch AppError.invalidPassword {
+            done("invalid password")
+        } catch let error as AppError where error.code == .userNotFound {
+            done("no such user: \(error.localizedDescription)")
+        } catch {
+            done("other: \(error)")
+        }
+        user.refreshCustomData { result in
+            switch result {
+            case .success(let customData):
+                done("favourite colour: \(customData["favoriteColor"] as? String ?? "none")")
+            case .failure(let error):
+                done("failed to refresh custom data: \(error.localizedDescription)")
+            }
+        }
+        user.apiKeysAuth.createAPIKey(named: "someKeyName") { key, error in
+            done(key.map { "created \($0.name)" } ?? "error \(String(describing: error))")
+        }
+        user.apiKeysAuth.fetchAPIKeys { keys, error in
+            done("\(keys?.count ?? 0) keys, \(error == nil ? "no error" : "an error")")
+        }
+        let id = ObjectId()
+        _ = id.timestamp
+        let plan = user.customData["plan"]??.stringValue
+        let visits = user.customData["visits"]??.asInt() ?? 0
+        let since = user.customData["since"]??.dateValue
+        _ = (plan, visits, since, AnyBSON(visits), AnyBSON(Date()), user.profile.pictureURL ?? "")
+        user.remove(completion: { error in done(error == nil ? "removed" : "not removed") })
+    }
 }

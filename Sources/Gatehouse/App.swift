@@ -23,6 +23,12 @@ public final class App: Sendable {
         core = AppCore(appId: id, configuration: configuration)
     }
 
+    /// An `App` for an existing core: what ``EmailPasswordAuth/app`` and ``APIKeyAuth/app`` hand back.
+    init(core: AppCore) {
+        id = core.appId
+        self.core = core
+    }
+
     /// As in the Realm SDK: an app for ``AppConfiguration/defaultBaseURL`` with the default configuration.
     public convenience init(id: String) {
         self.init(id: id, configuration: AppConfiguration())

@@ -52,3 +52,30 @@ extension AppConfiguration {
         self.init(baseURL: Self.defaultBaseURL)
     }
 }
+
+extension AppConfiguration {
+    /// The Realm SDK's initializer: a nil `baseURL` is ``defaultBaseURL``, a nil `transport` the default one.
+    @_disfavoredOverload
+    public init(baseURL: String? = nil, transport: (any NetworkTransport)? = nil, defaultRequestTimeoutMS: UInt? = nil) {
+        self.init(
+            baseURL: baseURL ?? Self.defaultBaseURL, transport: transport ?? URLSessionTransport(),
+            requestTimeout: defaultRequestTimeoutMS.map { TimeInterval($0) / 1000 } ?? 60
+        )
+    }
+
+    /// The Realm SDK's older initializer, common in existing code as `…, transport: nil, localAppName: nil,
+    /// localAppVersion: nil`. The app name and version are not sent.
+    @available(*, deprecated, message: "localAppName and localAppVersion are unused; use init(baseURL:transport:)")
+    public init(
+        baseURL: String?, transport: (any NetworkTransport)?, localAppName: String?, localAppVersion: String?,
+        defaultRequestTimeoutMS: UInt = 60_000
+    ) {
+        self.init(baseURL: baseURL, transport: transport, defaultRequestTimeoutMS: defaultRequestTimeoutMS)
+    }
+
+    /// ``requestTimeout`` in milliseconds, as the Realm SDK has it.
+    public var defaultRequestTimeoutMS: UInt {
+        get { UInt(max(0, requestTimeout * 1000)) }
+        set { requestTimeout = TimeInterval(newValue) / 1000 }
+    }
+}

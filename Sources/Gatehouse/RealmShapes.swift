@@ -132,3 +132,16 @@ extension APIKeyAuth {
 extension Result {
     fileprivate var failure: Failure? { if case .failure(let error) = self { error } else { nil } }
 }
+
+/// The Realm SDK's name for a completion that gets an optional error.
+public typealias EmailPasswordAuthOptionalErrorBlock = @Sendable ((any Error)?) -> Void
+
+extension EmailPasswordAuth {
+    /// The app this client belongs to (the Realm SDK's `app`).
+    public var app: App { App(core: core) }
+}
+
+extension APIKeyAuth {
+    /// The app of the user this client acts for (the Realm SDK's `app`).
+    public var app: App { App(core: core) }
+}

@@ -6,11 +6,16 @@ import Foundation
 import Gatehouse
 
 public enum RealmSamples {
-    /// The app, as in realm-swift: `App(id:)` or with a configuration.
+    /// The app, as in realm-swift: `App(id:)` or with a configuration, in its several spellings.
     public static func makeApp(id: String, baseURL: String?) -> App {
         guard let baseURL else { return App(id: id) }
-        let configuration = AppConfiguration(baseURL: baseURL)
-        return App(id: id, configuration: configuration)
+        var configuration = AppConfiguration(baseURL: baseURL, transport: nil, localAppName: nil, localAppVersion: nil)
+        configuration.defaultRequestTimeoutMS = 30_000
+        _ = AppConfiguration(baseURL: baseURL, transport: nil)
+        _ = AppConfiguration(baseURL: nil, transport: nil, defaultRequestTimeoutMS: 10_000)
+        let app = App(id: id, configuration: configuration)
+        _ = app.emailPasswordAuth.app.appId
+        return app
     }
 
     /// Register, confirm, log in, read the profile and custom data: async/await.

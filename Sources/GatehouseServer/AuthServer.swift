@@ -163,7 +163,7 @@ public final class AuthServer: Sendable {
         includeSessions: Bool = false,
         clock: GatehouseClock = .system,
         logger: Logger = Logger(label: "gatehouse"),
-        write: @Sendable (String) throws -> Void
+        write: @escaping @Sendable (String) throws -> Void
     ) async throws -> TransferSummary {
         try await withMigratedDatabase(configuration, logger: logger) { database, _ in
             try await UserTransfer(db: database).export(apps: apps, sessions: includeSessions, now: clock.now, write: write)
@@ -176,7 +176,7 @@ public final class AuthServer: Sendable {
     public static func importUsers(
         configuration: GatehouseConfiguration,
         logger: Logger = Logger(label: "gatehouse"),
-        next: @Sendable () throws -> String?
+        next: @escaping @Sendable () throws -> String?
     ) async throws -> TransferSummary {
         try await withMigratedDatabase(configuration, logger: logger) { database, _ in
             try await UserTransfer(db: database).importLines(apps: Set(configuration.apps.map(\.id)), next: next)

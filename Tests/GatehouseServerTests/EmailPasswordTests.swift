@@ -333,7 +333,7 @@ final class RecordingDatabase: SQLDatabase, @unchecked Sendable {
         return try await base.query(sql, binds)
     }
 
-    func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         record("BEGIN")
         do {
             let result = try await base.transaction { tx in try await body(Recorder(base: tx, db: self)) }

@@ -95,7 +95,7 @@ final class PostgresDatabase: SQLDatabase {
         return head == "SELECT" && !sql.uppercased().contains("FOR UPDATE")
     }
 
-    func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         // Until COMMIT is sent a lost connection rolls the transaction back; from then on its outcome is unknown.
         let committing = NIOLockedValueBox(false)
         do {
@@ -130,55 +130,94 @@ final class PostgresDatabase: SQLDatabase {
     /// work has ``workDeadline`` (unless migrations run it); past it the connection is closed and the work fails as
     /// unavailable, its outcome unknown.
     private func withConnection<T: Sendable>(
-        writing: Bool, committing: NIOLockedValueBox<Bool> = NIOLockedValueBox(false), _ work: @Sendable (PostgresConnection) async throws -> T
+        writing: Bool, committing: NIOLockedValueBox<Bool> = NIOLockedValueBox(false),
+        _ work: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let leased = NIOLockedValueBox<(connection: PostgresConnection, at: ContinuousClock.Instant)?>(nil)
-        let timeout = leaseTimeout
-        let deadline: Duration? = Self.unbounded ? nil : workDeadline
-        return try await withoutActuallyEscaping(work) { work in
-            try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask {
-                    try await self.client.withConnection { connection in
-                        leased.withLockedValue { $0 = (connection, .now) }
-                        guard deadline == nil else { return try await work(connection) }
-                        // Migrations and database administration: no server-side limit either, for this work only.
-                        try await connection.query("SET statement_timeout = 0", logger: self.logger)
-                        try await connection.query("SET lock_timeout = 0", logger: self.logger)
-                        do {
-                            let result = try await work(connection)
-                            try await connection.query("RESET statement_timeout", logger: self.logger)
-                            try await connection.query("RESET lock_timeout", logger: self.logger)
-                            return result
-                        } catch {
-                            _ = try? await connection.query("RESET statement_timeout", logger: self.logger)
-                            _ = try? await connection.query("RESET lock_timeout", logger: self.logger)
-                            throw error
-                        }
-                    }
+        let (client, logger, timeout) = (self.client, self.logger, leaseTimeout)
+        guard !Self.unbounded else {
+            // Migrations and database administration: no deadline, and no server-side limit either, for this work only.
+            return try await client.withConnection { connection in
+                try await connection.query("SET statement_timeout = 0", logger: logger)
+                try await connection.query("SET lock_timeout = 0", logger: logger)
+                do {
+                    let result = try await work(connection)
+                    try await connection.query("RESET statement_timeout", logger: logger)
+                    try await connection.query("RESET lock_timeout", logger: logger)
+                    return result
+                } catch {
+                    _ = try? await connection.query("RESET statement_timeout", logger: logger)
+                    _ = try? await connection.query("RESET lock_timeout", logger: logger)
+                    throw error
                 }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    guard let (connection, leasedAt) = leased.withLockedValue({ $0 }) else {
-                        throw StoreError.unavailable("no database connection within \(timeout)")
-                    }
-                    guard let deadline else { return nil }
-                    // The deadline counts from the lease, not from the start of the wait for it.
-                    try await Task.sleep(until: leasedAt + deadline, clock: .continuous)
-                    // Still running: the server stopped answering on this connection (a half-closed socket, a frozen
-                    // server). Closing it fails the statement in flight, and the pool replaces the connection.
-                    try? await connection.close()
-                    let reason = "the database did not answer within \(deadline)"
-                    throw writing || committing.withLockedValue({ $0 }) ? StoreError.outcomeUnknown(reason) : StoreError.unavailable(reason)
-                }
-                while let result = try await group.next() {
-                    if let value = result {
-                        group.cancelAll()
-                        return value
-                    }
-                }
-                throw StoreError.unavailable("the database connection ended without an answer")
             }
         }
+        let deadline = workDeadline
+        // Either the lease comes first or the lease timeout does, never both: the work starts only if it leased in time.
+        let lease = NIOLockedValueBox(LeaseState.waiting)
+        let timer = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        // The request is answered by whichever ends first, the work or its deadline; the other is left to end on its
+        // own (a lease given up, a statement whose connection was closed). Structured child tasks would make the
+        // request wait for both, and one that does not answer its cancellation (a connection being made to a frozen
+        // server) would hold it for ever.
+        return try await withCheckedThrowingContinuation { continuation in
+            let answered = NIOLockedValueBox(false)
+            let answer: @Sendable (Result<T, any Error>) -> Void = { result in
+                if answered.withLockedValue({ done in defer { done = true }; return !done }) { continuation.resume(with: result) }
+            }
+            let worker = Task {
+                do {
+                    let value = try await client.withConnection { connection in
+                        let started = lease.withLockedValue { state -> Bool in
+                            guard case .waiting = state else { return false }
+                            state = .leased(connection, .now)
+                            return true
+                        }
+                        guard started else { throw StoreError.unavailable("no database connection within \(timeout)") }
+                        return try await work(connection)
+                    }
+                    timer.withLockedValue { $0?.cancel() }
+                    answer(.success(value))
+                } catch {
+                    timer.withLockedValue { $0?.cancel() }
+                    answer(.failure(error))
+                }
+            }
+            let watch = Task {
+                try? await Task.sleep(for: timeout)
+                if Task.isCancelled { return }
+                let leased = lease.withLockedValue { state -> (PostgresConnection, ContinuousClock.Instant)? in
+                    switch state {
+                    case .waiting:
+                        state = .timedOut
+                        return nil
+                    case .leased(let connection, let at): return (connection, at)
+                    case .timedOut: return nil
+                    }
+                }
+                guard let (connection, leasedAt) = leased else {
+                    answer(.failure(StoreError.unavailable("no database connection within \(timeout)")))
+                    worker.cancel()
+                    return
+                }
+                // The deadline counts from the lease, not from the start of the wait for it.
+                try? await Task.sleep(until: leasedAt + deadline, clock: .continuous)
+                if Task.isCancelled { return }
+                // Still running: the server stopped answering on this connection (a half-closed socket, a frozen
+                // server). The request is answered now; closing the connection fails the statement in flight, and the
+                // pool replaces the connection.
+                let reason = "the database did not answer within \(deadline)"
+                answer(.failure(writing || committing.withLockedValue({ $0 }) ? StoreError.outcomeUnknown(reason) : StoreError.unavailable(reason)))
+                try? await connection.close()
+            }
+            timer.withLockedValue { $0 = watch }
+            // The worker may have ended before the timer was stored: then nothing cancelled it.
+            if answered.withLockedValue({ $0 }) { watch.cancel() }
+        }
+    }
+
+    /// Where a statement's wait for a connection stands (``withConnection(writing:committing:_:)``).
+    private enum LeaseState {
+        case waiting, leased(PostgresConnection, ContinuousClock.Instant), timedOut
     }
 
     func ping() async throws {

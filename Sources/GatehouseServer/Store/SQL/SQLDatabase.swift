@@ -65,7 +65,7 @@ protocol SQLExecutor: Sendable {
 protocol SQLDatabase: SQLExecutor {
     var dialect: SQLDialect { get }
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
-    func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T
     /// Cheap round trip for readiness checks.
     func ping() async throws
     func close() async throws

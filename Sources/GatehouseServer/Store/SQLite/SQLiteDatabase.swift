@@ -76,7 +76,7 @@ final class SQLiteDatabase: SQLDatabase {
         try await lock.withLock { try await self.raw(sql, binds) }
     }
 
-    func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         try await lock.withLock {
             _ = try await self.raw("BEGIN IMMEDIATE")
             do {

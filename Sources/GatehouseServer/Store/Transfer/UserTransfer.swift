@@ -37,7 +37,7 @@ struct UserTransfer {
 
     /// Writes the users of `apps` (all apps when nil) as JSON lines through `write`, one call per line (without the
     /// newline). With `sessions`, also the sessions alive at `now` and the active signing keys.
-    func export(apps: [String]?, sessions: Bool, now: Date, write: @Sendable (String) throws -> Void) async throws -> TransferSummary {
+    func export(apps: [String]?, sessions: Bool, now: Date, write: @escaping @Sendable (String) throws -> Void) async throws -> TransferSummary {
         let dialect = db.dialect
         let pageSize = pageSize
         return try await db.transaction { tx in
@@ -156,7 +156,7 @@ struct UserTransfer {
     /// Reads an export line by line from `next` (nil at the end) and inserts it, all in one transaction: a
     /// malformed or truncated file, a user of an app not in `apps`, or a user, email or identity the database
     /// already has aborts the import with a ``TransferError`` naming the line, and nothing is written.
-    func importLines(apps: Set<String>, next: @Sendable () throws -> String?) async throws -> TransferSummary {
+    func importLines(apps: Set<String>, next: @escaping @Sendable () throws -> String?) async throws -> TransferSummary {
         try await db.transaction { tx in
             let decoder = JSONDecoder()
             var number = 0

@@ -134,9 +134,12 @@ final class PostgresDatabase: SQLDatabase {
         _ work: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let (client, logger, timeout) = (self.client, self.logger, leaseTimeout)
-        guard !Self.unbounded else {
-            // Migrations and database administration: no deadline, and no server-side limit either, for this work only.
-            return try await client.withConnection { connection in
+        // Migrations and database administration (`unbounded`): the same wait for a connection, then no deadline, and
+        // no server-side limit either, for this work only.
+        let unbounded = Self.unbounded
+        let job: @Sendable (PostgresConnection) async throws -> T
+        if unbounded {
+            job = { connection in
                 try await connection.query("SET statement_timeout = 0", logger: logger)
                 try await connection.query("SET lock_timeout = 0", logger: logger)
                 do {
@@ -150,8 +153,10 @@ final class PostgresDatabase: SQLDatabase {
                     throw error
                 }
             }
+        } else {
+            job = work
         }
-        let deadline = workDeadline
+        let deadline: Duration? = unbounded ? nil : workDeadline
         // Either the lease comes first or the lease timeout does, never both: the work starts only if it leased in time.
         let lease = NIOLockedValueBox(LeaseState.waiting)
         let timer = NIOLockedValueBox<Task<Void, Never>?>(nil)
@@ -173,7 +178,7 @@ final class PostgresDatabase: SQLDatabase {
                             return true
                         }
                         guard started else { throw StoreError.unavailable("no database connection within \(timeout)") }
-                        return try await work(connection)
+                        return try await job(connection)
                     }
                     timer.withLockedValue { $0?.cancel() }
                     answer(.success(value))
@@ -199,6 +204,7 @@ final class PostgresDatabase: SQLDatabase {
                     worker.cancel()
                     return
                 }
+                guard let deadline else { return }
                 // The deadline counts from the lease, not from the start of the wait for it.
                 try? await Task.sleep(until: leasedAt + deadline, clock: .continuous)
                 if Task.isCancelled { return }

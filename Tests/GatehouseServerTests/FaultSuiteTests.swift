@@ -31,6 +31,12 @@ import FoundationNetworking
         var body: String
     }
 
+    /// Seconds since `start`, reading the clock once.
+    static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let elapsed = (ContinuousClock.now - start).components
+        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+    }
+
     static func request(_ url: String, method: String = "GET", json: String? = nil) async -> Outcome {
         var request = URLRequest(url: URL(string: url)!, timeoutInterval: 60)
         request.httpMethod = method
@@ -39,7 +45,7 @@ import FoundationNetworking
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
         let start = ContinuousClock.now
-        let seconds = { Double((ContinuousClock.now - start).components.attoseconds) / 1e18 + Double((ContinuousClock.now - start).components.seconds) }
+        let seconds = { Self.seconds(since: start) }
         do {
             let (data, response) = try await URLSession.shared.data(for: request)
             let http = response as? HTTPURLResponse
@@ -328,7 +334,7 @@ import FoundationNetworking
             let window = ContinuousClock.now
             try await Task.sleep(for: .seconds(2.5))
             let busy = Self.cpuSeconds(pid) - cpuBefore
-            let elapsed = Double((ContinuousClock.now - window).components.seconds) + Double((ContinuousClock.now - window).components.attoseconds) / 1e18
+            let elapsed = Self.seconds(since: window)
             #expect(busy < elapsed * 0.6, "the server used \(busy) s of CPU in \(elapsed) s with its descriptors exhausted")
 
             // The slow clients are closed at their deadline (those still in the listen backlog once accepted); the

@@ -91,9 +91,11 @@ final class PostgresDatabase: SQLDatabase {
 
     /// Whether `sql` only reads (a `SELECT` without `FOR UPDATE`): its failure can never leave a write behind.
     static func isRead(_ sql: String) -> Bool {
-        let head = sql.drop(while: \.isWhitespace).prefix(6).uppercased()
-        return head == "SELECT" && !sql.uppercased().contains("FOR UPDATE")
+        // Every statement passes here: no uppercased copy of the whole text.
+        let head = sql.drop(while: \.isWhitespace).prefix(6)
+        return head.caseInsensitiveCompare("SELECT") == .orderedSame && sql.range(of: "FOR UPDATE", options: .caseInsensitive) == nil
     }
+
 
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         // Until COMMIT is sent a lost connection rolls the transaction back; from then on its outcome is unknown.

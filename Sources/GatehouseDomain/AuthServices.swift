@@ -201,6 +201,9 @@ package struct SessionService: Sendable {
     }
 
     private func verify(_ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout AppSettings?) async throws -> Caller {
+        if kind == .refresh, let presented = OpaqueToken(token) {
+            return try await verifyNativeRefreshToken(presented, app: &verifiedApp)
+        }
         let now = env.clock.now
         await env.keys.refreshIfNeeded(from: env.store, now: now)
         let claims: TokenClaims
@@ -231,6 +234,41 @@ package struct SessionService: Sendable {
                 throw AuthError.invalidSession("invalid session")
             }
         }
+        return try await caller(session: session, user: user, app: app, kind: kind)
+    }
+
+    /// A native-auth refresh token presented to the Client API (its session, logout and API-key routes): the same
+    /// session, so the same user in both protocols. Only the current secret is accepted; the Client API does not
+    /// rotate it. A spent one presented after the reuse window ends the session, as it does at the native `/token`.
+    private func verifyNativeRefreshToken(_ presented: OpaqueToken, app verifiedApp: inout AppSettings?) async throws -> Caller {
+        guard let (session, user) = try await env.store.sessionWithUser(id: presented.id), let clientId = session.clientId,
+            let app = env.configuration.app(id: session.appId)
+        else { throw AuthError.invalidSession("invalid session") }
+        verifiedApp = app
+        // The secret first: a session id alone (access tokens carry it in `sid`) tells nothing about the session.
+        let secrets = RefreshSecrets(env: env)
+        let presentedSecret = try await secrets.classify(presented.hash, in: session)
+        switch presentedSecret {
+        case .current:
+            break
+        case .unknown:
+            throw AuthError.invalidSession("invalid session")
+        case .previous, .spent:
+            if session.revokedAt == nil, secrets.isReplay(presentedSecret, session: session, window: RefreshSecrets.reuseWindow(app)) {
+                try await secrets.endReplayedSession(session, appId: app.id, via: "client api")
+            }
+            throw AuthError.invalidSession("invalid session: the refresh token was already used")
+        }
+        // As at the native API: a client that is no longer configured has no sessions.
+        guard let settings = app.nativeAuth, settings.enabled, settings.clientIds.contains(clientId) else {
+            throw AuthError.invalidSession("invalid session: native auth is off for this client")
+        }
+        return try await caller(session: session, user: user, app: app, kind: .refresh)
+    }
+
+    /// The caller behind a verified token's session, if the session and its user may still be used.
+    private func caller(session: SessionRecord, user: UserRecord?, app: AppSettings, kind: TokenClaims.Kind) async throws -> Caller {
+        let now = env.clock.now
         switch Self.problem(with: session, user: user, app: app, now: now, refreshing: kind == .refresh) {
         case nil: break
         case .revoked?, .expired?, .userGone?: throw AuthError.invalidSession("invalid session")

@@ -232,7 +232,7 @@ extension NativeAuthService {
         let now = env.clock.now
         let presentedHash = presented.hash
         // The secret first: a session id alone (access tokens carry it in `sid`) tells nothing about the session.
-        let presentedSecret = try await classify(presentedHash, in: session)
+        let presentedSecret = try await RefreshSecrets(env: env).classify(presentedHash, in: session)
         guard presentedSecret != .unknown else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
         switch SessionService.problem(with: session, user: found.user, app: client.app, now: now, refreshing: true) {
         case nil: break
@@ -243,22 +243,16 @@ extension NativeAuthService {
         }
         guard let user = found.user else { throw NativeFlowError.invalidRefreshToken("the user no longer exists") }
         let window = TimeInterval(client.settings.refreshTokenReuseWindow)
-        /// A spent token came back after its window: someone holds a copy. The whole session ends, so that a thief
-        /// who rotated ahead loses it as surely as the owner.
+        let secrets = RefreshSecrets(env: env)
         func endSession(_ session: SessionRecord) async throws -> Never {
-            try await env.store.revokeSession(id: session.id, now: now)
-            env.logger.warning(
-                "refresh token reused after rotation; session revoked",
-                metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "session": "\(session.id)"]
-            )
-            await env.audit(.refreshTokenReused, app: client.app.id, user: session.userId, detail: ["session": session.id])
+            try await secrets.endReplayedSession(session, appId: client.app.id, via: "native auth")
             attempt.audited = true
             throw NativeFlowError.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
         }
-        if case .spent(let spentAt) = presentedSecret {
+        if case .spent = presentedSecret {
             // Older than the previous one: spent two or more rotations ago. Within the window it is a client's late
             // retry of a race it already won; after it, a copy.
-            if now.timeIntervalSince(spentAt) > window { try await endSession(session) }
+            if secrets.isReplay(presentedSecret, session: session, window: window) { try await endSession(session) }
             throw NativeFlowError.invalidRefreshToken("the refresh token was already used")
         }
         let isCurrent = presentedSecret == .current
@@ -320,21 +314,7 @@ extension NativeAuthService {
         guard let session = try await env.store.session(id: presented.id), session.appId == client.app.id,
             session.clientId == client.id, session.revokedAt == nil
         else { return nil }
-        return try await classify(presented.hash, in: session) == .unknown ? nil : session
-    }
-
-    /// What a presented refresh secret is to its session: the current one, the one before (which may be retried
-    /// within the reuse window), one a rotation spent earlier (and when), or none of its secrets. Compared in
-    /// constant time; the store is asked only for a secret that is neither of the first two.
-    private enum PresentedSecret: Equatable {
-        case current, previous, spent(at: Date), unknown
-    }
-
-    private func classify(_ hash: [UInt8], in session: SessionRecord) async throws -> PresentedSecret {
-        if Secrets.constantTimeEquals(hash, session.secretHash) { return .current }
-        if let previous = session.previousSecretHash, Secrets.constantTimeEquals(hash, previous) { return .previous }
-        if let spentAt = try await env.store.spentRefreshSecret(sessionId: session.id, secretHash: hash) { return .spent(at: spentAt) }
-        return .unknown
+        return try await RefreshSecrets(env: env).classify(presented.hash, in: session) == .unknown ? nil : session
     }
 
     private static func derive(_ secret: [UInt8], salt: [UInt8]) -> [UInt8] {

@@ -16,6 +16,9 @@ struct StoredUser: Codable, Sendable, Hashable {
     var identities: [Identity]
     var profileData: [String: JSONValue]
     var lastLogin: Date
+    /// Set for a native-auth sign-in: what MSAL's account and token results report, and that the session is
+    /// refreshed with the native `/token` grant (whose refresh token rotates) instead of `auth/session`.
+    var native: NativeSession?
 
     var isAnonymous: Bool { identities.count == 1 && identities[0].providerType == "anon-user" }
 
@@ -45,25 +48,46 @@ struct PersistedUsers: Codable, Sendable {
     }
 }
 
-/// The shared machinery of an ``App`` and its ``User``s: HTTP, persistence, and single-flight token refresh.
+/// What makes a core a native-auth client's: its client id, and how its sessions are refreshed — the `/token` grant
+/// (`grant_type=refresh_token`), which throws ``NativeAuthFailure``.
+struct NativeClientBinding: Sendable {
+    typealias Grant = @Sendable (_ refreshToken: String, _ scopes: [String], _ claims: String?, _ correlationId: UUID) async throws
+        -> NativeAuthTokenResponse
+    var clientId: String
+    var grant: Grant
+}
+
+/// The shared machinery of an ``App`` and its ``User``s — and of a ``NativeAuthClient``, whose signed-in account is a
+/// user of the same kind: HTTP, persistence, and single-flight token refresh.
 final class AppCore: Sendable {
     let appId: String
     let configuration: AppConfiguration
+    /// The key of this core's users in the configuration's ``UserStore``: the app id for an ``App``,
+    /// `native-auth.{appId}.{clientId}` for a native-auth client.
+    let storeKey: String
+    /// Set for a native-auth client's core; nil for an ``App``'s.
+    let native: NativeClientBinding?
     private let state: Locked<PersistedUsers>
     private let hostname = Locked<String?>(nil)
-    private let refreshes = Locked<[String: Task<String, any Error>]>([:])
+    /// The one single-flight refresher of both session kinds.
+    let refresher = TokenRefresher()
     private let instances = Locked<[String: User]>([:])
     /// Where ``App/authEvents()`` streams come from.
     let events = AuthEventHub()
 
-    init(appId: String, configuration: AppConfiguration) {
+    init(appId: String, configuration: AppConfiguration, native: NativeClientBinding? = nil) {
         self.appId = appId
         self.configuration = configuration
+        self.native = native
+        storeKey = native.map { "native-auth.\(appId).\($0.clientId)" } ?? appId
         var loaded = PersistedUsers()
-        if let data = try? configuration.userStore.load(appId: appId),
-            let decoded = try? JSONDecoder().decode(PersistedUsers.self, from: data)
-        {
-            loaded = decoded
+        if let data = try? configuration.userStore.load(appId: storeKey) {
+            if let decoded = try? JSONDecoder().decode(PersistedUsers.self, from: data) {
+                loaded = decoded
+            } else if let native, let legacy = PersistedNativeAccount.users(from: data, clientId: native.clientId) {
+                // The native-auth cache of earlier releases: its one account becomes a user.
+                loaded = legacy
+            }
         }
         state = Locked(loaded)
     }
@@ -81,7 +105,7 @@ final class AppCore: Sendable {
             return (result, try JSONEncoder().encode(users))
         }
         do {
-            try configuration.userStore.save(data, appId: appId)
+            try configuration.userStore.save(data, appId: storeKey)
         } catch {
             throw ClientError.storage("cannot save users: \(error)")
         }
@@ -195,8 +219,8 @@ final class AppCore: Sendable {
     /// An access token for `userId` that is not about to expire, refreshing first when it is.
     func freshAccessToken(_ userId: String) async throws -> String {
         guard let user = read({ $0.user(userId) }), user.loggedIn, user.refreshToken != nil else { throw ClientError.userNotLoggedIn }
-        if let token = user.accessToken, let exp = JWTClaims(token)?.exp,
-            Date(timeIntervalSince1970: TimeInterval(exp)).timeIntervalSince(configuration.now()) > configuration.refreshLeeway
+        if let token = user.accessToken, let expiry = user.accessTokenExpiry,
+            expiry.timeIntervalSince(configuration.now()) > configuration.refreshLeeway
         {
             return token
         }
@@ -245,39 +269,76 @@ final class AppCore: Sendable {
         if ended { events.emit(.sessionEnded(userId: userId)) }
     }
 
-    /// Refreshes the user's access token. Concurrent calls for one user share one request. A 401 logs the user
-    /// out; an answer that arrives after the user logged out (or logged in again) is dropped.
+    /// Refreshes the user's access token (App-style callers). Concurrent calls for one user share one request. A
+    /// refusal of the session logs the user out with ``AuthEvent/sessionEnded(userId:)``; an answer that arrives after
+    /// the user logged out (or logged in again) is dropped.
     func refresh(_ userId: String) async throws -> String {
-        let task = refreshes.withLock { tasks -> Task<String, any Error> in
-            if let running = tasks[userId] { return running }
-            let task = Task { try await self.performRefresh(userId) }
-            tasks[userId] = task
-            return task
+        do {
+            guard let token = try await refreshed(userId, scopes: nil, claims: nil, correlationId: UUID()).accessToken else {
+                throw ClientError.userNotLoggedIn
+            }
+            return token
+        } catch let failure as NativeAuthFailure {
+            // A native session seen through the App API: its errors as the App API's.
+            if failure.endsSession {
+                throw AppError(code: .invalidSession, message: failure.info(NativeAuthErrorText.general).description, httpStatus: 401)
+            }
+            throw ClientError.transport(failure.info(NativeAuthErrorText.general).description)
         }
-        return try await task.value
     }
 
-    private func performRefresh(_ userId: String) async throws -> String {
-        defer { refreshes.withLock { $0[userId] = nil } }
+    /// The user after a refresh, through the one single-flight refresher: `auth/session` for an App login, the
+    /// native `/token` grant (for `scopes`, nil for those of the sign-in) for a native-auth sign-in, whose rotated
+    /// refresh token is stored.
+    func refreshed(_ userId: String, scopes: [String]?, claims: String?, correlationId: UUID) async throws -> StoredUser {
+        let session = read { $0.user(userId)?.native }
+        let scopes = session == nil ? [] : (scopes ?? session?.requestedScopes ?? [])
+        let key = TokenRefresher.Key(userId: userId, scopes: scopes.sorted(), claims: claims)
+        return try await refresher.refresh(key) {
+            try await self.performRefresh(userId, scopes: scopes, claims: claims, correlationId: correlationId)
+        }
+    }
+
+    /// One refresh with the refresh token stored now (so a refresh that waited for another uses the token that one
+    /// rotated in).
+    private func performRefresh(_ userId: String, scopes: [String], claims: String?, correlationId: UUID) async throws -> StoredUser {
         guard let user = read({ $0.user(userId) }), user.loggedIn, let refreshToken = user.refreshToken else {
             throw ClientError.userNotLoggedIn
         }
-        let response: TransportResponse
-        do {
-            response = try await request("POST", "/api/client/v2.0/auth/session", bearer: refreshToken)
-        } catch let error as AppError where error.httpStatus == 401 {
-            endSession(userId, refreshToken: refreshToken)
-            throw error
+        let apply: (inout StoredUser) -> Void
+        if user.native != nil {
+            guard let grant = native?.grant else { throw ClientError.userNotLoggedIn }
+            let answer: NativeAuthTokenResponse
+            do {
+                answer = try await grant(refreshToken, scopes, claims, correlationId)
+            } catch let failure as NativeAuthFailure where failure.endsSession {
+                endSession(userId, refreshToken: refreshToken)
+                throw failure
+            }
+            let now = configuration.now()
+            apply = { $0.applyRefresh(answer, requestedScopes: scopes, now: now) }
+        } else {
+            let response: TransportResponse
+            do {
+                response = try await request("POST", "/api/client/v2.0/auth/session", bearer: refreshToken)
+            } catch let error as AppError where error.httpStatus == 401 {
+                endSession(userId, refreshToken: refreshToken)
+                throw error
+            }
+            let session: SessionResponse = try decode(response)
+            apply = { $0.accessToken = session.accessToken }
         }
-        let session: SessionResponse = try decode(response)
-        let applied = try mutate { users -> Bool in
-            guard let current = users.user(userId), current.loggedIn, current.refreshToken == refreshToken else { return false }
-            users.update(userId) { $0.accessToken = session.accessToken }
-            return true
+        let updated = try mutate { users -> StoredUser? in
+            guard let current = users.user(userId), current.loggedIn, current.refreshToken == refreshToken else { return nil }
+            users.update(userId, apply)
+            return users.user(userId)
         }
-        guard applied else { throw ClientError.userNotLoggedIn }
+        guard let updated else {
+            if user.native != nil { throw NativeAuthFailure.general("The account was signed out during the refresh", correlationId) }
+            throw ClientError.userNotLoggedIn
+        }
         events.emit(.tokenRefreshed(userId: userId))
-        return session.accessToken
+        return updated
     }
 
     // MARK: Completion handlers
@@ -300,23 +361,5 @@ final class AppCore: Sendable {
         complete({ (result: Result<Void, any Error>) in
             if case .failure(let error) = result { completion(error) } else { completion(nil) }
         }, work)
-    }
-}
-
-/// The claims the SDK reads from a JWT (without verifying it, as Realm clients do).
-struct JWTClaims {
-    var exp: Int64?
-    var userData: [String: JSONValue]?
-
-    init?(_ token: String) {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3 else { return nil }
-        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64),
-            case .object(let claims)? = try? JSONDecoder().decode(JSONValue.self, from: data)
-        else { return nil }
-        if case .int(let exp)? = claims["exp"] { self.exp = exp }
-        if case .object(let userData)? = claims["user_data"] { self.userData = userData }
     }
 }

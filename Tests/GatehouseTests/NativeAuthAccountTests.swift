@@ -58,7 +58,7 @@ import GatehouseWire
         #expect(try await account.getAccessToken(forceRefresh: true).accessToken == "at-3")
         harness.transport.then(Self.refresh("rt-2", Reply.tokens(access: "at-4", refresh: "rt-3")))
         #expect(try await account.getAccessToken(forceRefresh: true).accessToken == "at-4")
-        #expect(harness.client.engine.accounts.current?.refreshToken == "rt-3")
+        #expect(harness.storedRefreshToken == "rt-3")
         harness.verify()
     }
 
@@ -98,7 +98,7 @@ import GatehouseWire
         await harness.transport.waitForRequests(before + 1)
         // Hold the refresh until the other caller is waiting for it too (or, were there no single flight, has sent
         // its own request).
-        let refresher = harness.client.engine.accounts.refresher
+        let refresher = harness.client.engine.core.refresher
         var spins = 0
         while await refresher.callers < 2 && harness.transport.seen.count == before + 1 && spins < 1_000_000 {
             spins += 1
@@ -108,7 +108,7 @@ import GatehouseWire
         let tokens = try await [first.accessToken, second.accessToken]
         #expect(tokens == ["at-2", "at-2"])
         #expect(harness.transport.seen.count == before + 1)
-        #expect(harness.client.engine.accounts.current?.refreshToken == "rt-2")
+        #expect(harness.storedRefreshToken == "rt-2")
         harness.verify()
     }
 
@@ -132,7 +132,7 @@ import GatehouseWire
         async let first = account.getAccessToken(forceRefresh: true)
         await harness.transport.waitForRequests(before + 1)
         async let second = account.getAccessToken(scopes: ["notes.write"])
-        let refresher = harness.client.engine.accounts.refresher
+        let refresher = harness.client.engine.core.refresher
         var spins = 0
         while await refresher.callers < 2 && harness.transport.seen.count == before + 1 && spins < 1_000_000 {
             spins += 1
@@ -142,29 +142,39 @@ import GatehouseWire
         gate.open()
         let tokens = try await [first.accessToken, second.accessToken]
         #expect(tokens == ["at-2", "at-3"])
-        #expect(harness.client.engine.accounts.current?.refreshToken == "rt-3")
+        #expect(harness.storedRefreshToken == "rt-3")
         harness.verify()
     }
 
-    static let refreshErrors: [(Exchange.Reply, String)] = [
-        (Reply.error("expired_refresh_token", "expired", codes: [700_082]), "refreshTokenExpired"),
-        (Reply.error("invalid_scope", "no such scope", codes: [9_900_008]), "invalidScope"),
-        (Reply.redirect, "browserRequired"),
-        (Reply.error("invalid_grant", "revoked", codes: [70008]), "generalError"),
-        (Reply.error("slow_down", "wait", status: 429), "generalError"),
+    /// Each refusal, the error it maps to, and whether it ends the session (the server refused the refresh token
+    /// itself) or leaves the account to try again.
+    static let refreshErrors: [(Exchange.Reply, String, Bool)] = [
+        (Reply.error("expired_refresh_token", "expired", codes: [700_082]), "refreshTokenExpired", true),
+        (Reply.error("invalid_scope", "no such scope", codes: [9_900_008]), "invalidScope", false),
+        (Reply.redirect, "browserRequired", false),
+        (Reply.error("invalid_grant", "revoked", codes: [70008]), "generalError", true),
+        (Reply.error("slow_down", "wait", status: 429), "generalError", false),
     ]
 
-    @Test(arguments: refreshErrors) func refreshErrorsMapAsTheSpecSays(_ reply: Exchange.Reply, _ kind: String) async throws {
+    @Test(arguments: refreshErrors) func refreshErrorsMapAsTheSpecSaysAndARefusedSessionSignsOutWithAnEvent(
+        _ reply: Exchange.Reply, _ kind: String, _ endsSession: Bool
+    ) async throws {
         let harness = Harness()
         let account = try await Self.signIn(harness)
+        let events = harness.client.app.authEvents()
         harness.transport.then(Self.refresh("rt-1", reply))
         let error = try #require(await thrown { () async throws(RetrieveAccessTokenError) in try await account.getAccessToken(forceRefresh: true) })
         #expect("\(error.kind)" == kind)
         #expect(error.isRefreshTokenExpired == (kind == "refreshTokenExpired"))
         #expect(error.isInvalidScope == (kind == "invalidScope"))
         #expect(error.isBrowserRequired == (kind == "browserRequired"))
-        // The account stays; the app decides whether to sign out.
-        #expect(harness.client.getNativeAuthUserAccount() != nil)
+        // A session the server ended is signed out here too, never silently; other failures leave the account.
+        #expect((harness.client.getNativeAuthUserAccount() == nil) == endsSession)
+        #expect(account.user.isLoggedIn == !endsSession)
+        if endsSession {
+            var iterator = events.makeAsyncIterator()
+            #expect(await iterator.next() == .sessionEnded(userId: "u1"))
+        }
         harness.verify()
     }
 
@@ -211,16 +221,35 @@ import GatehouseWire
         harness.verify()
     }
 
-    @Test func theStoredBlobIsVersionedJSON() async throws {
+    @Test func theStoredBlobIsVersionedJSONWithTheAccountAsAUser() async throws {
         let store = InMemoryUserStore()
         let harness = Harness(store: store)
         _ = try await Self.signIn(harness)
         let blob = try #require(try store.load(appId: "native-auth.my-app.ios-app"))
         let object = try #require(try JSONSerialization.jsonObject(with: blob) as? [String: Any])
         #expect(object["version"] as? Int == 1)
-        let account = try #require(object["account"] as? [String: Any])
-        #expect(account["refreshToken"] as? String == "rt-1")
-        #expect(account["userId"] as? String == "u1")
+        #expect(object["currentUserId"] as? String == "u1")
+        let user = try #require((object["users"] as? [[String: Any]])?.first)
+        #expect(user["refreshToken"] as? String == "rt-1")
+        #expect(user["id"] as? String == "u1")
+        #expect((user["native"] as? [String: Any])?["clientId"] as? String == "ios-app")
+    }
+
+    @Test func theCacheOfEarlierReleasesIsReadAsTheSignedInAccount() async throws {
+        let store = InMemoryUserStore()
+        let harness = Harness(store: store)
+        let expires = Int(harness.clock.now.timeIntervalSince1970) + 3600
+        let legacy = """
+            {"version":1,"account":{"username":"ada@example.com","userId":"u1","tenantId":"my-app","accessToken":"at-1",
+            "refreshToken":"rt-1","grantedScopes":["openid"],"requestedScopes":[],"expiresOn":\(expires)}}
+            """
+        try store.save(Data(legacy.utf8), appId: "native-auth.my-app.ios-app")
+        let restarted = harness.restart()
+        let found = try #require(restarted.getNativeAuthUserAccount())
+        #expect(found.account.username == "ada@example.com" && found.account.homeAccountId == "u1.my-app")
+        #expect(try await found.getAccessToken().accessToken == "at-1")
+        #expect(restarted.app.currentUser?.id == "u1")
+        harness.verify()
     }
 
     @Test func aSignOutDuringARefreshIsNotUndone() async throws {

@@ -191,6 +191,9 @@ struct Harness {
         return configuration
     }
 
+    /// The refresh token stored for the signed-in account now.
+    var storedRefreshToken: String? { client.app.currentUser?.refreshToken }
+
     /// Every scripted exchange was used, and every request was the expected one.
     func verify(sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(transport.problems == [], sourceLocation: sourceLocation)

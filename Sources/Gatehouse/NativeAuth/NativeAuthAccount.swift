@@ -34,6 +34,7 @@ public struct NativeAuthTokenResult: Sendable, Hashable {
 /// ```swift
 /// let account = try await client.signIn(username: email, password: password).account   // or a state's signIn()
 /// let token = try await account.getAccessToken()
+/// let user = account.user   // the same session as an App-style User: profile, linking, API keys, delete
 /// ```
 public final class NativeAuthUserAccountResult: Sendable {
     /// Who signed in.
@@ -42,11 +43,16 @@ public final class NativeAuthUserAccountResult: Sendable {
     public let idToken: String?
     let engine: NativeAuthEngine
 
-    init(_ cached: CachedNativeAccount, engine: NativeAuthEngine) {
-        account = cached.account
-        idToken = cached.idToken
+    init(_ stored: StoredUser, session: NativeSession, engine: NativeAuthEngine) {
+        account = session.account(userId: stored.id)
+        idToken = session.idToken
         self.engine = engine
     }
+
+    /// The same signed-in session as a ``User`` of the App-style API (of ``NativeAuthClient/app``): its profile,
+    /// custom data, identity linking, user API keys and deletion. One session: refreshing either refreshes both,
+    /// signing out of either signs out of both.
+    public var user: User { engine.core.user(account.userId) }
 
     /// Signs out: the cached account and its tokens are deleted at once, and the server is asked to end the session
     /// (`oauth2/v2.0/revoke`), so that its refresh token and the access tokens it issued stop working there. The
@@ -57,8 +63,14 @@ public final class NativeAuthUserAccountResult: Sendable {
     ///   `signOut()` returns nothing, and ignoring the result is what most apps do.
     @discardableResult
     public func signOut() -> Task<Void, Never> {
-        let refreshToken = engine.accounts.current.flatMap { $0.userId == account.userId ? $0.refreshToken : nil }
-        engine.accounts.remove(userId: account.userId)
+        let userId = account.userId
+        let core = engine.core
+        let refreshToken = (try? core.mutate { users -> String? in
+            guard let user = users.user(userId), user.native != nil else { return nil }
+            users.users.removeAll { $0.id == userId }
+            return user.loggedIn ? user.refreshToken : nil
+        }) ?? nil
+        if refreshToken != nil { core.events.emit(.signedOut(userId: userId)) }
         return Task { [engine] in
             guard let refreshToken else { return }
             await engine.revoke(refreshToken: refreshToken)
@@ -68,13 +80,10 @@ public final class NativeAuthUserAccountResult: Sendable {
     /// An access token: the cached one while it is not about to expire, otherwise a new one from a
     /// `refresh_token` grant. Concurrent calls share one refresh; the refresh token the server rotates in is stored.
     ///
-    /// - Throws: ``RetrieveAccessTokenError``; `isRefreshTokenExpired` means the user must sign in again.
+    /// - Throws: ``RetrieveAccessTokenError``; `isRefreshTokenExpired` means the user must sign in again (the account
+    ///   is already signed out: the server ended the session).
     public func getAccessToken(parameters: GetAccessTokenParameters) async throws(RetrieveAccessTokenError) -> NativeAuthTokenResult {
-        try await engine.accounts.accessToken(
-            userId: account.userId,
-            request: parameters.snapshot,
-            engine: engine
-        )
+        try await engine.accessToken(userId: account.userId, request: parameters.snapshot)
     }
 
     /// ``getAccessToken(parameters:)`` with its common options.
@@ -95,7 +104,7 @@ public final class NativeAuthUserAccountResult: Sendable {
         let request = parameters.snapshot
         DelegateCall.deliver {
             do throws(RetrieveAccessTokenError) {
-                let result = try await self.engine.accounts.accessToken(userId: self.account.userId, request: request, engine: self.engine)
+                let result = try await self.engine.accessToken(userId: self.account.userId, request: request)
                 DelegateCall.optional {
                     delegate.onAccessTokenRetrieveCompleted(result: result)
                 } otherwise: { message in
@@ -122,288 +131,134 @@ public final class NativeAuthUserAccountResult: Sendable {
     }
 }
 
-// MARK: - Cache
+// MARK: - The session, stored
 
-/// What the SDK keeps about the signed-in account between launches.
-struct CachedNativeAccount: Codable, Sendable, Hashable {
+/// What a native-auth sign-in adds to its ``StoredUser``: the fields of MSAL's account and token results.
+struct NativeSession: Codable, Sendable, Hashable {
+    /// The client id that signed in (whose `/token` refreshes the session).
+    var clientId: String
     var username: String
-    var userId: String
     var tenantId: String
     var idToken: String?
-    var accessToken: String
-    var refreshToken: String?
     /// The scopes the access token was granted.
     var grantedScopes: [String]
     /// The app's scopes asked at sign-in (without `openid profile offline_access`); refreshes ask them again.
     var requestedScopes: [String]
+    /// When the access token expires: the time of receipt plus `expires_in`.
     var expiresOn: Date
 
-    var account: NativeAuthAccount {
+    func account(userId: String) -> NativeAuthAccount {
         NativeAuthAccount(
             username: username,
             userId: userId,
             homeAccountId: "\(userId).\(tenantId)",
-            claims: idToken.flatMap(Self.claims)
+            claims: idToken.flatMap { TokenDecoder.payload(of: $0, as: NativeAuthIDTokenClaims.self) }
         )
     }
+}
 
-    /// The account a token answer describes. Its user comes from `client_info`, or else from the id token.
+extension StoredUser {
+    /// The user a native token answer signs in. Its id comes from `client_info`, or else from the id token; the
+    /// profile from the id token's `email` and `name` (the server's profile, identities included, comes with
+    /// ``User/refreshProfile()``).
     init(
-        _ answer: NativeAuthTokenResponse,
+        signedIn answer: NativeAuthTokenResponse,
+        clientId: String,
         username: String,
         requestedScopes: [String]?,
         now: Date,
         correlationId: UUID
     ) throws(NativeAuthFailure) {
-        let claims = answer.idToken.flatMap(Self.claims)
-        let info = Self.clientInfo(answer.clientInfo)
+        let claims = answer.idToken.flatMap { TokenDecoder.payload(of: $0, as: NativeAuthIDTokenClaims.self) }
+        let info = TokenDecoder.base64URL(Substring(answer.clientInfo)).flatMap { try? JSONDecoder().decode(NativeAuthClientInfo.self, from: $0) }
         guard let userId = info?.uid ?? claims?.sub, let tenantId = info?.utid ?? claims?.tid else {
             throw .general("The token answer names no user: no readable client_info or id_token", correlationId)
         }
-        self.username = claims?.preferredUsername ?? username
-        self.userId = userId
-        self.tenantId = tenantId
-        idToken = answer.idToken
-        accessToken = answer.accessToken
-        refreshToken = answer.refreshToken
-        grantedScopes = answer.scope.split(separator: " ").map(String.init)
-        self.requestedScopes = (requestedScopes ?? []).filter { !NativeAuthEngine.oidcScopes.contains($0) }
-        expiresOn = now.addingTimeInterval(TimeInterval(answer.expiresIn))
-    }
-
-    /// This account after a refresh: new access token, the rotated refresh token (or the old one if none came), a
-    /// new id token if one came.
-    func refreshed(with answer: NativeAuthTokenResponse, requestedScopes: [String], now: Date) -> CachedNativeAccount {
-        var copy = self
-        copy.accessToken = answer.accessToken
-        copy.refreshToken = answer.refreshToken ?? refreshToken
-        copy.idToken = answer.idToken ?? idToken
-        copy.grantedScopes = answer.scope.split(separator: " ").map(String.init)
-        copy.requestedScopes = requestedScopes
-        copy.expiresOn = now.addingTimeInterval(TimeInterval(answer.expiresIn))
-        return copy
-    }
-
-    /// The payload of a JWT, not verified.
-    static func claims(_ token: String) -> NativeAuthIDTokenClaims? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let data = base64URLDecode(parts[1]) else { return nil }
-        return try? JSONDecoder().decode(NativeAuthIDTokenClaims.self, from: data)
-    }
-
-    static func clientInfo(_ text: String) -> NativeAuthClientInfo? {
-        guard let data = base64URLDecode(Substring(text)) else { return nil }
-        return try? JSONDecoder().decode(NativeAuthClientInfo.self, from: data)
-    }
-
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
-    }
-}
-
-/// The blob saved in the account store.
-struct PersistedNativeAccount: Codable, Sendable {
-    var version = 1
-    var account: CachedNativeAccount?
-}
-
-/// The one signed-in account of a client (MSAL keeps a single account: a new sign-in replaces it), saved in the
-/// configuration's ``UserStore`` after every change, and the single-flight refresh of its access token.
-final class NativeAuthAccountCache: Sendable {
-    private let store: any UserStore
-    private let key: String
-    private let state: Locked<CachedNativeAccount?>
-    let refresher = TokenRefresher()
-    private let now: @Sendable () -> Date
-    private let leeway: TimeInterval
-
-    init(configuration: NativeAuthConfiguration) {
-        store = configuration.accountStore
-        key = configuration.accountStoreKey
-        now = configuration.now
-        leeway = configuration.refreshLeeway
-        var loaded: CachedNativeAccount?
-        if let data = try? store.load(appId: key), let persisted = try? Self.decoder.decode(PersistedNativeAccount.self, from: data) {
-            loaded = persisted.account
-        }
-        state = Locked(loaded)
-    }
-
-    private static var encoder: JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .secondsSince1970
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }
-
-    private static var decoder: JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .secondsSince1970
-        return decoder
-    }
-
-    var current: CachedNativeAccount? { state.withLock { $0 } }
-
-    /// Changes the account under the lock and saves the result. `change` returns false to leave everything as it is.
-    @discardableResult
-    private func mutate(_ change: (inout CachedNativeAccount?) -> Bool) throws -> Bool {
-        // Saving under the lock keeps the store in the order of the changes.
-        try state.withLock { account in
-            var copy = account
-            guard change(&copy) else { return false }
-            try store.save(try Self.encoder.encode(PersistedNativeAccount(account: copy)), appId: key)
-            account = copy
-            return true
-        }
-    }
-
-    /// Saves a newly signed-in account in place of any other.
-    func replace(with account: CachedNativeAccount) throws {
-        try mutate { current in
-            current = account
-            return true
-        }
-    }
-
-    /// Forgets the account if it is still `userId`'s.
-    func remove(userId: String) {
-        _ = try? mutate { current in
-            guard current?.userId == userId else { return false }
-            current = nil
-            return true
-        }
-    }
-
-    // MARK: Access tokens
-
-    /// The cached access token if it will do, otherwise a refreshed one.
-    func accessToken(userId: String, request: GetAccessTokenParameters.Values, engine: NativeAuthEngine) async throws(RetrieveAccessTokenError)
-        -> NativeAuthTokenResult
-    {
-        let correlationId = request.correlationId ?? UUID()
-        guard let account = current, account.userId == userId else {
-            throw RetrieveAccessTokenError(general: "The account is signed out", correlationId: correlationId)
-        }
-        let scopes = request.scopes.map { $0.filter { !NativeAuthEngine.oidcScopes.contains($0) } } ?? account.requestedScopes
-        if !request.forceRefresh, request.claimsRequest == nil, usable(account, scopes: scopes) {
-            return result(account, request: request, correlationId: correlationId)
-        }
-        let key = TokenRefresher.Key(userId: userId, scopes: scopes.sorted(), claims: request.claimsRequest)
-        let refreshed: CachedNativeAccount
-        do throws(NativeAuthFailure) {
-            refreshed = try await refresher.refresh(key) { () async throws(NativeAuthFailure) -> CachedNativeAccount in
-                try await self.refresh(userId: userId, scopes: scopes, claims: request.claimsRequest, correlationId: correlationId, engine: engine)
-            }
-        } catch {
-            throw Self.tokenError(error)
-        }
-        return result(refreshed, request: request, correlationId: correlationId)
-    }
-
-    /// True when `account`'s access token covers `scopes` and will not expire within the leeway.
-    private func usable(_ account: CachedNativeAccount, scopes: [String]) -> Bool {
-        guard !account.accessToken.isEmpty, account.expiresOn.timeIntervalSince(now()) > leeway else { return false }
-        return Set(scopes).isSubset(of: Set(account.grantedScopes))
-    }
-
-    private func result(_ account: CachedNativeAccount, request: GetAccessTokenParameters.Values, correlationId: UUID) -> NativeAuthTokenResult {
-        NativeAuthTokenResult(
-            accessToken: account.accessToken,
-            refreshToken: request.returnRefreshToken ? account.refreshToken : nil,
-            scopes: account.grantedScopes,
-            expiresOn: account.expiresOn,
-            correlationId: correlationId
+        var profile: [String: JSONValue] = [:]
+        if let email = claims?.email { profile["email"] = .string(email) }
+        if let name = claims?.name { profile["name"] = .string(name) }
+        self.init(
+            id: userId,
+            deviceId: "000000000000000000000000",
+            accessToken: answer.accessToken,
+            refreshToken: answer.refreshToken,
+            loggedIn: true,
+            identities: [],
+            profileData: profile,
+            lastLogin: now,
+            native: NativeSession(
+                clientId: clientId,
+                username: claims?.preferredUsername ?? username,
+                tenantId: tenantId,
+                idToken: answer.idToken,
+                grantedScopes: answer.scope.split(separator: " ").map(String.init),
+                requestedScopes: (requestedScopes ?? []).filter { !NativeAuthEngine.oidcScopes.contains($0) },
+                expiresOn: now.addingTimeInterval(TimeInterval(answer.expiresIn))
+            )
         )
     }
 
-    /// One `refresh_token` grant with the refresh token stored now (so a refresh that waited for another uses the
-    /// token that one rotated in). The answer is stored only if the account is still the one refreshed.
-    private func refresh(
-        userId: String,
-        scopes: [String],
-        claims: String?,
-        correlationId: UUID,
-        engine: NativeAuthEngine
-    ) async throws(NativeAuthFailure) -> CachedNativeAccount {
-        guard let account = current, account.userId == userId, let refreshToken = account.refreshToken else {
-            throw .general("The account is signed out or has no refresh token", correlationId)
-        }
-        let fields = engine.tokenForm(grant: .refreshToken, secret: ("refresh_token", refreshToken), scopes: scopes, claims: claims)
-        let answer = try await engine.post(.token, fields, correlationId: correlationId, as: NativeAuthTokenResponse.self)
-        let updated = account.refreshed(with: answer, requestedScopes: scopes, now: now())
-        let applied: Bool
-        do {
-            applied = try mutate { current in
-                guard let stored = current, stored.userId == userId, stored.refreshToken == refreshToken else { return false }
-                current = updated
-                return true
-            }
-        } catch {
-            throw .general("Cannot save the refreshed tokens: \(error)", correlationId)
-        }
-        guard applied else { throw .general("The account was signed out during the refresh", correlationId) }
-        return updated
+    /// When the access token expires: as the native answer said, else the token's `exp`.
+    var accessTokenExpiry: Date? {
+        if let native { return native.expiresOn }
+        return accessToken.flatMap { JWTClaims($0)?.exp }.map { Date(timeIntervalSince1970: TimeInterval($0)) }
     }
 
-    private static func tokenError(_ failure: NativeAuthFailure) -> RetrieveAccessTokenError {
-        if failure.isRedirect { return RetrieveAccessTokenError(.browserRequired, failure) }
-        if failure.isServerError(.expiredRefreshToken) {
-            return RetrieveAccessTokenError(.refreshTokenExpired, failure, fixedText: NativeAuthErrorText.refreshTokenExpired)
-        }
-        if failure.isServerError(.invalidScope) {
-            return RetrieveAccessTokenError(.invalidScope, failure, fixedText: NativeAuthErrorText.invalidScope)
-        }
-        return RetrieveAccessTokenError(.generalError, failure)
+    /// Takes a native refresh answer: the new access token, the rotated refresh token (or the old one if none came),
+    /// a new id token if one came.
+    mutating func applyRefresh(_ answer: NativeAuthTokenResponse, requestedScopes: [String], now: Date) {
+        accessToken = answer.accessToken
+        refreshToken = answer.refreshToken ?? refreshToken
+        guard var session = native else { return }
+        session.idToken = answer.idToken ?? session.idToken
+        session.grantedScopes = answer.scope.split(separator: " ").map(String.init)
+        session.requestedScopes = requestedScopes
+        session.expiresOn = now.addingTimeInterval(TimeInterval(answer.expiresIn))
+        native = session
     }
 }
 
-/// Runs one refresh at a time. A caller whose refresh (same user, scopes and claims) is already running waits for
-/// it instead of sending its own; a caller with a different one waits for the running refresh to end first, so two
-/// refreshes never spend the same refresh token.
-actor TokenRefresher {
-    struct Key: Hashable, Sendable {
+extension NativeAuthFailure {
+    /// The server refused the refresh token itself (expired, revoked, replayed): the session is over.
+    var endsSession: Bool { isServerError(.invalidGrant) || isServerError(.expiredRefreshToken) }
+}
+
+/// The native-auth cache of earlier releases (`{"version":1,"account":{…}}`), read once and then saved as users.
+struct PersistedNativeAccount: Decodable {
+    struct Account: Decodable {
+        var username: String
         var userId: String
-        var scopes: [String]
-        var claims: String?
+        var tenantId: String
+        var idToken: String?
+        var accessToken: String
+        var refreshToken: String?
+        var grantedScopes: [String]
+        var requestedScopes: [String]
+        var expiresOn: Date
     }
 
-    private var running: (id: Int, key: Key, task: Task<CachedNativeAccount, any Error>)?
-    private var nextId = 0
-    /// Callers inside ``refresh(_:_:)`` now, running, joining or waiting; tests read it.
-    private(set) var callers = 0
+    var version: Int
+    var account: Account?
 
-    func refresh(
-        _ key: Key,
-        _ work: @escaping @Sendable () async throws(NativeAuthFailure) -> CachedNativeAccount
-    ) async throws(NativeAuthFailure) -> CachedNativeAccount {
-        callers += 1
-        defer { callers -= 1 }
-        while let current = running {
-            if current.key == key {
-                return try await Self.value(of: current.task)
-            }
-            _ = try? await current.task.value
-            // The refresh has ended; its caller clears it when it runs again, which may be after us.
-            if running?.id == current.id { running = nil }
+    static func users(from data: Data, clientId: String) -> PersistedUsers? {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        guard let legacy = try? decoder.decode(Self.self, from: data), legacy.version == 1 else { return nil }
+        var users = PersistedUsers()
+        if let account = legacy.account {
+            let session = NativeSession(
+                clientId: clientId, username: account.username, tenantId: account.tenantId, idToken: account.idToken,
+                grantedScopes: account.grantedScopes, requestedScopes: account.requestedScopes, expiresOn: account.expiresOn
+            )
+            users.users = [
+                StoredUser(
+                    id: account.userId, deviceId: "000000000000000000000000", accessToken: account.accessToken,
+                    refreshToken: account.refreshToken, loggedIn: true, identities: [], profileData: [:], lastLogin: account.expiresOn,
+                    native: session
+                )
+            ]
+            users.currentUserId = account.userId
         }
-        nextId += 1
-        let id = nextId
-        // Unstructured, so that one caller's cancellation does not cancel the refresh the others wait for.
-        let task = Task<CachedNativeAccount, any Error> { try await work() }
-        running = (id, key, task)
-        defer { if running?.id == id { running = nil } }
-        return try await Self.value(of: task)
-    }
-
-    private static func value(of task: Task<CachedNativeAccount, any Error>) async throws(NativeAuthFailure) -> CachedNativeAccount {
-        do {
-            return try await task.value
-        } catch let failure as NativeAuthFailure {
-            throw failure
-        } catch {
-            throw .general("The refresh failed: \(error)", UUID())
-        }
+        return users
     }
 }

@@ -42,11 +42,17 @@ public final class NativeAuthClient: Sendable {
     /// The configuration the client was made with.
     public var configuration: NativeAuthConfiguration { engine.configuration }
 
+    /// The App-style API over this client's sessions: the signed-in account is its ``App/currentUser`` (also
+    /// ``NativeAuthUserAccountResult/user``), with profile, custom data, identity linking, user API keys and
+    /// deletion, and ``App/authEvents()`` reports native sign-ins, refreshes and sign-outs. Both APIs share one
+    /// store and one refresher, so a token one of them refreshes is the token the other uses.
+    public var app: App { App(core: engine.core) }
+
     /// The cached account, if one is signed in; no request is made.
     ///
     /// - Parameter correlationId: unused (MSAL logs it).
     public func getNativeAuthUserAccount(correlationId: UUID? = nil) -> NativeAuthUserAccountResult? {
-        engine.accounts.current.map { NativeAuthUserAccountResult($0, engine: engine) }
+        engine.currentAccount
     }
 
     // MARK: - Sign-up

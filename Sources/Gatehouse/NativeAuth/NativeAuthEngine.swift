@@ -2,23 +2,42 @@ import Foundation
 internal import GatehouseWire
 
 /// The machinery every native auth flow shares: the configuration, the HTTP calls with their retry and error
-/// classification, the form fields every request carries, and the account cache.
+/// classification, the form fields every request carries, and the signed-in account — a user of ``core``, the same
+/// store and single-flight refresher an ``App`` uses.
 final class NativeAuthEngine: Sendable {
     let configuration: NativeAuthConfiguration
-    let accounts: NativeAuthAccountCache
+    /// The signed-in account's home: a user there, refreshed by the native `/token` grant.
+    let core: AppCore
 
     /// `openid profile offline_access`, added to every token request's `scope`.
     static let oidcScopes = ["openid", "profile", "offline_access"]
 
     init(configuration: NativeAuthConfiguration) {
         self.configuration = configuration
-        accounts = NativeAuthAccountCache(configuration: configuration)
+        var appConfiguration = AppConfiguration(
+            baseURL: configuration.baseURL,
+            transport: configuration.transport,
+            userStore: configuration.accountStore,
+            requestTimeout: configuration.requestTimeout,
+            refreshLeeway: configuration.refreshLeeway
+        )
+        appConfiguration.now = configuration.now
+        // The grant captures the configuration, not the engine: the core outlives no engine and holds none.
+        let grant: NativeClientBinding.Grant = { refreshToken, scopes, claims, correlationId in
+            let fields = Self.tokenForm(
+                configuration, grant: .refreshToken, secret: ("refresh_token", refreshToken), scopes: scopes, claims: claims
+            )
+            return try await Self.post(configuration, .token, fields, correlationId: correlationId, as: NativeAuthTokenResponse.self)
+        }
+        core = AppCore(appId: configuration.appId, configuration: appConfiguration, native: NativeClientBinding(clientId: configuration.clientId, grant: grant))
     }
 
     // MARK: Form fields
 
     /// `client_id`, then `fields`.
-    func form(_ fields: [(String, String?)]) -> [(String, String)] {
+    func form(_ fields: [(String, String?)]) -> [(String, String)] { Self.form(configuration, fields) }
+
+    static func form(_ configuration: NativeAuthConfiguration, _ fields: [(String, String?)]) -> [(String, String)] {
         [("client_id", configuration.clientId)] + fields.compactMap { name, value in value.map { (name, $0) } }
     }
 
@@ -36,7 +55,9 @@ final class NativeAuthEngine: Sendable {
     }
 
     /// The fields of an `oauth2/v2.0/token` request. `challenge_type` is left out of the `oob` grant, as MSAL does.
-    func tokenForm(
+    /// Static, for the refresh grant the core runs without the engine.
+    static func tokenForm(
+        _ configuration: NativeAuthConfiguration,
         grant: NativeAuthGrantType,
         continuationToken: String? = nil,
         username: String? = nil,
@@ -48,9 +69,9 @@ final class NativeAuthEngine: Sendable {
         if let secret { fields.append((secret.name, secret.value)) }
         fields.append(("scope", Self.scope(scopes)))
         fields.append(("client_info", "true"))
-        if grant != .oob && grant != .refreshToken { fields.append(("challenge_type", challengeType)) }
+        if grant != .oob && grant != .refreshToken { fields.append(("challenge_type", configuration.challengeTypes.formValue)) }
         fields.append(("claims", claims))
-        return form(fields)
+        return form(configuration, fields)
     }
 
     // MARK: HTTP
@@ -61,6 +82,15 @@ final class NativeAuthEngine: Sendable {
     /// body's `retry_after` says how long to wait) with the native auth error body becomes
     /// ``NativeAuthFailure/Reason/server(_:)``; any other status, or a body that cannot be read, a general failure.
     func post(_ endpoint: NativeAuthEndpoint, _ fields: [(String, String)], correlationId: UUID) async throws(NativeAuthFailure) -> Data {
+        try await Self.post(configuration, endpoint, fields, correlationId: correlationId)
+    }
+
+    static func post(
+        _ configuration: NativeAuthConfiguration,
+        _ endpoint: NativeAuthEndpoint,
+        _ fields: [(String, String)],
+        correlationId: UUID
+    ) async throws(NativeAuthFailure) -> Data {
         let address = configuration.baseURL + endpoint.path(appId: configuration.appId)
         guard let url = URL(string: address) else { throw .general("Invalid URL \(address)", correlationId) }
         let request = TransportRequest(
@@ -120,7 +150,17 @@ final class NativeAuthEngine: Sendable {
         correlationId: UUID,
         as type: T.Type
     ) async throws(NativeAuthFailure) -> T {
-        let data = try await post(endpoint, fields, correlationId: correlationId)
+        try await Self.post(configuration, endpoint, fields, correlationId: correlationId, as: type)
+    }
+
+    static func post<T: Decodable>(
+        _ configuration: NativeAuthConfiguration,
+        _ endpoint: NativeAuthEndpoint,
+        _ fields: [(String, String)],
+        correlationId: UUID,
+        as type: T.Type
+    ) async throws(NativeAuthFailure) -> T {
+        let data = try await post(configuration, endpoint, fields, correlationId: correlationId)
         do {
             return try JSONDecoder().decode(T.self, from: data)
         } catch {
@@ -155,7 +195,8 @@ final class NativeAuthEngine: Sendable {
 
     // MARK: Tokens
 
-    /// Redeems a token grant and, on success, caches the account (replacing any other) and returns it.
+    /// Redeems a token grant and, on success, stores the account as the core's current user (replacing the account
+    /// of an earlier native sign-in: MSAL keeps one) and returns it.
     func signIn(
         _ fields: [(String, String)],
         username: String,
@@ -163,19 +204,87 @@ final class NativeAuthEngine: Sendable {
         correlationId: UUID
     ) async throws(NativeAuthFailure) -> NativeAuthUserAccountResult {
         let answer = try await post(.token, fields, correlationId: correlationId, as: NativeAuthTokenResponse.self)
-        let account = try CachedNativeAccount(
-            answer,
+        let user = try StoredUser(
+            signedIn: answer,
+            clientId: configuration.clientId,
             username: username,
             requestedScopes: scopes,
             now: configuration.now(),
             correlationId: correlationId
         )
         do {
-            try accounts.replace(with: account)
+            try core.mutate { users in
+                users.users.removeAll { $0.id == user.id || $0.native != nil }
+                users.users.append(user)
+                users.currentUserId = user.id
+            }
         } catch {
             throw .general("Cannot save the account: \(error)", correlationId)
         }
-        return NativeAuthUserAccountResult(account, engine: self)
+        core.events.emit(.signedIn(userId: user.id))
+        return NativeAuthUserAccountResult(user, session: user.native!, engine: self)
+    }
+
+    /// The signed-in native account: the current user if it is one, else the latest native sign-in still signed in.
+    var currentAccount: NativeAuthUserAccountResult? {
+        let found = core.read { users -> StoredUser? in
+            if let current = users.currentUserId.flatMap(users.user), current.loggedIn, current.native != nil { return current }
+            return users.users.filter { $0.loggedIn && $0.native != nil }.max { $0.lastLogin < $1.lastLogin }
+        }
+        guard let found, let session = found.native else { return nil }
+        return NativeAuthUserAccountResult(found, session: session, engine: self)
+    }
+
+    // MARK: Access tokens
+
+    /// The cached access token if it will do, otherwise a refreshed one, through the core's single-flight refresher.
+    func accessToken(userId: String, request: GetAccessTokenParameters.Values) async throws(RetrieveAccessTokenError) -> NativeAuthTokenResult {
+        let correlationId = request.correlationId ?? UUID()
+        guard let user = core.read({ $0.user(userId) }), user.loggedIn, let session = user.native else {
+            throw RetrieveAccessTokenError(general: "The account is signed out", correlationId: correlationId)
+        }
+        let scopes = request.scopes.map { $0.filter { !Self.oidcScopes.contains($0) } } ?? session.requestedScopes
+        if !request.forceRefresh, request.claimsRequest == nil, usable(user, session, scopes: scopes) {
+            return Self.result(user, request: request, correlationId: correlationId)
+        }
+        let refreshed: StoredUser
+        do {
+            refreshed = try await core.refreshed(userId, scopes: scopes, claims: request.claimsRequest, correlationId: correlationId)
+        } catch let failure as NativeAuthFailure {
+            throw Self.tokenError(failure)
+        } catch {
+            throw RetrieveAccessTokenError(general: "The refresh failed: \(error)", correlationId: correlationId)
+        }
+        return Self.result(refreshed, request: request, correlationId: correlationId)
+    }
+
+    /// True when the access token covers `scopes` and will not expire within the leeway.
+    private func usable(_ user: StoredUser, _ session: NativeSession, scopes: [String]) -> Bool {
+        guard user.accessToken?.isEmpty == false, session.expiresOn.timeIntervalSince(configuration.now()) > configuration.refreshLeeway else {
+            return false
+        }
+        return Set(scopes).isSubset(of: Set(session.grantedScopes))
+    }
+
+    private static func result(_ user: StoredUser, request: GetAccessTokenParameters.Values, correlationId: UUID) -> NativeAuthTokenResult {
+        NativeAuthTokenResult(
+            accessToken: user.accessToken ?? "",
+            refreshToken: request.returnRefreshToken ? user.refreshToken : nil,
+            scopes: user.native?.grantedScopes ?? [],
+            expiresOn: user.native?.expiresOn,
+            correlationId: correlationId
+        )
+    }
+
+    private static func tokenError(_ failure: NativeAuthFailure) -> RetrieveAccessTokenError {
+        if failure.isRedirect { return RetrieveAccessTokenError(.browserRequired, failure) }
+        if failure.isServerError(.expiredRefreshToken) {
+            return RetrieveAccessTokenError(.refreshTokenExpired, failure, fixedText: NativeAuthErrorText.refreshTokenExpired)
+        }
+        if failure.isServerError(.invalidScope) {
+            return RetrieveAccessTokenError(.invalidScope, failure, fixedText: NativeAuthErrorText.invalidScope)
+        }
+        return RetrieveAccessTokenError(.generalError, failure)
     }
 }
 

@@ -77,7 +77,8 @@ public final class SignInCodeRequiredState: Sendable {
             throw VerifyCodeError(local: .invalidCode, NativeAuthErrorText.invalidCode, correlationId: correlationId, keepsState: true)
         }
         let engine = context.engine
-        let fields = engine.tokenForm(
+        let fields = NativeAuthEngine.tokenForm(
+            engine.configuration,
             grant: .oob,
             continuationToken: continuationToken,
             secret: ("oob", code),
@@ -171,7 +172,8 @@ extension FlowContext {
     func passwordGrant(continuationToken: String, password: String, options: SignInOptions) async throws(NativeAuthFailure)
         -> NativeAuthUserAccountResult
     {
-        let fields = engine.tokenForm(
+        let fields = NativeAuthEngine.tokenForm(
+            engine.configuration,
             grant: .password,
             continuationToken: continuationToken,
             username: username,

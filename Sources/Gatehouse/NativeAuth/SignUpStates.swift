@@ -359,7 +359,8 @@ extension FlowContext {
     /// The `continuation_token` grant that ends a sign-up or a reset.
     func signInAfterFlow(continuationToken: String?, options: SignInAfterFlowValues) async throws(NativeAuthFailure) -> NativeAuthUserAccountResult {
         guard let continuationToken else { throw .general(NativeAuthErrorText.signInNotAvailable, correlationId) }
-        let fields = engine.tokenForm(
+        let fields = NativeAuthEngine.tokenForm(
+            engine.configuration,
             grant: .continuationToken,
             continuationToken: continuationToken,
             username: username,

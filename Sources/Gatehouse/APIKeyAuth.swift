@@ -16,7 +16,7 @@ public struct UserAPIKey: Sendable, Hashable, Identifiable {
     public var id: ObjectId { objectId }
 
     init(_ response: APIKeyResponse) throws {
-        guard let id = ObjectId(string: response.id) else {
+        guard let id = try? ObjectId(string: response.id) else {
             throw ClientError.malformedResponse("the server answered an API key id that is not an ObjectId: \(response.id)")
         }
         objectId = id

@@ -3,15 +3,34 @@ import Foundation
 /// A BSON document: the type of function payloads and custom user data, as in the Realm SDK.
 public typealias Document = [String: AnyBSON?]
 
+/// A string that is not an ObjectId.
+public struct ObjectIdError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What was given.
+    public let string: String
+    public var description: String { "not an ObjectId (24 hex digits): \(string)" }
+}
+
 /// A 12-byte BSON ObjectId, written as 24 hex digits.
 public struct ObjectId: Hashable, Sendable, Codable, CustomStringConvertible {
     /// 24 lowercase hex digits.
     public let stringValue: String
 
-    /// Parses 24 hex digits; nil for anything else.
-    public init?(string: String) {
-        guard string.utf8.count == 24, string.allSatisfy(\.isHexDigit) else { return nil }
+    /// Parses 24 hex digits, as the Realm SDK's `try ObjectId(string:)`.
+    ///
+    /// - Throws: ``ObjectIdError`` for anything else.
+    public init(string: String) throws(ObjectIdError) {
+        guard string.utf8.count == 24, string.allSatisfy(\.isHexDigit) else { throw ObjectIdError(string: string) }
         stringValue = string.lowercased()
+    }
+
+    /// An ObjectId literal, as the Realm SDK's `ObjectId("5f1b2c3d4e5f6a7b8c9d0e1f")`; traps on a literal that is not
+    /// 24 hex digits (a programming error, as in the Realm SDK).
+    public init(_ literal: StaticString) {
+        do {
+            try self.init(string: "\(literal)")
+        } catch {
+            preconditionFailure("\(error)")
+        }
     }
 
     /// A new ObjectId (the Realm SDK's `ObjectId()`): see ``generate()``.
@@ -27,14 +46,14 @@ public struct ObjectId: Hashable, Sendable, Codable, CustomStringConvertible {
         let seconds = UInt32(truncatingIfNeeded: Int64(Date().timeIntervalSince1970))
         var hex = String(format: "%08x", seconds)
         for _ in 0..<8 { hex += String(format: "%02x", UInt8.random(in: .min ... .max)) }
-        return ObjectId(string: hex)!
+        return try! ObjectId(string: hex)
     }
 
     public var description: String { stringValue }
 
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
-        guard let id = ObjectId(string: text) else {
+        guard let id = try? ObjectId(string: text) else {
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not an ObjectId: \(text)"))
         }
         self = id
@@ -164,7 +183,7 @@ extension AnyBSON {
             case "-Infinity": .double(-.infinity)
             default: Double(s).map(AnyBSON.double)
             }
-        case ("$oid", .string(let s)): ObjectId(string: s).map(AnyBSON.objectId)
+        case ("$oid", .string(let s)): (try? ObjectId(string: s)).map(AnyBSON.objectId)
         case ("$date", .object(let date)):
             if case .string(let ms)? = date["$numberLong"], let value = Int64(ms) {
                 .datetime(Date(timeIntervalSince1970: TimeInterval(value) / 1000))

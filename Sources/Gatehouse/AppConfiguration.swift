@@ -67,8 +67,8 @@ extension AppConfiguration {
     /// localAppVersion: nil`. The app name and version are not sent.
     @available(*, deprecated, message: "localAppName and localAppVersion are unused; use init(baseURL:transport:)")
     public init(
-        baseURL: String?, transport: (any NetworkTransport)?, localAppName: String?, localAppVersion: String?,
-        defaultRequestTimeoutMS: UInt = 60_000
+        baseURL: String? = nil, transport: (any NetworkTransport)? = nil, localAppName: String?, localAppVersion: String?,
+        defaultRequestTimeoutMS: UInt? = nil
     ) {
         self.init(baseURL: baseURL, transport: transport, defaultRequestTimeoutMS: defaultRequestTimeoutMS)
     }

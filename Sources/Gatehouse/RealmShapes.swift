@@ -2,7 +2,7 @@ import Foundation
 
 // The parts of realm-swift's App API that its users write most and that Gatehouse's own shapes did not cover: typed
 // BSON accessors, Realm's error-code matching, the Objective-C-style API key callbacks, and custom data as
-// `[AnyHashable: Any]`. What is still missing is listed in the README ("From realm-swift").
+// `[AnyHashable: Any]`. What is still missing is listed in docs/migrating.md ("From realm-swift").
 
 extension ObjectId: Comparable {
     /// Ordered as the Realm SDK orders them: by their bytes (the time they were made first).
@@ -87,6 +87,33 @@ extension AppError {
     public static var maintenanceInProgress: Code { .maintenanceInProgress }
     public static var internalServerError: Code { .internalServerError }
     public static var readSizeLimitExceeded: Code { .readSizeLimitExceeded }
+    public static var apiKeyNotFound: Code { .apiKeyNotFound }
+    /// An answer without a code the SDK can read (the Realm SDK's `AppError.unknown`).
+    public static var unknown: Code { Code(rawValue: "Unknown") }
+    /// Codes of App Services features Gatehouse does not have (functions, MongoDB, services): never sent by a
+    /// Gatehouse server; here so that code matching them still compiles.
+    public static var httpRequestFailed: Code { .httpError }
+    public static var userAppDomainMismatch: Code { Code(rawValue: "UserAppDomainMismatch") }
+    public static var domainNotAllowed: Code { Code(rawValue: "DomainNotAllowed") }
+    public static var functionExecutionError: Code { Code(rawValue: "FunctionExecutionError") }
+    public static var valueNotFound: Code { Code(rawValue: "ValueNotFound") }
+    public static var valueAlreadyExists: Code { Code(rawValue: "ValueAlreadyExists") }
+    public static var valueDuplicateName: Code { Code(rawValue: "ValueDuplicateName") }
+    public static var functionNotFound: Code { Code(rawValue: "FunctionNotFound") }
+    public static var functionSyntaxError: Code { Code(rawValue: "FunctionSyntaxError") }
+    public static var functionInvalid: Code { Code(rawValue: "FunctionInvalid") }
+    public static var executionTimeLimitExceeded: Code { Code(rawValue: "ExecutionTimeLimitExceeded") }
+    public static var notCallable: Code { Code(rawValue: "NotCallable") }
+    public static var authError: Code { Code(rawValue: "AuthError") }
+    public static var mongoDBError: Code { Code(rawValue: "MongoDBError") }
+}
+
+/// The Realm SDK's completion of a login or link: the user or the error.
+public typealias UserCompletionBlock = @Sendable (User?, (any Error)?) -> Void
+
+extension App {
+    /// The server's base URL (the Realm SDK's `app.baseURL`): the configuration's.
+    public var baseURL: String { configuration.baseURL }
 }
 
 extension ClientAPIErrorCode {

@@ -9,9 +9,14 @@ internal import GatehouseWire
 enum TokenDecoder {
     /// The payload of a JWT, decoded as `T`; nil for anything that is not a three-part token with a JSON payload.
     static func payload<T: Decodable>(of token: String, as type: T.Type) -> T? {
+        payloadData(of: token).flatMap { try? JSONDecoder().decode(T.self, from: $0) }
+    }
+
+    /// The payload of a JWT as bytes; nil for anything that is not a three-part token.
+    static func payloadData(of token: String) -> Data? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let data = base64URL(parts[1]) else { return nil }
-        return try? JSONDecoder().decode(T.self, from: data)
+        guard parts.count == 3 else { return nil }
+        return base64URL(parts[1])
     }
 
     /// Base64url without padding, decoded.

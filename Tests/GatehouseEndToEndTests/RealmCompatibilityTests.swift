@@ -216,7 +216,8 @@ extension Result {
         let first = ObjectId(), second = ObjectId()
         #expect(first != second)
         #expect(abs(first.timestamp.timeIntervalSinceNow) < 120)
-        #expect(try #require(ObjectId(string: "000000010000000000000000")) < #require(ObjectId(string: "000000020000000000000000")))
+        #expect(try ObjectId(string: "000000010000000000000000") < ObjectId("000000020000000000000000"))
+        #expect(throws: ObjectIdError.self) { try ObjectId(string: "not hex") }
         #expect(AnyBSON(Int32(7)).asInt64() == 7)
         #expect(AnyBSON(7).int64Value == 7)
         #expect(AnyBSON(7.5).asInt() == nil)

@@ -69,6 +69,20 @@ import Testing
             #expect(relaunched.accountResult?.account.username == "sample@example.com")
             relaunched.signOutPressed()
             #expect(SignInViewController(serverURL: url, clientId: "ios-app").accountResult == nil)
+
+            // Sign-in with an emailed code, from a view model that is not main-actor-bound (the SwiftUI sample's shape).
+            let model = try SignInWithCodeModel(serverURL: url, clientId: "ios-app")
+            model.signIn(email: "sample@example.com")
+            try await until("sign-in code required") { model.codeState != nil }
+            #expect(model.message == "A 8-digit code went to s***e@e***e.com by email", "\(model.message)")
+            model.submit(code: "00000000")
+            try await until("wrong code") { model.message == "Wrong code" }
+            model.submit(code: try await server.latestCode("sample@example.com"))
+            try await until("signed in with a code") { model.accountResult != nil }
+            #expect(model.preferredUsername == "sample@example.com")
+            model.token()
+            try await until("a token") { model.accessToken != nil }
+            await model.accountResult?.signOut().value
         }
     }
 

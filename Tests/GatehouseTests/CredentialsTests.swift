@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func functionPayloadIsTheDocumentItselfAsExtendedJSON() throws {
-        let payload: Document = ["username": "bob", "age": .int32(42), "score": 1.5, "id": .objectId(ObjectId(string: "5f1b2c3d4e5f6a7b8c9d0e1f")!)]
+        let payload: Document = ["username": "bob", "age": .int32(42), "score": 1.5, "id": .objectId(ObjectId("5f1b2c3d4e5f6a7b8c9d0e1f"))]
         let credentials = Credentials.function(payload: payload)
         #expect(credentials.provider == "custom-function")
         #expect(credentials.body["provider"] == nil)
@@ -52,7 +52,7 @@ import Testing
     @Test func extendedJSONRoundTrips() {
         let document: Document = [
             "i": .int32(-3), "l": .int64(1 << 40), "d": .double(0.25), "s": "x", "b": false, "n": .null,
-            "o": .objectId(ObjectId(string: "000000000000000000000001")!), "t": .datetime(Date(timeIntervalSince1970: 12)),
+            "o": .objectId(ObjectId("000000000000000000000001")), "t": .datetime(Date(timeIntervalSince1970: 12)),
             "nested": ["arr": [1, "two"]],
         ]
         let decoded = AnyBSON(extendedJSON: AnyBSON.extendedJSON(document))

@@ -276,3 +276,82 @@ extension SignInViewController: SignInStartDelegate {
         accountResult = result
     }
 }
+
+// MARK: - Sign-in with an emailed code, in the shape of Microsoft's SwiftUI sample
+
+/// A view model that is not main-actor-bound, adopting the delegates in extensions with `@MainActor` methods, and
+/// naming MSAL's types with the `MSAL.` qualifier, as Microsoft's SwiftUI tutorial writes them.
+public final class SignInWithCodeModel {
+    public let nativeAuth: MSALNativeAuthPublicClientApplication
+    public var codeState: MSAL.SignInCodeRequiredState?
+    public var accountResult: MSAL.MSALNativeAuthUserAccountResult?
+    public var preferredUsername: String?
+    public var accessToken: String?
+    public var message = ""
+
+    public init(serverURL: String, clientId: String) throws {
+        let config = try MSALNativeAuthPublicClientApplicationConfig(clientId: clientId, serverURL: serverURL, challengeTypes: [.OOB])
+        nativeAuth = try MSALNativeAuthPublicClientApplication(nativeAuthConfiguration: config)
+    }
+
+    @MainActor public func signIn(email: String) {
+        nativeAuth.signIn(parameters: MSALNativeAuthSignInParameters(username: email), delegate: self)
+    }
+
+    @MainActor public func submit(code: String) {
+        codeState?.submitCode(code: code, delegate: self)
+    }
+
+    @MainActor public func token() {
+        let parameters = MSALNativeAuthGetAccessTokenParameters()
+        parameters.forceRefresh = true
+        accountResult?.getAccessToken(parameters: parameters, delegate: self)
+    }
+}
+
+extension SignInWithCodeModel: SignInStartDelegate {
+    @MainActor public func onSignInStartError(error: MSAL.SignInStartError) {
+        message = error.isUserNotFound ? "No such user" : "Error: \(error.errorDescription ?? "none")"
+    }
+
+    @MainActor public func onSignInCodeRequired(
+        newState: MSAL.SignInCodeRequiredState, sentTo: String, channelTargetType: MSAL.MSALNativeAuthChannelType, codeLength: Int
+    ) {
+        codeState = newState
+        message = "A \(codeLength)-digit code went to \(sentTo) by \(channelTargetType.isEmailType ? "email" : "another channel")"
+    }
+}
+
+extension SignInWithCodeModel: SignInVerifyCodeDelegate {
+    @MainActor public func onSignInVerifyCodeError(error: MSAL.VerifyCodeError, newState: MSAL.SignInCodeRequiredState?) {
+        if error.isInvalidCode, let newState { codeState = newState }
+        message = "Wrong code"
+    }
+
+    @MainActor public func onSignInCompleted(result: MSAL.MSALNativeAuthUserAccountResult) {
+        accountResult = result
+        // "Read ID token claims", as the tutorial does.
+        let claims = result.account.accountClaims
+        preferredUsername = claims?["preferred_username"] as? String
+        message = "Signed in"
+    }
+}
+
+extension SignInWithCodeModel: CredentialsDelegate {
+    @MainActor public func onAccessTokenRetrieveCompleted(result: MSAL.MSALNativeAuthTokenResult) {
+        accessToken = result.accessToken
+    }
+
+    @MainActor public func onAccessTokenRetrieveError(error: MSAL.RetrieveAccessTokenError) {
+        message = "Token error: \(error.errorDescription ?? "none")"
+    }
+}
+
+/// Sign-up attributes typed `[String: Any]`, as MSAL's tutorial declares them.
+@MainActor
+public func signUpWithUntypedAttributes(_ nativeAuth: MSALNativeAuthPublicClientApplication, email: String, delegate: any SignUpStartDelegate) {
+    let attributes: [String: Any] = ["displayName": "Ada", "age": 36]
+    let parameters = MSALNativeAuthSignUpParameters(username: email)
+    parameters.attributes = attributes
+    nativeAuth.signUp(parameters: parameters, delegate: delegate)
+}

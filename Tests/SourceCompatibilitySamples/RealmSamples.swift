@@ -1,7 +1,7 @@
 // App Services auth code in the shapes of realm-swift 10.x's documentation, written fresh for Gatehouse with only
 // `import RealmSwift` changed to `import Gatehouse` and the app's server given (`App(id:)` reads
 // `AppConfiguration.defaultBaseURL`). It must compile; what realm-swift offers that Gatehouse does not (sync, MongoDB
-// access, functions, Combine publishers) is listed in the README ("From realm-swift", under "Use it from Swift").
+// access, functions, Combine publishers) is listed in docs/migrating.md ("From realm-swift and Atlas App Services").
 import Foundation
 import Gatehouse
 
@@ -114,6 +114,22 @@ public enum RealmSamples {
         }
         let id = ObjectId()
         _ = id.timestamp
+        user.apiKeysAuth.fetchAPIKey(ObjectId("00112233445566778899aabb")) { key, error in
+            done(key?.name ?? "no key: \(String(describing: error))")
+        }
+        if let parsed = try? ObjectId(string: "00112233445566778899aabb") {
+            user.apiKeysAuth.enableAPIKey(parsed) { error in done(error == nil ? "enabled" : "not enabled") }
+        }
+        do {
+            _ = try await user.linkUser(credentials: .anonymous)
+        } catch AppError.unknown {
+            done("unknown")
+        } catch {
+            done("\(error)")
+        }
+        let login: UserCompletionBlock = { user, error in done(user?.id ?? "no user") }
+        _ = (login, app.baseURL)
+        for (_, each) in app.allUsers where !each.isLoggedIn { each.remove { _ in } }
         let plan = user.customData["plan"]??.stringValue
         let visits = user.customData["visits"]??.asInt() ?? 0
         let since = user.customData["since"]??.dateValue

@@ -2,13 +2,14 @@ import Foundation
 
 // MSAL's names for the native auth API, so that code written for MSAL iOS's native authentication (2.x) compiles
 // against Gatehouse once `import MSAL` becomes `import Gatehouse` and the client is built with the server's URL where
-// MSAL takes a tenant. A name qualified with the module (`MSAL.SignUpStartError`) works as `Gatehouse.SignUpStartError`:
-// the states, delegates and errors already have MSAL's names, and these are module-level typealiases.
+// MSAL takes a tenant. A name qualified with the module (`MSAL.SignUpStartError`) works as it is (the `MSAL` namespace
+// below) and as `Gatehouse.SignUpStartError`: the states, delegates and errors already have MSAL's names, and these
+// are typealiases.
 //
 // Gatehouse's own names stay the primary ones (DocC, error messages, new code): they read as Swift without a vendor
 // prefix, and the types are Swift value types and Sendable classes where MSAL's are `NSObject` subclasses — an MSAL
 // name as the primary one would promise an Objective-C class that is not there. Where MSAL's shape cannot be kept,
-// the difference is written down in the README's "Moving from MSAL native auth".
+// the difference is written down in docs/migrating.md ("From MSAL native auth").
 
 /// MSAL's `MSALNativeAuthPublicClientApplication`: ``NativeAuthClient``.
 public typealias MSALNativeAuthPublicClientApplication = NativeAuthClient
@@ -42,6 +43,104 @@ public typealias MSALNativeAuthSignInAfterSignUpParameters = SignInAfterSignUpPa
 public typealias MSALNativeAuthSignInAfterResetPasswordParameters = SignInAfterResetPasswordParameters
 /// MSAL's `MSALNativeAuthGetAccessTokenParameters`: ``GetAccessTokenParameters``.
 public typealias MSALNativeAuthGetAccessTokenParameters = GetAccessTokenParameters
+
+/// MSAL's `MSALNativeAuthGenericError`, the base of the errors that have no `is…` helper of their own beyond
+/// `isBrowserRequired`: ``ResendCodeError``, ``AttributesRequiredError``, ``SignInAfterSignUpError`` and
+/// ``SignInAfterResetPasswordError`` (`error as? MSALNativeAuthGenericError`).
+public protocol NativeAuthGenericError: NativeAuthError {}
+/// MSAL's `MSALNativeAuthGenericError`: ``NativeAuthGenericError``.
+public typealias MSALNativeAuthGenericError = NativeAuthGenericError
+
+extension ResendCodeError: NativeAuthGenericError {}
+extension AttributesRequiredError: NativeAuthGenericError {}
+extension SignInAfterSignUpError: NativeAuthGenericError {}
+extension SignInAfterResetPasswordError: NativeAuthGenericError {}
+
+/// MSAL's `MSALNativeAuthBaseState`: what every state of a flow is (a variable's type, an `as?` target).
+public protocol MSALNativeAuthBaseState: AnyObject, Sendable {}
+/// MSAL's `SignUpBaseState`: a state of sign-up.
+public protocol SignUpBaseState: MSALNativeAuthBaseState {}
+/// MSAL's `SignInBaseState`: a state of sign-in.
+public protocol SignInBaseState: MSALNativeAuthBaseState {}
+/// MSAL's `ResetPasswordBaseState`: a state of password reset.
+public protocol ResetPasswordBaseState: MSALNativeAuthBaseState {}
+/// MSAL's `SignInAfterPreviousFlowBaseState`: the sign-in that ends a sign-up or a reset.
+public protocol SignInAfterPreviousFlowBaseState: MSALNativeAuthBaseState {}
+
+extension SignUpCodeRequiredState: SignUpBaseState {}
+extension SignUpPasswordRequiredState: SignUpBaseState {}
+extension SignUpAttributesRequiredState: SignUpBaseState {}
+extension SignInCodeRequiredState: SignInBaseState {}
+extension SignInPasswordRequiredState: SignInBaseState {}
+extension ResetPasswordCodeRequiredState: ResetPasswordBaseState {}
+extension ResetPasswordRequiredState: ResetPasswordBaseState {}
+extension SignInAfterSignUpState: SignInAfterPreviousFlowBaseState {}
+extension SignInAfterResetPasswordState: SignInAfterPreviousFlowBaseState {}
+
+/// The `MSAL.` qualifier of code written for MSAL (`func onSignInStartError(error: MSAL.SignInStartError)`, as in
+/// Microsoft's tutorials): with `import Gatehouse`, `MSAL.X` names Gatehouse's `X`, so such code compiles unchanged.
+public enum MSAL {
+    public typealias MSALNativeAuthPublicClientApplication = Gatehouse.NativeAuthClient
+    public typealias MSALNativeAuthPublicClientApplicationConfig = Gatehouse.NativeAuthConfiguration
+    public typealias MSALNativeAuthChallengeTypes = Gatehouse.NativeAuthChallengeTypes
+    public typealias MSALNativeAuthCapabilities = Gatehouse.NativeAuthCapabilities
+    public typealias MSALNativeAuthChannelType = Gatehouse.NativeAuthChannelType
+    public typealias MSALNativeAuthRequiredAttribute = Gatehouse.RequiredAttribute
+    public typealias MSALNativeAuthUserAccountResult = Gatehouse.NativeAuthUserAccountResult
+    public typealias MSALNativeAuthTokenResult = Gatehouse.NativeAuthTokenResult
+    public typealias MSALAccount = Gatehouse.NativeAuthAccount
+    public typealias MSALNativeAuthError = Gatehouse.NativeAuthError
+    public typealias MSALNativeAuthGenericError = Gatehouse.NativeAuthGenericError
+    public typealias MSALNativeAuthSignUpParameters = Gatehouse.SignUpParameters
+    public typealias MSALNativeAuthSignInParameters = Gatehouse.SignInParameters
+    public typealias MSALNativeAuthResetPasswordParameters = Gatehouse.ResetPasswordParameters
+    public typealias MSALNativeAuthSignInAfterSignUpParameters = Gatehouse.SignInAfterSignUpParameters
+    public typealias MSALNativeAuthSignInAfterResetPasswordParameters = Gatehouse.SignInAfterResetPasswordParameters
+    public typealias MSALNativeAuthGetAccessTokenParameters = Gatehouse.GetAccessTokenParameters
+    public typealias MSALNativeAuthBaseState = Gatehouse.MSALNativeAuthBaseState
+    public typealias SignUpBaseState = Gatehouse.SignUpBaseState
+    public typealias SignInBaseState = Gatehouse.SignInBaseState
+    public typealias ResetPasswordBaseState = Gatehouse.ResetPasswordBaseState
+    public typealias SignInAfterPreviousFlowBaseState = Gatehouse.SignInAfterPreviousFlowBaseState
+
+    public typealias SignUpCodeRequiredState = Gatehouse.SignUpCodeRequiredState
+    public typealias SignUpPasswordRequiredState = Gatehouse.SignUpPasswordRequiredState
+    public typealias SignUpAttributesRequiredState = Gatehouse.SignUpAttributesRequiredState
+    public typealias SignInAfterSignUpState = Gatehouse.SignInAfterSignUpState
+    public typealias SignInCodeRequiredState = Gatehouse.SignInCodeRequiredState
+    public typealias SignInPasswordRequiredState = Gatehouse.SignInPasswordRequiredState
+    public typealias ResetPasswordCodeRequiredState = Gatehouse.ResetPasswordCodeRequiredState
+    public typealias ResetPasswordRequiredState = Gatehouse.ResetPasswordRequiredState
+    public typealias SignInAfterResetPasswordState = Gatehouse.SignInAfterResetPasswordState
+
+    public typealias SignUpStartError = Gatehouse.SignUpStartError
+    public typealias SignInStartError = Gatehouse.SignInStartError
+    public typealias ResetPasswordStartError = Gatehouse.ResetPasswordStartError
+    public typealias VerifyCodeError = Gatehouse.VerifyCodeError
+    public typealias PasswordRequiredError = Gatehouse.PasswordRequiredError
+    public typealias RetrieveAccessTokenError = Gatehouse.RetrieveAccessTokenError
+    public typealias ResendCodeError = Gatehouse.ResendCodeError
+    public typealias AttributesRequiredError = Gatehouse.AttributesRequiredError
+    public typealias SignInAfterSignUpError = Gatehouse.SignInAfterSignUpError
+    public typealias SignInAfterResetPasswordError = Gatehouse.SignInAfterResetPasswordError
+
+    public typealias SignUpStartDelegate = Gatehouse.SignUpStartDelegate
+    public typealias SignUpVerifyCodeDelegate = Gatehouse.SignUpVerifyCodeDelegate
+    public typealias SignUpResendCodeDelegate = Gatehouse.SignUpResendCodeDelegate
+    public typealias SignUpPasswordRequiredDelegate = Gatehouse.SignUpPasswordRequiredDelegate
+    public typealias SignUpAttributesRequiredDelegate = Gatehouse.SignUpAttributesRequiredDelegate
+    public typealias SignInAfterSignUpDelegate = Gatehouse.SignInAfterSignUpDelegate
+    public typealias SignInStartDelegate = Gatehouse.SignInStartDelegate
+    public typealias SignInPasswordRequiredDelegate = Gatehouse.SignInPasswordRequiredDelegate
+    public typealias SignInVerifyCodeDelegate = Gatehouse.SignInVerifyCodeDelegate
+    public typealias SignInResendCodeDelegate = Gatehouse.SignInResendCodeDelegate
+    public typealias ResetPasswordStartDelegate = Gatehouse.ResetPasswordStartDelegate
+    public typealias ResetPasswordVerifyCodeDelegate = Gatehouse.ResetPasswordVerifyCodeDelegate
+    public typealias ResetPasswordResendCodeDelegate = Gatehouse.ResetPasswordResendCodeDelegate
+    public typealias ResetPasswordRequiredDelegate = Gatehouse.ResetPasswordRequiredDelegate
+    public typealias SignInAfterResetPasswordDelegate = Gatehouse.SignInAfterResetPasswordDelegate
+    public typealias CredentialsDelegate = Gatehouse.CredentialsDelegate
+}
 
 extension NativeAuthChallengeTypes {
     /// MSAL's spelling of ``oob``: `[.OOB, .password]`.

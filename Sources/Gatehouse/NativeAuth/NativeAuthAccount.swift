@@ -12,6 +12,16 @@ public struct NativeAuthAccount: Sendable, Hashable {
     /// The id token's claims, read without verifying its signature (the token came straight from the server over
     /// the connection the app trusts). Nil when the server sent no readable id token.
     public let claims: NativeAuthIDTokenClaims?
+    /// The id token's payload as it came, behind ``accountClaims``.
+    let claimsJSON: Data?
+
+    /// MSAL's `accountClaims`: every claim of the id token, by name (`claims?["preferred_username"] as? String`).
+    public var accountClaims: [String: Any]? {
+        claimsJSON.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+    }
+
+    /// MSAL's `identifier`: the same as ``homeAccountId``.
+    public var identifier: String? { homeAccountId }
 }
 
 /// An access token from ``NativeAuthUserAccountResult/getAccessToken(parameters:delegate:)``.
@@ -102,7 +112,7 @@ public final class NativeAuthUserAccountResult: Sendable {
     /// Delegate form of ``getAccessToken(parameters:)``.
     public func getAccessToken(parameters: GetAccessTokenParameters, delegate: any CredentialsDelegate) {
         let request = parameters.snapshot
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(RetrieveAccessTokenError) {
                 let result = try await self.engine.accessToken(userId: self.account.userId, request: request)
                 DelegateCall.optional {
@@ -152,7 +162,8 @@ struct NativeSession: Codable, Sendable, Hashable {
             username: username,
             userId: userId,
             homeAccountId: "\(userId).\(tenantId)",
-            claims: idToken.flatMap { TokenDecoder.payload(of: $0, as: NativeAuthIDTokenClaims.self) }
+            claims: idToken.flatMap { TokenDecoder.payload(of: $0, as: NativeAuthIDTokenClaims.self) },
+            claimsJSON: idToken.flatMap { TokenDecoder.payloadData(of: $0) }
         )
     }
 }

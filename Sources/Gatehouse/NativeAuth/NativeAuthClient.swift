@@ -73,14 +73,17 @@ public final class NativeAuthClient: Sendable {
         attributes: [String: any Sendable]? = nil,
         correlationId: UUID? = nil
     ) async throws(SignUpStartError) -> SignUpStartResult {
-        try await signUp(.init(username: username, password: password, attributes: attributes), correlationId: correlationId ?? UUID())
+        try await signUp(
+            .init(username: username, password: password, attributes: attributes.map { AttributesJSON($0) }),
+            correlationId: correlationId ?? UUID()
+        )
     }
 
     /// Delegate form of ``signUp(parameters:)``.
     public func signUp(parameters: SignUpParameters, delegate: any SignUpStartDelegate) {
         let values = parameters.snapshot
         let correlationId = values.correlationId ?? UUID()
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(SignUpStartError) {
                 let result = try await self.signUp(values, correlationId: correlationId)
                 DelegateCall.optional {
@@ -103,7 +106,7 @@ public final class NativeAuthClient: Sendable {
     public func signUp(
         username: String,
         password: String? = nil,
-        attributes: [String: any Sendable]? = nil,
+        attributes: [String: Any]? = nil,
         correlationId: UUID? = nil,
         delegate: any SignUpStartDelegate
     ) {
@@ -125,7 +128,7 @@ public final class NativeAuthClient: Sendable {
         let token: String
         do throws(NativeAuthFailure) {
             var attributes: String?
-            if let dictionary = values.attributes { attributes = try attributesJSON(dictionary, correlationId: correlationId) }
+            if let encoded = values.attributes { attributes = try encoded.field(correlationId: correlationId) }
             let answer = try await engine.post(
                 .signUpStart,
                 engine.form([
@@ -191,7 +194,7 @@ public final class NativeAuthClient: Sendable {
     public func signIn(parameters: SignInParameters, delegate: any SignInStartDelegate) {
         let values = parameters.snapshot
         let correlationId = values.correlationId ?? UUID()
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(SignInStartError) {
                 let result = try await self.signIn(values, correlationId: correlationId)
                 DelegateCall.optional {
@@ -307,7 +310,7 @@ public final class NativeAuthClient: Sendable {
     public func resetPassword(parameters: ResetPasswordParameters, delegate: any ResetPasswordStartDelegate) {
         let values = parameters.snapshot
         let correlationId = values.correlationId ?? UUID()
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(ResetPasswordStartError) {
                 let sent = try await self.resetPassword(values, correlationId: correlationId)
                 DelegateCall.optional {

@@ -1,6 +1,8 @@
 import Foundation
 
-// The delegate protocols of MSAL's native auth API. Every callback runs on the main actor.
+// The delegate protocols of MSAL's native auth API, in MSAL's shape: class-bound protocols whose every method runs on
+// the main actor (`@MainActor` on each requirement, not on the protocol, so a class that is not main-actor-bound can
+// adopt them with `@MainActor` methods, as Microsoft's SwiftUI samples do).
 //
 // MSAL's "optional" methods (`@objc optional`) are protocol requirements here with default implementations. When
 // the SDK needs one the app did not implement, the default reports it and the SDK calls the protocol's required
@@ -21,12 +23,23 @@ enum DelegateCall {
     /// Runs after a delegate-form call has made its callback. Tests set it to notice a call that made none.
     @TaskLocal static var afterDelivery: (@MainActor @Sendable () -> Void)?
 
-    /// Runs the work of a delegate-form call in a new task on the main actor; `body` calls the delegate.
-    static func deliver(_ body: @escaping @MainActor @Sendable () async -> Void) {
+    /// Runs the work of a delegate-form call in a new task on the main actor; `body` calls `delegate`.
+    ///
+    /// Delegates need not be `Sendable` (MSAL's are any class, often a view model that is not main-actor-bound, whose
+    /// callbacks are marked `@MainActor` one by one): the delegate is carried to the main actor and only used there,
+    /// through its `@MainActor` requirements.
+    static func deliver<Delegate>(_ delegate: Delegate, _ body: @escaping @MainActor @Sendable (Delegate) async -> Void) {
+        let carried = MainActorCarried(delegate)
         Task { @MainActor in
-            await body()
+            await body(carried.value)
             afterDelivery?()
         }
+    }
+
+    /// A value handed to the main actor and used only there.
+    private struct MainActorCarried<Value>: @unchecked Sendable {
+        let value: Value
+        init(_ value: Value) { self.value = value }
     }
 
     /// Called by the default implementations.
@@ -45,83 +58,78 @@ enum DelegateCall {
 // MARK: - Shared methods
 
 /// The method every sign-in delegate shares.
-@MainActor
-public protocol SignInCompletionDelegate: Sendable {
+public protocol SignInCompletionDelegate: AnyObject {
     /// Optional. Signed in: the account and its tokens are cached.
-    func onSignInCompleted(result: NativeAuthUserAccountResult)
+    @MainActor func onSignInCompleted(result: NativeAuthUserAccountResult)
 }
 
 extension SignInCompletionDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignInCompleted(result: NativeAuthUserAccountResult) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignInCompleted(result: NativeAuthUserAccountResult) { DelegateCall.notImplemented(#function) }
 }
 
 /// The methods the sign-up steps after the code share.
-@MainActor
-public protocol SignUpStepDelegate: Sendable {
+public protocol SignUpStepDelegate: AnyObject {
     /// Optional. The account needs these attributes: submit them on `newState`.
-    func onSignUpAttributesRequired(attributes: [RequiredAttribute], newState: SignUpAttributesRequiredState)
+    @MainActor func onSignUpAttributesRequired(attributes: [RequiredAttribute], newState: SignUpAttributesRequiredState)
     /// Optional. The account exists: sign in with `newState`.
-    func onSignUpCompleted(newState: SignInAfterSignUpState)
+    @MainActor func onSignUpCompleted(newState: SignInAfterSignUpState)
 }
 
 extension SignUpStepDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignUpAttributesRequired(attributes: [RequiredAttribute], newState: SignUpAttributesRequiredState) {
+    @MainActor public func onSignUpAttributesRequired(attributes: [RequiredAttribute], newState: SignUpAttributesRequiredState) {
         DelegateCall.notImplemented(#function)
     }
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignUpCompleted(newState: SignInAfterSignUpState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignUpCompleted(newState: SignInAfterSignUpState) { DelegateCall.notImplemented(#function) }
 }
 
 // MARK: - Sign-up
 
 /// Receives the answer of ``NativeAuthClient/signUp(parameters:delegate:)``.
-@MainActor
-public protocol SignUpStartDelegate: Sendable {
+public protocol SignUpStartDelegate: AnyObject {
     /// Required. The sign-up could not start.
-    func onSignUpStartError(error: SignUpStartError)
+    @MainActor func onSignUpStartError(error: SignUpStartError)
     /// Optional. A code was emailed to `sentTo`: submit it on `newState`.
-    func onSignUpCodeRequired(newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int)
+    @MainActor func onSignUpCodeRequired(newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int)
     /// Optional. The server rejected these attributes; the flow is over.
-    func onSignUpAttributesInvalid(attributeNames: [String])
+    @MainActor func onSignUpAttributesInvalid(attributeNames: [String])
 }
 
 extension SignUpStartDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignUpCodeRequired(newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int) {
+    @MainActor public func onSignUpCodeRequired(newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int) {
         DelegateCall.notImplemented(#function)
     }
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignUpAttributesInvalid(attributeNames: [String]) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignUpAttributesInvalid(attributeNames: [String]) { DelegateCall.notImplemented(#function) }
 }
 
 /// Receives the answer of ``SignUpCodeRequiredState/submitCode(code:delegate:)``.
-@MainActor
 public protocol SignUpVerifyCodeDelegate: SignUpStepDelegate {
     /// Required. `newState` is the same state when another code may be submitted on it (``VerifyCodeError/isInvalidCode``).
-    func onSignUpVerifyCodeError(error: VerifyCodeError, newState: SignUpCodeRequiredState?)
+    @MainActor func onSignUpVerifyCodeError(error: VerifyCodeError, newState: SignUpCodeRequiredState?)
     /// Optional. The account needs a password: submit it on `newState`.
-    func onSignUpPasswordRequired(newState: SignUpPasswordRequiredState)
+    @MainActor func onSignUpPasswordRequired(newState: SignUpPasswordRequiredState)
 }
 
 extension SignUpVerifyCodeDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignUpPasswordRequired(newState: SignUpPasswordRequiredState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignUpPasswordRequired(newState: SignUpPasswordRequiredState) { DelegateCall.notImplemented(#function) }
 }
 
 /// Receives the answer of ``SignUpCodeRequiredState/resendCode(delegate:)``.
-@MainActor
-public protocol SignUpResendCodeDelegate: Sendable {
+public protocol SignUpResendCodeDelegate: AnyObject {
     /// Required. `newState` is the same state when it can still be used.
-    func onSignUpResendCodeError(error: ResendCodeError, newState: SignUpCodeRequiredState?)
+    @MainActor func onSignUpResendCodeError(error: ResendCodeError, newState: SignUpCodeRequiredState?)
     /// Optional. A new code was sent (the old one no longer works): submit it on `newState`.
-    func onSignUpResendCodeCodeRequired(newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int)
+    @MainActor func onSignUpResendCodeCodeRequired(newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int)
 }
 
 extension SignUpResendCodeDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignUpResendCodeCodeRequired(
+    @MainActor public func onSignUpResendCodeCodeRequired(
         newState: SignUpCodeRequiredState,
         sentTo: String,
         channelTargetType: NativeAuthChannelType,
@@ -132,44 +140,40 @@ extension SignUpResendCodeDelegate {
 }
 
 /// Receives the answer of ``SignUpPasswordRequiredState/submitPassword(password:delegate:)``.
-@MainActor
 public protocol SignUpPasswordRequiredDelegate: SignUpStepDelegate {
     /// Required. `newState` is the same state when another password may be submitted on it.
-    func onSignUpPasswordRequiredError(error: PasswordRequiredError, newState: SignUpPasswordRequiredState?)
+    @MainActor func onSignUpPasswordRequiredError(error: PasswordRequiredError, newState: SignUpPasswordRequiredState?)
 }
 
 /// Receives the answer of ``SignUpAttributesRequiredState/submitAttributes(attributes:delegate:)``.
-@MainActor
 public protocol SignUpAttributesRequiredDelegate: SignUpStepDelegate {
     /// Required. The flow is over.
-    func onSignUpAttributesRequiredError(error: AttributesRequiredError)
+    @MainActor func onSignUpAttributesRequiredError(error: AttributesRequiredError)
     /// Optional. The server rejected these attributes: submit corrected values on `newState` (the same state).
-    func onSignUpAttributesInvalid(attributeNames: [String], newState: SignUpAttributesRequiredState)
+    @MainActor func onSignUpAttributesInvalid(attributeNames: [String], newState: SignUpAttributesRequiredState)
 }
 
 extension SignUpAttributesRequiredDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignUpAttributesInvalid(attributeNames: [String], newState: SignUpAttributesRequiredState) {
+    @MainActor public func onSignUpAttributesInvalid(attributeNames: [String], newState: SignUpAttributesRequiredState) {
         DelegateCall.notImplemented(#function)
     }
 }
 
 /// Receives the answer of ``SignInAfterSignUpState/signIn(parameters:delegate:)``.
-@MainActor
 public protocol SignInAfterSignUpDelegate: SignInCompletionDelegate {
     /// Required.
-    func onSignInAfterSignUpError(error: SignInAfterSignUpError)
+    @MainActor func onSignInAfterSignUpError(error: SignInAfterSignUpError)
 }
 
 // MARK: - Reset password
 
 /// Receives the answer of ``NativeAuthClient/resetPassword(parameters:delegate:)``.
-@MainActor
-public protocol ResetPasswordStartDelegate: Sendable {
+public protocol ResetPasswordStartDelegate: AnyObject {
     /// Required. The reset could not start.
-    func onResetPasswordStartError(error: ResetPasswordStartError)
+    @MainActor func onResetPasswordStartError(error: ResetPasswordStartError)
     /// Optional. A code was emailed to `sentTo`: submit it on `newState`.
-    func onResetPasswordCodeRequired(
+    @MainActor func onResetPasswordCodeRequired(
         newState: ResetPasswordCodeRequiredState,
         sentTo: String,
         channelTargetType: NativeAuthChannelType,
@@ -179,7 +183,7 @@ public protocol ResetPasswordStartDelegate: Sendable {
 
 extension ResetPasswordStartDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onResetPasswordCodeRequired(
+    @MainActor public func onResetPasswordCodeRequired(
         newState: ResetPasswordCodeRequiredState,
         sentTo: String,
         channelTargetType: NativeAuthChannelType,
@@ -190,26 +194,24 @@ extension ResetPasswordStartDelegate {
 }
 
 /// Receives the answer of ``ResetPasswordCodeRequiredState/submitCode(code:delegate:)``.
-@MainActor
-public protocol ResetPasswordVerifyCodeDelegate: Sendable {
+public protocol ResetPasswordVerifyCodeDelegate: AnyObject {
     /// Required. `newState` is the same state when another code may be submitted on it.
-    func onResetPasswordVerifyCodeError(error: VerifyCodeError, newState: ResetPasswordCodeRequiredState?)
+    @MainActor func onResetPasswordVerifyCodeError(error: VerifyCodeError, newState: ResetPasswordCodeRequiredState?)
     /// Optional. The code was right: submit the new password on `newState`.
-    func onPasswordRequired(newState: ResetPasswordRequiredState)
+    @MainActor func onPasswordRequired(newState: ResetPasswordRequiredState)
 }
 
 extension ResetPasswordVerifyCodeDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onPasswordRequired(newState: ResetPasswordRequiredState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onPasswordRequired(newState: ResetPasswordRequiredState) { DelegateCall.notImplemented(#function) }
 }
 
 /// Receives the answer of ``ResetPasswordCodeRequiredState/resendCode(delegate:)``.
-@MainActor
-public protocol ResetPasswordResendCodeDelegate: Sendable {
+public protocol ResetPasswordResendCodeDelegate: AnyObject {
     /// Required.
-    func onResetPasswordResendCodeError(error: ResendCodeError, newState: ResetPasswordCodeRequiredState?)
+    @MainActor func onResetPasswordResendCodeError(error: ResendCodeError, newState: ResetPasswordCodeRequiredState?)
     /// Optional. A new code was sent (the old one no longer works): submit it on `newState`.
-    func onResetPasswordResendCodeRequired(
+    @MainActor func onResetPasswordResendCodeRequired(
         newState: ResetPasswordCodeRequiredState,
         sentTo: String,
         channelTargetType: NativeAuthChannelType,
@@ -219,7 +221,7 @@ public protocol ResetPasswordResendCodeDelegate: Sendable {
 
 extension ResetPasswordResendCodeDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onResetPasswordResendCodeRequired(
+    @MainActor public func onResetPasswordResendCodeRequired(
         newState: ResetPasswordCodeRequiredState,
         sentTo: String,
         channelTargetType: NativeAuthChannelType,
@@ -230,74 +232,68 @@ extension ResetPasswordResendCodeDelegate {
 }
 
 /// Receives the answer of ``ResetPasswordRequiredState/submitPassword(password:delegate:)``.
-@MainActor
-public protocol ResetPasswordRequiredDelegate: Sendable {
+public protocol ResetPasswordRequiredDelegate: AnyObject {
     /// Required. `newState` is the state to submit another password on, when that is possible.
-    func onResetPasswordRequiredError(error: PasswordRequiredError, newState: ResetPasswordRequiredState?)
+    @MainActor func onResetPasswordRequiredError(error: PasswordRequiredError, newState: ResetPasswordRequiredState?)
     /// Optional. The password is changed: sign in with `newState`.
-    func onResetPasswordCompleted(newState: SignInAfterResetPasswordState)
+    @MainActor func onResetPasswordCompleted(newState: SignInAfterResetPasswordState)
 }
 
 extension ResetPasswordRequiredDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onResetPasswordCompleted(newState: SignInAfterResetPasswordState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onResetPasswordCompleted(newState: SignInAfterResetPasswordState) { DelegateCall.notImplemented(#function) }
 }
 
 /// Receives the answer of ``SignInAfterResetPasswordState/signIn(parameters:delegate:)``.
-@MainActor
 public protocol SignInAfterResetPasswordDelegate: SignInCompletionDelegate {
     /// Required.
-    func onSignInAfterResetPasswordError(error: SignInAfterResetPasswordError)
+    @MainActor func onSignInAfterResetPasswordError(error: SignInAfterResetPasswordError)
 }
 
 // MARK: - Sign-in
 
 /// Receives the answer of ``NativeAuthClient/signIn(parameters:delegate:)``.
-@MainActor
 public protocol SignInStartDelegate: SignInCompletionDelegate {
     /// Required. The sign-in could not start or the password was wrong.
-    func onSignInStartError(error: SignInStartError)
+    @MainActor func onSignInStartError(error: SignInStartError)
     /// Optional. A code was emailed to `sentTo`: submit it on `newState`.
-    func onSignInCodeRequired(newState: SignInCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int)
+    @MainActor func onSignInCodeRequired(newState: SignInCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int)
     /// Optional. The account has a password and none was given: submit it on `newState`.
-    func onSignInPasswordRequired(newState: SignInPasswordRequiredState)
+    @MainActor func onSignInPasswordRequired(newState: SignInPasswordRequiredState)
 }
 
 extension SignInStartDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignInCodeRequired(newState: SignInCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int) {
+    @MainActor public func onSignInCodeRequired(newState: SignInCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int) {
         DelegateCall.notImplemented(#function)
     }
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignInPasswordRequired(newState: SignInPasswordRequiredState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignInPasswordRequired(newState: SignInPasswordRequiredState) { DelegateCall.notImplemented(#function) }
 }
 
 /// Receives the answer of ``SignInPasswordRequiredState/submitPassword(password:delegate:)``.
-@MainActor
 public protocol SignInPasswordRequiredDelegate: SignInCompletionDelegate {
     /// Required. `newState` is the same state when another password may be submitted on it.
-    func onSignInPasswordRequiredError(error: PasswordRequiredError, newState: SignInPasswordRequiredState?)
+    @MainActor func onSignInPasswordRequiredError(error: PasswordRequiredError, newState: SignInPasswordRequiredState?)
 }
 
 /// Receives the answer of ``SignInCodeRequiredState/submitCode(code:delegate:)``.
-@MainActor
 public protocol SignInVerifyCodeDelegate: SignInCompletionDelegate {
     /// Required. `newState` is the same state when another code may be submitted on it.
-    func onSignInVerifyCodeError(error: VerifyCodeError, newState: SignInCodeRequiredState?)
+    @MainActor func onSignInVerifyCodeError(error: VerifyCodeError, newState: SignInCodeRequiredState?)
 }
 
 /// Receives the answer of ``SignInCodeRequiredState/resendCode(delegate:)``.
-@MainActor
-public protocol SignInResendCodeDelegate: Sendable {
+public protocol SignInResendCodeDelegate: AnyObject {
     /// Required. `newState` is the same state when it can still be used.
-    func onSignInResendCodeError(error: ResendCodeError, newState: SignInCodeRequiredState?)
+    @MainActor func onSignInResendCodeError(error: ResendCodeError, newState: SignInCodeRequiredState?)
     /// Optional. A new code was sent (the old one no longer works): submit it on `newState`.
-    func onSignInResendCodeCodeRequired(newState: SignInCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int)
+    @MainActor func onSignInResendCodeCodeRequired(newState: SignInCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int)
 }
 
 extension SignInResendCodeDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onSignInResendCodeCodeRequired(
+    @MainActor public func onSignInResendCodeCodeRequired(
         newState: SignInCodeRequiredState,
         sentTo: String,
         channelTargetType: NativeAuthChannelType,
@@ -310,15 +306,14 @@ extension SignInResendCodeDelegate {
 // MARK: - Tokens
 
 /// Receives the answer of ``NativeAuthUserAccountResult/getAccessToken(parameters:delegate:)``.
-@MainActor
-public protocol CredentialsDelegate: Sendable {
+public protocol CredentialsDelegate: AnyObject {
     /// Required.
-    func onAccessTokenRetrieveError(error: RetrieveAccessTokenError)
+    @MainActor func onAccessTokenRetrieveError(error: RetrieveAccessTokenError)
     /// Optional. The access token.
-    func onAccessTokenRetrieveCompleted(result: NativeAuthTokenResult)
+    @MainActor func onAccessTokenRetrieveCompleted(result: NativeAuthTokenResult)
 }
 
 extension CredentialsDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    public func onAccessTokenRetrieveCompleted(result: NativeAuthTokenResult) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onAccessTokenRetrieveCompleted(result: NativeAuthTokenResult) { DelegateCall.notImplemented(#function) }
 }

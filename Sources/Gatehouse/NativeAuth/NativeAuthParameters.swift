@@ -9,7 +9,7 @@ public final class SignUpParameters: Sendable {
     struct Values: Sendable {
         var username: String
         var password: String?
-        var attributes: [String: any Sendable]?
+        var attributes: AttributesJSON?
         var correlationId: UUID?
     }
 
@@ -32,10 +32,14 @@ public final class SignUpParameters: Sendable {
     }
 
     /// Profile attributes such as `["displayName": "Ada"]`: JSON values (strings, numbers, booleans, arrays,
-    /// objects). Sent as one JSON object.
-    public var attributes: [String: any Sendable]? {
-        get { values.withLock { $0.attributes } }
-        set { values.withLock { $0.attributes = newValue } }
+    /// objects), typed `[String: Any]` as in MSAL. Kept as one JSON object from the moment they are set; values that
+    /// are not JSON fail the sign-up with a general error when it starts.
+    public var attributes: [String: Any]? {
+        get { values.withLock { $0.attributes }?.dictionary }
+        set {
+            let encoded = newValue.map(AttributesJSON.init)
+            values.withLock { $0.attributes = encoded }
+        }
     }
 
     /// Ties the flow's requests together; nil for a new one.
@@ -213,12 +217,30 @@ public final class GetAccessTokenParameters: Sendable {
     }
 }
 
-/// The `attributes` form field: the attributes as one JSON object, or nil (and a failure) if they are not JSON.
-func attributesJSON(_ attributes: [String: any Sendable], correlationId: UUID) throws(NativeAuthFailure) -> String {
-    let object = attributes as [String: Any]
-    guard JSONSerialization.isValidJSONObject(object), let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-    else {
-        throw .general("The attributes are not a valid JSON object", correlationId)
+/// Sign-up attributes as the `attributes` form field: one JSON object, encoded when the app hands them over (so that
+/// MSAL's `[String: Any]` never crosses into a task), or the fact that they were not JSON.
+struct AttributesJSON: Sendable, Hashable {
+    /// The JSON object; nil when the values were not JSON.
+    let text: String?
+
+    init(_ attributes: [String: Any]) {
+        guard JSONSerialization.isValidJSONObject(attributes),
+            let data = try? JSONSerialization.data(withJSONObject: attributes, options: [.sortedKeys])
+        else {
+            text = nil
+            return
+        }
+        text = String(decoding: data, as: UTF8.self)
     }
-    return String(decoding: data, as: UTF8.self)
+
+    /// The attributes back as a dictionary (nil when they were not JSON).
+    var dictionary: [String: Any]? {
+        text.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    /// The form field's value, or a general failure when the attributes were not JSON.
+    func field(correlationId: UUID) throws(NativeAuthFailure) -> String {
+        guard let text else { throw .general("The attributes are not a valid JSON object", correlationId) }
+        return text
+    }
 }

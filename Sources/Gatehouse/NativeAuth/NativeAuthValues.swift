@@ -13,6 +13,9 @@ public struct NativeAuthChannelType: Sendable, Hashable, CustomStringConvertible
     public var isEmailType: Bool { value.lowercased() == "email" }
     /// The code went by SMS.
     public var isSMSType: Bool { value.lowercased() == "sms" }
+    /// MSAL 1.x's name for ``isSMSType``.
+    @available(*, deprecated, renamed: "isSMSType")
+    public var isPhoneType: Bool { isSMSType || value.lowercased() == "phone" }
     /// The channel's name.
     public var description: String { value }
 }

@@ -41,7 +41,7 @@ public final class ResetPasswordCodeRequiredState: Sendable {
 
     /// Delegate form of ``resendCode()``.
     public func resendCode(delegate: any ResetPasswordResendCodeDelegate) {
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(ResendCodeError) {
                 let sent = try await self.resendCode()
                 DelegateCall.optional {
@@ -94,7 +94,7 @@ public final class ResetPasswordCodeRequiredState: Sendable {
 
     /// Delegate form of ``submitCode(_:)``.
     public func submitCode(code: String, delegate: any ResetPasswordVerifyCodeDelegate) {
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(VerifyCodeError) {
                 let state = try await self.submitCode(code)
                 DelegateCall.optional {
@@ -202,7 +202,7 @@ public final class ResetPasswordRequiredState: Sendable {
 
     /// Delegate form of ``submitPassword(_:)``.
     public func submitPassword(password: String, delegate: any ResetPasswordRequiredDelegate) {
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(PasswordRequiredError) {
                 let state = try await self.submitPassword(password)
                 DelegateCall.optional {
@@ -258,7 +258,7 @@ public final class SignInAfterResetPasswordState: Sendable {
     /// Delegate form of ``signIn(parameters:)``.
     public func signIn(parameters: SignInAfterResetPasswordParameters, delegate: any SignInAfterResetPasswordDelegate) {
         let options = parameters.snapshot
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(SignInAfterResetPasswordError) {
                 let result = try await self.signIn(options: options)
                 DelegateCall.optional {

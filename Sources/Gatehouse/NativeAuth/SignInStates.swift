@@ -47,7 +47,7 @@ public final class SignInCodeRequiredState: Sendable {
 
     /// Delegate form of ``resendCode()``.
     public func resendCode(delegate: any SignInResendCodeDelegate) {
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(ResendCodeError) {
                 let sent = try await self.resendCode()
                 DelegateCall.optional {
@@ -96,7 +96,7 @@ public final class SignInCodeRequiredState: Sendable {
 
     /// Delegate form of ``submitCode(_:)``.
     public func submitCode(code: String, delegate: any SignInVerifyCodeDelegate) {
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(VerifyCodeError) {
                 let result = try await self.submitCode(code)
                 DelegateCall.optional {
@@ -149,7 +149,7 @@ public final class SignInPasswordRequiredState: Sendable {
 
     /// Delegate form of ``submitPassword(_:)``.
     public func submitPassword(password: String, delegate: any SignInPasswordRequiredDelegate) {
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(PasswordRequiredError) {
                 let result = try await self.submitPassword(password)
                 DelegateCall.optional {

@@ -97,7 +97,7 @@ public final class SignUpCodeRequiredState: Sendable {
 
     /// Delegate form of ``resendCode()``.
     public func resendCode(delegate: any SignUpResendCodeDelegate) {
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(ResendCodeError) {
                 let sent = try await self.resendCode()
                 DelegateCall.optional {
@@ -156,7 +156,7 @@ public final class SignUpCodeRequiredState: Sendable {
 
     /// Delegate form of ``submitCode(_:)``.
     public func submitCode(code: String, delegate: any SignUpVerifyCodeDelegate) {
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(VerifyCodeError) {
                 let result = try await self.submitCode(code)
                 DelegateCall.optional {
@@ -217,7 +217,7 @@ public final class SignUpPasswordRequiredState: Sendable {
 
     /// Delegate form of ``submitPassword(_:)``.
     public func submitPassword(password: String, delegate: any SignUpPasswordRequiredDelegate) {
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(PasswordRequiredError) {
                 let result = try await self.submitPassword(password)
                 DelegateCall.optional {
@@ -257,8 +257,12 @@ public final class SignUpAttributesRequiredState: Sendable {
     ///   corrected values on this same state).
     /// - Throws: ``AttributesRequiredError``; the flow is over.
     public func submitAttributes(_ attributes: [String: any Sendable]) async throws(AttributesRequiredError) -> SignUpAttributesRequiredResult {
+        try await submitAttributes(AttributesJSON(attributes))
+    }
+
+    private func submitAttributes(_ attributes: AttributesJSON) async throws(AttributesRequiredError) -> SignUpAttributesRequiredResult {
         do throws(NativeAuthFailure) {
-            let json = try attributesJSON(attributes, correlationId: correlationId)
+            let json = try attributes.field(correlationId: correlationId)
             switch try await context.signUpContinue([
                 ("continuation_token", continuationToken), ("grant_type", NativeAuthGrantType.attributes.rawValue), ("attributes", json),
             ]) {
@@ -272,11 +276,12 @@ public final class SignUpAttributesRequiredState: Sendable {
         }
     }
 
-    /// Delegate form of ``submitAttributes(_:)``.
-    public func submitAttributes(attributes: [String: any Sendable], delegate: any SignUpAttributesRequiredDelegate) {
-        DelegateCall.deliver {
+    /// Delegate form of ``submitAttributes(_:)``, with MSAL's `[String: Any]`.
+    public func submitAttributes(attributes: [String: Any], delegate: any SignUpAttributesRequiredDelegate) {
+        let encoded = AttributesJSON(attributes)
+        DelegateCall.deliver(delegate) { delegate in
             do throws(AttributesRequiredError) {
-                let result = try await self.submitAttributes(attributes)
+                let result = try await self.submitAttributes(encoded)
                 DelegateCall.optional {
                     switch result {
                     case .completed(let state): delegate.onSignUpCompleted(newState: state)
@@ -333,7 +338,7 @@ public final class SignInAfterSignUpState: Sendable {
     /// Delegate form of ``signIn(parameters:)``.
     public func signIn(parameters: SignInAfterSignUpParameters, delegate: any SignInAfterSignUpDelegate) {
         let options = parameters.snapshot
-        DelegateCall.deliver {
+        DelegateCall.deliver(delegate) { delegate in
             do throws(SignInAfterSignUpError) {
                 let result = try await self.signIn(options: options)
                 DelegateCall.optional {

@@ -1,5 +1,6 @@
 import Foundation
 import Gatehouse
+import GatehouseDomain
 import SourceCompatibilitySamples
 import Testing
 
@@ -84,6 +85,36 @@ import Testing
             try await until("a token") { model.accessToken != nil }
             await model.accountResult?.signOut().value
         }
+    }
+
+    @Test func theMSALCodeSignUpSampleIsAskedForAPasswordAndAnAttribute() async throws {
+        let settings = NativeAuthSettings(
+            clientIds: ["ios-app"], signUpMethods: [.emailPassword], attributes: [.init(name: "country", required: true, regex: "^[A-Z]{2}$")]
+        )
+        try await withLiveServer(nativeAuth: settings) { server in try await walkTheCodeSignUp(server) }
+    }
+
+    @MainActor
+    func walkTheCodeSignUp(_ server: LiveServer) async throws {
+        let client = try MSALNativeAuthPublicClientApplication(
+            clientId: "ios-app", serverURL: "\(server.base)/native/test-app", challengeTypes: [.OOB, .password]
+        )
+        let screen = SignUpWithCodeViewController(nativeAuth: client)
+        screen.signUpPressed(email: "coded@example.com")
+        try await until("code required") { screen.codeState != nil }
+        screen.codePressed(try await server.latestCode("coded@example.com"))
+        try await until("password required") { screen.passwordState != nil }
+        screen.passwordPressed("short")
+        try await until("a weak password refused") { screen.resultText == "Invalid password" }
+        screen.passwordPressed("a coded passphrase")
+        try await until("attributes required") { screen.attributesState != nil }
+        #expect(screen.resultText == "Needs: country")
+        screen.attributesPressed(country: "New Zealand")
+        try await until("an invalid attribute") { screen.resultText == "Invalid: country" }
+        screen.attributesPressed(country: "NZ")
+        try await until("sign-up completed") { screen.signInState != nil }
+        screen.signInPressed()
+        try await until("signed in") { screen.resultText == "Signed in: coded@example.com" }
     }
 
     @Test @MainActor func aURLThatIsNotAServersNativeAuthAddressIsRefusedAtConstruction() {

@@ -355,3 +355,82 @@ public func signUpWithUntypedAttributes(_ nativeAuth: MSALNativeAuthPublicClient
     parameters.attributes = attributes
     nativeAuth.signUp(parameters: parameters, delegate: delegate)
 }
+
+// MARK: - Sign-up with an emailed code, then a password and attributes when the server asks for them
+
+/// The "sign up with email one-time passcode" flow of MSAL's documentation: no password up front; the server asks
+/// for one (and for attributes) after the code, each on its own state.
+@MainActor
+public final class SignUpWithCodeViewController {
+    public let nativeAuth: MSALNativeAuthPublicClientApplication
+    public var codeState: SignUpCodeRequiredState?
+    public var passwordState: SignUpPasswordRequiredState?
+    public var attributesState: SignUpAttributesRequiredState?
+    public var signInState: SignInAfterSignUpState?
+    public var resultText = ""
+
+    public init(nativeAuth: MSALNativeAuthPublicClientApplication) {
+        self.nativeAuth = nativeAuth
+    }
+
+    public func signUpPressed(email: String) {
+        nativeAuth.signUp(parameters: MSALNativeAuthSignUpParameters(username: email), delegate: self)
+    }
+
+    public func codePressed(_ code: String) { codeState?.submitCode(code: code, delegate: self) }
+    public func passwordPressed(_ password: String) { passwordState?.submitPassword(password: password, delegate: self) }
+    public func attributesPressed(country: String) {
+        attributesState?.submitAttributes(attributes: ["country": country], delegate: self)
+    }
+    public func signInPressed() {
+        signInState?.signIn(parameters: MSALNativeAuthSignInAfterSignUpParameters(), delegate: self)
+    }
+}
+
+extension SignUpWithCodeViewController: SignUpStartDelegate {
+    public func onSignUpStartError(error: MSAL.SignUpStartError) { resultText = "Error: \(error.errorDescription ?? "")" }
+
+    public func onSignUpCodeRequired(
+        newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: MSALNativeAuthChannelType, codeLength: Int
+    ) {
+        codeState = newState
+    }
+}
+
+extension SignUpWithCodeViewController: SignUpVerifyCodeDelegate {
+    public func onSignUpVerifyCodeError(error: MSAL.VerifyCodeError, newState: SignUpCodeRequiredState?) {
+        resultText = error.isInvalidCode ? "Invalid code" : "Error: \(error.errorDescription ?? "")"
+    }
+
+    public func onSignUpPasswordRequired(newState: SignUpPasswordRequiredState) { passwordState = newState }
+
+    public func onSignUpAttributesRequired(attributes: [MSALNativeAuthRequiredAttribute], newState: SignUpAttributesRequiredState) {
+        attributesState = newState
+        resultText = "Needs: \(attributes.map(\.name).joined(separator: ", "))"
+    }
+
+    public func onSignUpCompleted(newState: SignInAfterSignUpState) { signInState = newState }
+}
+
+extension SignUpWithCodeViewController: SignUpPasswordRequiredDelegate {
+    public func onSignUpPasswordRequiredError(error: MSAL.PasswordRequiredError, newState: SignUpPasswordRequiredState?) {
+        resultText = error.isInvalidPassword ? "Invalid password" : "Error: \(error.errorDescription ?? "")"
+    }
+}
+
+extension SignUpWithCodeViewController: SignUpAttributesRequiredDelegate {
+    public func onSignUpAttributesRequiredError(error: MSAL.AttributesRequiredError) {
+        resultText = "Error: \(error.errorDescription ?? "")"
+    }
+
+    public func onSignUpAttributesInvalid(attributeNames: [String], newState: SignUpAttributesRequiredState) {
+        attributesState = newState
+        resultText = "Invalid: \(attributeNames.joined(separator: ", "))"
+    }
+}
+
+extension SignUpWithCodeViewController: SignInAfterSignUpDelegate {
+    public func onSignInAfterSignUpError(error: MSAL.SignInAfterSignUpError) { resultText = "Error: \(error.errorDescription ?? "")" }
+
+    public func onSignInCompleted(result: MSALNativeAuthUserAccountResult) { resultText = "Signed in: \(result.account.username)" }
+}

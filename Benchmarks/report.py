@@ -201,7 +201,7 @@ def svg(results: list[dict]) -> str:
 
 
 def readme_block(results: list[dict], out: Path) -> str:
-    """The compact table for the README's Performance section."""
+    """The compact table for docs/performance.md."""
     first = results[0]
     m = first["machine"]
     lines = [f"Latest run: {first['date']}, commit {first.get('commit', '?')}, on {m['cpu']} ({m['cores']} cores, "

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmarks Gatehouse and its peer (django-allauth headless, JWT, gunicorn) side by side. Started by
-Benchmarks/run.sh, which builds and installs what this needs; see the README's Performance section.
+Benchmarks/run.sh, which builds and installs what this needs; see docs/performance.md.
 
 For each database (SQLite, then PostgreSQL) and each server: start it and time the start-up to a ready /readyz
 (a first start that migrates an empty database, then a restart, which is the start-up reported), read its idle
@@ -465,7 +465,7 @@ def main():
     p.add_argument("--out", type=Path, default=HERE / "results")
     p.add_argument("--keep", action="store_true", help="keep the work folder (logs, databases)")
     p.add_argument("--no-readme", action="store_true",
-                   help="leave the README alone (it is updated only when writing to Benchmarks/results)")
+                   help="leave docs/performance.md alone (it is updated only when writing to Benchmarks/results)")
     args = p.parse_args()
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     args.gatehouse, args.argon2_bench, args.peer_venv = (p.resolve() for p in (args.gatehouse, args.argon2_bench, args.peer_venv))
@@ -530,8 +530,8 @@ def main():
         report.write(written, args.out)
         log(f"wrote {args.out / 'latest.md'} and {args.out / 'latest.svg'}")
         if args.out.resolve() == (HERE / "results").resolve() and not args.no_readme:
-            if report.update_readme(written, args.out, ROOT / "README.md"):
-                log("updated the README's Performance section")
+            if report.update_readme(written, args.out, ROOT / "docs" / "performance.md"):
+                log("updated the figures in docs/performance.md")
 
 
 def peer_versions(python: Path) -> dict:

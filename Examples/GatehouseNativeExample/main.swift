@@ -46,7 +46,7 @@ do {
     print("sign-up: a \(length)-digit code went to \(sentTo)")
 
     guard case .completed(let afterSignUp) = try await codeState.submitCode(try await emailedCode(to: email)) else {
-        fatalError("the app asks for more (a password or attributes); see the README")
+        fatalError("the app asks for more (a password or attributes); see docs/swift-sdk.md")
     }
     let account = try await afterSignUp.signIn()
     print("signed up and in as \(account.account.username) (\(account.account.claims?.name ?? "?")), user \(account.account.userId)")

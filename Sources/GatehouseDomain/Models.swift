@@ -286,7 +286,7 @@ public struct AuditEvent: Sendable, Hashable {
     public var at: Date
     /// The app, or `*` for server-wide events (signing keys).
     public var appId: String
-    /// `login_succeeded`, `login_failed`, `refresh`, … (``AuditKind``; the README lists them).
+    /// `login_succeeded`, `login_failed`, `refresh`, … (``AuditKind``; docs/security-model.md lists them).
     public var kind: String
     public var userId: String?
     public var ip: String?

@@ -150,7 +150,7 @@ public final class AuthServer: Sendable {
         try await withMigratedDatabase(configuration, logger: logger) { _, applied in applied }
     }
 
-    /// Writes the users of the configured database as a `gatehouse export` file (JSON lines; see the README's
+    /// Writes the users of the configured database as a `gatehouse export` file (JSON lines; see docs/operations.md's
     /// "Moving to PostgreSQL"): their identities, email/password accounts with their password hashes and, with
     /// `includeSessions`, their live sessions and the signing keys their refresh tokens are signed with.
     ///

@@ -50,7 +50,7 @@ import Testing
 
     /// Instances starting together on one database apply each migration once (PostgreSQL takes an advisory lock).
     /// PostgreSQL only: SQLite is for one process (several processes opening a new SQLite file at once can time out
-    /// on its lock; see the README's status notes).
+    /// on its lock; see CHANGELOG.md's known limitations).
     @Test(.enabled(if: TestDatabase.postgresAdmin != nil))
     func concurrentMigrationsApplyEachVersionOnce() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-migrate-\(UUID().uuidString)")

@@ -2,7 +2,7 @@ import Foundation
 public import GatehouseArgon2
 
 /// Everything `gatehouse serve` needs to know, validated. Built by ``ConfigurationLoader`` from a YAML (or JSON)
-/// file, environment variables and command-line flags; every key is documented in the README.
+/// file, environment variables and command-line flags; every key is documented in docs/configuration.md.
 public struct GatehouseConfiguration: Sendable {
     public var server: ServerSettings
     public var database: DatabaseSettings

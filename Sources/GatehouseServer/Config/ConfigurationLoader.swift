@@ -618,6 +618,32 @@ public struct ConfigurationLoader: Sendable {
     }
 }
 
+/// Records, while a configuration is parsed, every key the loader accepts and every key the document has, as dotted
+/// paths with list positions written `[]` (`apps[].providers.oauth2-google.clientIds`). The one place that decides
+/// which keys exist is ``ConfigNode/mapping(allowed:)``; the test that keeps `docs/configuration.md` in step with the
+/// code reads what it recorded.
+final class ConfigurationKeyRecorder: @unchecked Sendable {
+    @TaskLocal static var current: ConfigurationKeyRecorder?
+
+    private let lock = NSLock()
+    private var acceptedKeys: Set<String> = []
+    private var presentKeys: Set<String> = []
+
+    /// Every key some mapping of the parsed document would have accepted.
+    var accepted: Set<String> { lock.withLock { acceptedKeys } }
+    /// Every key the parsed document had.
+    var present: Set<String> { lock.withLock { presentKeys } }
+
+    func record(path: String, allowed: Set<String>, present: [String]) {
+        let prefix = path.replacing(/\[\d+\]/, with: "[]")
+        func key(_ name: String) -> String { prefix.isEmpty ? name : prefix + "." + name }
+        lock.withLock {
+            acceptedKeys.formUnion(allowed.map(key))
+            presentKeys.formUnion(present.map(key))
+        }
+    }
+}
+
 /// A YAML node with its dotted path, so that every error names its key.
 struct ConfigNode {
     let node: Node
@@ -656,6 +682,7 @@ struct ConfigNode {
         guard case .mapping(let mapping) = node else {
             throw ConfigurationError(key: path.isEmpty ? "(top level)" : path, message: "expected a mapping of keys, found \(describe(node))")
         }
+        ConfigurationKeyRecorder.current?.record(path: path, allowed: allowed, present: mapping.keys.compactMap(\.string))
         var values: [String: Node] = [:]
         for (key, value) in mapping {
             guard let name = key.string else {

@@ -11,7 +11,7 @@ import NIOHTTPTypesHTTP1
 
 /// Connection hygiene below the router: how long a client may take, how many may be connected, and what a request
 /// that cannot be parsed gets back. Hummingbird offers an idle timeout that raw bytes do not reset; these handlers
-/// add the deadlines a production server needs (see the README's "Operations"):
+/// add the deadlines a production server needs (see docs/operations.md, "Operations: timeouts, limits and faults"):
 ///
 /// - a new connection, or one between requests, must start a request within `server.idleTimeout` seconds;
 /// - once the first byte of a request arrives its head (request line and headers) must be complete within

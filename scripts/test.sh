@@ -6,7 +6,8 @@
 #   - a Python virtual environment at .build-venv with argon2-cffi (the reference Argon2, for the differential
 #     tests), aiosmtpd (a real SMTP server the SMTP tests start on loopback), selenium and schemathesis (fuzzes the
 #     API) (scripts/python-env.sh);
-#   - headless Chromium and chromedriver from Debian's packages, for the browser tests (scripts/browser-env.sh).
+#   - headless Chromium and chromedriver from Debian's packages, for the browser tests (scripts/browser-env.sh), and
+#     curl, for the guides' walkthroughs;
 #   - a throwaway PostgreSQL cluster on a free loopback port (scripts/postgres-env.sh), stopped and removed at the end.
 # Every server a test needs (Gatehouse, SMTP) is started by that test on 127.0.0.1 and stopped by it. The suite runs
 # twice: on SQLite, then on PostgreSQL (each test in a database of its own). Between the two, scripts/fuzz.sh fuzzes
@@ -18,6 +19,8 @@ GATEHOUSE_PYTHON="$(bash scripts/python-env.sh)"
 export GATEHOUSE_PYTHON
 export GATEHOUSE_ARGON2_REFERENCE="$GATEHOUSE_PYTHON"
 bash scripts/browser-env.sh
+# The guides' curl walkthroughs run as tests (WalkthroughTests): they need curl.
+command -v curl >/dev/null 2>&1 || bash scripts/apt-install.sh walkthroughs curl
 
 # The SDK must not pull a server dependency into its module graph, nor the domain an HTTP, NIO or database one.
 swift package describe --type json | python3 scripts/check-module-graphs.py

@@ -35,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // `swift package generate-documentation --target Gatehouse`: the SDK reference (Sources/Gatehouse/Gatehouse.docc).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // The wire contract shared by server and SDK: Codable bodies, error codes, envelopes. Foundation only.

@@ -27,6 +27,11 @@ swift package describe --type json | python3 scripts/check-module-graphs.py
 
 swift build --build-tests
 
+# The SDK's reference (DocC, Sources/Gatehouse/Gatehouse.docc): builds without a warning, and every public symbol
+# has a documentation comment.
+swift package generate-documentation --target Gatehouse --warnings-as-errors >/dev/null
+python3 scripts/check-docs.py
+
 # One run of the suite under a watchdog. A run takes a few minutes; one still going after GATEHOUSE_TEST_TIMEOUT
 # seconds (default 900) is hung: the watchdog prints the tests that started and never ended (from Swift Testing's
 # event stream) and the test process's threads, then stops it, so CI fails fast and says where.

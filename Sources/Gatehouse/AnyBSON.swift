@@ -68,16 +68,27 @@ public struct ObjectId: Hashable, Sendable, Codable, CustomStringConvertible {
 /// A BSON value, as the Realm SDK's `AnyBSON`. On the wire it travels as canonical Extended JSON
 /// (`{"$numberInt":"1"}`, `{"$oid":"…"}`, …), the form App Services clients send.
 public enum AnyBSON: Hashable, Sendable {
+    /// A UTF-8 string.
     case string(String)
+    /// A 32-bit integer (`{"$numberInt":"…"}`).
     case int32(Int32)
+    /// A 64-bit integer (`{"$numberLong":"…"}`).
     case int64(Int64)
+    /// A double (`{"$numberDouble":"…"}`).
     case double(Double)
+    /// A boolean.
     case bool(Bool)
+    /// A date, to the millisecond (`{"$date":{"$numberLong":"…"}}`).
     case datetime(Date)
+    /// An ObjectId (`{"$oid":"…"}`).
     case objectId(ObjectId)
+    /// Binary data (`{"$binary":{"base64":"…","subType":"00"}}`).
     case binary(Data)
+    /// A document: values by key.
     case document(Document)
+    /// An array.
     case array([AnyBSON?])
+    /// BSON null.
     case null
 
     /// The string, if this is one.

@@ -43,6 +43,7 @@ public final class App: Sendable {
     /// The Realm SDK's name for ``id``.
     public var appId: String { id }
 
+    /// The configuration the app was made with.
     public var configuration: AppConfiguration { core.configuration }
 
     /// The user calls act for by default: the last one logged in or switched to.
@@ -148,5 +149,6 @@ public final class App: Sendable {
 
 /// The SDK's version.
 public enum GatehouseSDK {
+    /// The version, as sent in every login's device information.
     public static let version = "0.1.0"
 }

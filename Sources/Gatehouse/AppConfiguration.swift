@@ -20,6 +20,13 @@ public struct AppConfiguration: Sendable {
     /// The current time; tests move it.
     var now: @Sendable () -> Date = { Date() }
 
+    /// - Parameters:
+    ///   - baseURL: the server, for example `https://auth.example.com`.
+    ///   - transport: sends the requests.
+    ///   - userStore: keeps users and tokens; nil for the platform's default.
+    ///   - requestTimeout: seconds before a request gives up.
+    ///   - callbackQueue: where completion handlers run.
+    ///   - refreshLeeway: seconds before expiry at which an access token is refreshed ahead of a call.
     public init(
         baseURL: String,
         transport: any NetworkTransport = URLSessionTransport(),

@@ -90,6 +90,7 @@ public final class AuthState {
     @ObservationIgnored private let app: App
     @ObservationIgnored private var listener: Task<Void, Never>?
 
+    /// A model of `app`'s auth state, listening to its events from now on.
     public init(app: App) {
         self.app = app
         let user = app.currentUser

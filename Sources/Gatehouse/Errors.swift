@@ -22,6 +22,7 @@ public struct AppError: Error, Hashable, Sendable, LocalizedError, CustomStringC
     /// Error codes of the Client API (`invalidPassword`, `accountNameInUse`, `userNotFound`, …).
     public typealias Code = ClientAPIErrorCode
 
+    /// An error with these parts (for tests and custom transports; the SDK makes them from the server's answers).
     public init(code: Code, message: String, link: String? = nil, httpStatus: Int) {
         self.code = code
         self.message = message
@@ -50,7 +51,7 @@ public struct ClientError: Error, Hashable, Sendable, LocalizedError, CustomStri
     private let kind: Kind
     /// What happened, for people.
     public let message: String
-    /// The HTTP status, for ``unexpectedResponse`` errors.
+    /// The HTTP status, for ``unexpectedResponse(status:body:)`` errors.
     public let httpStatus: Int?
 
     private init(_ kind: Kind, _ message: String, httpStatus: Int? = nil) {

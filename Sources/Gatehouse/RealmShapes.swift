@@ -9,17 +9,30 @@ extension ObjectId: Comparable {
     public static func < (lhs: ObjectId, rhs: ObjectId) -> Bool { lhs.stringValue < rhs.stringValue }
 }
 
+/// The Realm SDK's initializers: `AnyBSON(42)`, `AnyBSON("text")`, `AnyBSON(Date())`, … Each wraps the value in its
+/// case (an `Int` as ``int64(_:)``).
 extension AnyBSON {
+    /// `.int64` of `value`.
     public init(_ value: Int) { self = .int64(Int64(value)) }
+    /// `.int32` of `value`.
     public init(_ value: Int32) { self = .int32(value) }
+    /// `.int64` of `value`.
     public init(_ value: Int64) { self = .int64(value) }
+    /// `.double` of `value`.
     public init(_ value: Double) { self = .double(value) }
+    /// `.bool` of `value`.
     public init(_ value: Bool) { self = .bool(value) }
+    /// `.string` of `value`.
     public init(_ value: String) { self = .string(value) }
+    /// `.datetime` of `value`.
     public init(_ value: Date) { self = .datetime(value) }
+    /// `.objectId` of `value`.
     public init(_ value: ObjectId) { self = .objectId(value) }
+    /// `.binary` of `value`.
     public init(_ value: Data) { self = .binary(value) }
+    /// `.document` of `value`.
     public init(_ value: Document) { self = .document(value) }
+    /// `.array` of `value`.
     public init(_ value: [AnyBSON?]) { self = .array(value) }
 
     /// The 32-bit integer, if this is one.
@@ -73,38 +86,68 @@ extension AnyBSON {
 
 extension AppError {
     // Realm's code names, matched in `catch` clauses as `catch AppError.invalidPassword`.
+    /// `InvalidSession`: matches an error with this code (`catch AppError.invalidSession`).
     public static var invalidSession: Code { .invalidSession }
+    /// `InvalidPassword`: matches an error with this code (`catch AppError.invalidPassword`).
     public static var invalidPassword: Code { .invalidPassword }
+    /// `UserNotFound`: matches an error with this code (`catch AppError.userNotFound`).
     public static var userNotFound: Code { .userNotFound }
+    /// `AccountNameInUse`: matches an error with this code (`catch AppError.accountNameInUse`).
     public static var accountNameInUse: Code { .accountNameInUse }
+    /// `UserAlreadyConfirmed`: matches an error with this code (`catch AppError.userAlreadyConfirmed`).
     public static var userAlreadyConfirmed: Code { .userAlreadyConfirmed }
+    /// `UserDisabled`: matches an error with this code (`catch AppError.userDisabled`).
     public static var userDisabled: Code { .userDisabled }
+    /// `BadRequest`: matches an error with this code (`catch AppError.badRequest`).
     public static var badRequest: Code { .badRequest }
+    /// `InvalidParameter`: matches an error with this code (`catch AppError.invalidParameter`).
     public static var invalidParameter: Code { .invalidParameter }
+    /// `MissingParameter`: matches an error with this code (`catch AppError.missingParameter`).
     public static var missingParameter: Code { .missingParameter }
+    /// `AuthProviderNotFound`: matches an error with this code (`catch AppError.authProviderNotFound`).
     public static var authProviderNotFound: Code { .authProviderNotFound }
+    /// `ApiKeyAlreadyExists`: matches an error with this code (`catch AppError.apiKeyAlreadyExists`).
     public static var apiKeyAlreadyExists: Code { .apiKeyAlreadyExists }
+    /// `MaintenanceInProgress`: matches an error with this code (`catch AppError.maintenanceInProgress`).
     public static var maintenanceInProgress: Code { .maintenanceInProgress }
+    /// `InternalServerError`: matches an error with this code (`catch AppError.internalServerError`).
     public static var internalServerError: Code { .internalServerError }
+    /// `ReadSizeLimitExceeded`: matches an error with this code (`catch AppError.readSizeLimitExceeded`).
     public static var readSizeLimitExceeded: Code { .readSizeLimitExceeded }
+    /// `ApiKeyNotFound`: matches an error with this code (`catch AppError.apiKeyNotFound`).
     public static var apiKeyNotFound: Code { .apiKeyNotFound }
     /// An answer without a code the SDK can read (the Realm SDK's `AppError.unknown`).
+    /// `Unknown`.
     public static var unknown: Code { Code(rawValue: "Unknown") }
     /// Codes of App Services features Gatehouse does not have (functions, MongoDB, services): never sent by a
     /// Gatehouse server; here so that code matching them still compiles.
+    /// `HttpRequestFailed`: matches an error with this code (`catch AppError.httpRequestFailed`).
     public static var httpRequestFailed: Code { .httpError }
+    /// `UserAppDomainMismatch`.
     public static var userAppDomainMismatch: Code { Code(rawValue: "UserAppDomainMismatch") }
+    /// `DomainNotAllowed`.
     public static var domainNotAllowed: Code { Code(rawValue: "DomainNotAllowed") }
+    /// `FunctionExecutionError`.
     public static var functionExecutionError: Code { Code(rawValue: "FunctionExecutionError") }
+    /// `ValueNotFound`.
     public static var valueNotFound: Code { Code(rawValue: "ValueNotFound") }
+    /// `ValueAlreadyExists`.
     public static var valueAlreadyExists: Code { Code(rawValue: "ValueAlreadyExists") }
+    /// `ValueDuplicateName`.
     public static var valueDuplicateName: Code { Code(rawValue: "ValueDuplicateName") }
+    /// `FunctionNotFound`.
     public static var functionNotFound: Code { Code(rawValue: "FunctionNotFound") }
+    /// `FunctionSyntaxError`.
     public static var functionSyntaxError: Code { Code(rawValue: "FunctionSyntaxError") }
+    /// `FunctionInvalid`.
     public static var functionInvalid: Code { Code(rawValue: "FunctionInvalid") }
+    /// `ExecutionTimeLimitExceeded`.
     public static var executionTimeLimitExceeded: Code { Code(rawValue: "ExecutionTimeLimitExceeded") }
+    /// `NotCallable`.
     public static var notCallable: Code { Code(rawValue: "NotCallable") }
+    /// `AuthError`.
     public static var authError: Code { Code(rawValue: "AuthError") }
+    /// `MongoDBError`.
     public static var mongoDBError: Code { Code(rawValue: "MongoDBError") }
 }
 

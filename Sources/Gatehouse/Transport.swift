@@ -6,13 +6,18 @@ import FoundationNetworking
 
 /// One HTTP request as the SDK sends it.
 public struct TransportRequest: Sendable, Hashable {
+    /// `GET`, `POST`, `PUT` or `DELETE`.
     public var method: String
+    /// Where it goes.
     public var url: URL
+    /// Its headers, by name.
     public var headers: [String: String]
+    /// Its body, if any.
     public var body: Data?
     /// Seconds before giving up.
     public var timeout: TimeInterval
 
+    /// A request with these parts.
     public init(method: String, url: URL, headers: [String: String] = [:], body: Data? = nil, timeout: TimeInterval = 60) {
         self.method = method
         self.url = url
@@ -24,11 +29,14 @@ public struct TransportRequest: Sendable, Hashable {
 
 /// One HTTP response.
 public struct TransportResponse: Sendable, Hashable {
+    /// The HTTP status.
     public var statusCode: Int
     /// Header names lowercased.
     public var headers: [String: String]
+    /// The body (empty when there was none).
     public var body: Data
 
+    /// A response with these parts; header names are lowercased.
     public init(statusCode: Int, headers: [String: String] = [:], body: Data = Data()) {
         self.statusCode = statusCode
         self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
@@ -46,6 +54,7 @@ public protocol NetworkTransport: Sendable {
 public struct URLSessionTransport: NetworkTransport {
     private let session: URLSession
 
+    /// A transport over `session`.
     public init(session: URLSession = .shared) { self.session = session }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {

@@ -8,7 +8,12 @@ internal import GatehouseWire
 public final class User: Sendable, Hashable, Identifiable, CustomStringConvertible {
     /// Where a user stands on this device.
     public enum State: String, Sendable, Hashable {
-        case loggedIn, loggedOut, removed
+        /// Has tokens: calls act for it.
+        case loggedIn
+        /// Logged out: no tokens, still in ``App/allUsers``.
+        case loggedOut
+        /// Removed from this device (or deleted).
+        case removed
     }
 
     /// The user id (24 hex digits).
@@ -29,11 +34,13 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
     /// The device id the server gave this login.
     public var deviceId: String { stored?.deviceId ?? "000000000000000000000000" }
 
+    /// Where the user stands on this device now.
     public var state: State {
         guard let stored else { return .removed }
         return stored.loggedIn ? .loggedIn : .loggedOut
     }
 
+    /// ``state`` is ``State/loggedIn``.
     public var isLoggedIn: Bool { state == .loggedIn }
 
     /// How the user signs in, in link order.
@@ -203,6 +210,7 @@ public struct UserIdentity: Sendable, Hashable {
     /// The identity's id within its provider.
     public let identifier: String
 
+    /// An identity of `providerType` with `identifier`.
     public init(providerType: String, identifier: String) {
         self.providerType = providerType
         self.identifier = identifier
@@ -220,16 +228,24 @@ public struct UserProfile: Sendable, Hashable {
 
     private func string(_ key: String) -> String? { metadata[key]??.stringValue }
 
+    /// `name`.
     public var name: String? { string("name") }
+    /// `email`.
     public var email: String? { string("email") }
     /// The picture's address as the server has it (the Realm SDK's type).
     public var pictureURL: String? { string("picture_url") }
     /// ``pictureURL`` as a `URL`, when it parses as one.
     public var pictureURLValue: URL? { pictureURL.flatMap(URL.init(string:)) }
+    /// `first_name`.
     public var firstName: String? { string("first_name") }
+    /// `last_name`.
     public var lastName: String? { string("last_name") }
+    /// `gender`.
     public var gender: String? { string("gender") }
+    /// `birthday`.
     public var birthday: String? { string("birthday") }
+    /// `min_age`.
     public var minAge: String? { string("min_age") }
+    /// `max_age`.
     public var maxAge: String? { string("max_age") }
 }

@@ -20,6 +20,7 @@ public final class InMemoryUserStore: UserStore, @unchecked Sendable {
     private let lock = NSLock()
     private var blobs: [String: Data] = [:]
 
+    /// An empty store.
     public init() {}
 
     public func load(appId: String) throws -> Data? { lock.withLock { blobs[appId] } }
@@ -35,8 +36,10 @@ public final class InMemoryUserStore: UserStore, @unchecked Sendable {
 /// another user is refused (``ClientError/storage(_:)``): someone who could plant one could slip their own session
 /// into the app.
 public struct FileUserStore: UserStore {
+    /// The folder of the files.
     public let directory: URL
 
+    /// A store in `directory` (created, owner-only, at the first save).
     public init(directory: URL) { self.directory = directory }
 
     /// `$XDG_DATA_HOME/gatehouse`, or `~/.local/share/gatehouse`.

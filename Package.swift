@@ -152,7 +152,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Helpers both server test targets share (the throwaway database per test).
+        // Helpers the test targets share: the throwaway database per test, child processes, a test identity provider,
+        // the gate that holds answers back (the test clock is the domain's ManualClock).
         .target(
             name: "GatehouseTestSupport",
             dependencies: [
@@ -171,7 +172,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatehouseTests",
-            dependencies: ["Gatehouse", "GatehouseWire"],
+            dependencies: ["Gatehouse", "GatehouseDomain", "GatehouseTestSupport", "GatehouseWire"],
             swiftSettings: swiftSettings
         ),
         // Code in the shapes of MSAL's and realm-swift's documentation, with `import Gatehouse`: it must compile

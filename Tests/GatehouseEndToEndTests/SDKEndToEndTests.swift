@@ -2,6 +2,7 @@ import Foundation
 @testable import Gatehouse
 import GatehouseDomain
 import GatehouseServer
+import GatehouseTestSupport
 import Testing
 
 /// The SDK against a real server over real HTTP.
@@ -126,7 +127,7 @@ import Testing
             let refresh = Task { try await user.refreshCustomData() }
             await gate.waitForArrival()
             try await user.logOut()
-            await gate.open()
+            gate.open()
             await #expect(throws: ClientError.userNotLoggedIn) { try await refresh.value }
             #expect(user.state == .loggedOut)
             #expect(user.accessToken == nil)
@@ -146,7 +147,7 @@ import Testing
             try await user.logOut()
             let again = try await app.login(credentials: .emailPassword(email: "relogin@example.com", password: "correct horse"))
             let tokens = (again.accessToken, again.refreshToken)
-            await gate.open()
+            gate.open()
             _ = try? await refresh.value
             #expect(user.state == .loggedIn)
             #expect(user.accessToken == tokens.0)
@@ -262,24 +263,5 @@ final class TLSTerminatingTransport: NetworkTransport, @unchecked Sendable {
         var plain = request
         plain.url = try #require(components.url)
         return try await forward.send(plain)
-    }
-}
-
-@Suite struct LocationDowngradeTests {
-    /// The app was given an https URL; a `/location` answer that sends it to plain http (a misconfigured
-    /// publicURL, or someone who can change that answer) is refused before any credential is sent.
-    @Test func anHTTPSAppRefusesToBeSentToPlainHTTP() async throws {
-        try await withLiveServer { server in
-            let balancer = TLSTerminatingTransport()
-            let httpsBase = server.base.replacingOccurrences(of: "http://", with: "https://")
-            var configuration = AppConfiguration(baseURL: httpsBase, transport: balancer, userStore: InMemoryUserStore())
-            configuration.now = { server.clock.now }
-            let app = App(id: "test-app", configuration: configuration)
-            let error = await #expect(throws: ClientError.self) {
-                try await app.login(credentials: .emailPassword(email: "ann@example.com", password: "correct horse"))
-            }
-            #expect(error?.message.contains("plain http after https") == true, "\(String(describing: error))")
-            #expect(balancer.requestedURLs == ["\(httpsBase)/api/client/v2.0/app/test-app/location"])
-        }
     }
 }

@@ -176,40 +176,10 @@ final class ObservingTransport: NetworkTransport, @unchecked Sendable {
         if unreachable { throw URLError(.cannotConnectToHost) }
         let response = try await base.send(request)
         if let gate {
-            await gate.arrived()
+            gate.arrived()
             await gate.wait()
         }
         return response
     }
 }
 
-/// Holds responses until opened, and tells when one is being held.
-actor Gate {
-    private var isOpen = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-    private var arrivals = 0
-    private var arrivalWaiters: [CheckedContinuation<Void, Never>] = []
-
-    func arrived() {
-        arrivals += 1
-        arrivalWaiters.forEach { $0.resume() }
-        arrivalWaiters = []
-    }
-
-    /// Returns once a response is being held.
-    func waitForArrival() async {
-        if arrivals > 0 { return }
-        await withCheckedContinuation { arrivalWaiters.append($0) }
-    }
-
-    func wait() async {
-        if isOpen { return }
-        await withCheckedContinuation { waiters.append($0) }
-    }
-
-    func open() {
-        isOpen = true
-        waiters.forEach { $0.resume() }
-        waiters = []
-    }
-}

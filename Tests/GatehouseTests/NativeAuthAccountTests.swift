@@ -1,4 +1,6 @@
 import Foundation
+import GatehouseDomain
+import GatehouseTestSupport
 import Testing
 
 @testable import Gatehouse
@@ -42,12 +44,12 @@ import GatehouseWire
         let parameters = GetAccessTokenParameters()
         parameters.returnRefreshToken = true
         #expect(try await account.getAccessToken(parameters: parameters).refreshToken == "rt-1")
-        harness.clock.advance(3560)
+        harness.clock.advance(by: 3560)
         #expect(try await account.getAccessToken().accessToken == "at-1")
         #expect(harness.transport.seen.count == requests)
 
         // Within the 30-second leeway: refresh, and keep the rotated refresh token.
-        harness.clock.advance(20)
+        harness.clock.advance(by: 20)
         harness.transport.then(Self.refresh("rt-1", Reply.tokens(access: "at-2", refresh: "rt-2")))
         let refreshed = try await account.getAccessToken(parameters: parameters)
         #expect(refreshed.accessToken == "at-2" && refreshed.refreshToken == "rt-2")
@@ -84,7 +86,7 @@ import GatehouseWire
         let harness = Harness()
         let account = try await Self.signIn(harness)
         let before = harness.transport.seen.count
-        harness.clock.advance(4000)
+        harness.clock.advance(by: 4000)
         let gate = Gate()
         harness.transport.then(
             Exchange(
@@ -306,65 +308,5 @@ import GatehouseWire
             error?.errorDescription
                 == "Gatehouse has called the delegate method onAccessTokenRetrieveCompleted(result:) that has not been implemented"
         )
-    }
-}
-
-/// What every request shares: retries, statuses, the redirect fallback.
-@Suite struct NativeAuthTransportTests {
-    static let email = "ada@example.com"
-    static func start(_ reply: Exchange.Reply) -> Exchange { Exchange(endpoint: .resetPasswordStart, fields: Form.start(email), reply: reply) }
-    static let challenge = Exchange(endpoint: .resetPasswordChallenge, fields: Form.challenge("ct1"), reply: Reply.codeSent("ct2"))
-
-    @Test(arguments: [
-        Exchange.Reply.answer(status: 500, body: "oops", headers: [:]),
-        .answer(status: 503, body: "", headers: [:]),
-        .unreachable,
-    ])
-    func aServerErrorOrAFailedConnectionIsRetriedOnce(_ failure: Exchange.Reply) async throws {
-        let harness = Harness([Self.start(failure), Self.start(Reply.continuation("ct1")), Self.challenge])
-        _ = try await harness.client.resetPassword(username: Self.email)
-        harness.verify()
-    }
-
-    @Test(arguments: [Exchange.Reply.answer(status: 502, body: "bad gateway", headers: [:]), .unreachable])
-    func twoFailuresInARowAreAGeneralError(_ failure: Exchange.Reply) async throws {
-        let harness = Harness([Self.start(failure), Self.start(failure)])
-        let error = try #require(
-            await thrown { () async throws(ResetPasswordStartError) in try await harness.client.resetPassword(username: Self.email) }
-        )
-        #expect(error.kind == .generalError)
-        harness.verify()
-    }
-
-    @Test(arguments: [
-        Exchange.Reply.answer(status: 429, body: #"{"error":"slow_down","error_description":"wait","error_codes":[],"retry_after":5}"#, headers: [:]),
-        .answer(status: 404, body: "not found", headers: [:]),
-        .answer(status: 400, body: "<html>proxy</html>", headers: [:]),
-        .answer(status: 200, body: "not json", headers: [:]),
-        .answer(status: 200, body: #"{"challenge_type":"oob"}"#, headers: [:]),
-    ])
-    func otherAnswersAreAGeneralErrorWithoutARetry(_ answer: Exchange.Reply) async throws {
-        let harness = Harness([Self.start(answer)])
-        let error = try #require(
-            await thrown { () async throws(ResetPasswordStartError) in try await harness.client.resetPassword(username: Self.email) }
-        )
-        #expect(error.kind == .generalError)
-        harness.verify()
-    }
-
-    @Test func a401BodyIsDecoded() async throws {
-        let harness = Harness([Self.start(Reply.error("user_not_found", "decoded", status: 401))])
-        let error = try #require(
-            await thrown { () async throws(ResetPasswordStartError) in try await harness.client.resetPassword(username: Self.email) }
-        )
-        #expect(error.isUserNotFound)
-        #expect(error.errorDescription == "decoded")
-        harness.verify()
-    }
-
-    @Test func everyErrorTypeSaysWhatItIs() {
-        let error = SignInStartError(kind: .userNotFound, info: .init(description: "nobody", correlationId: UUID()), keepsState: false)
-        #expect(error.description == "SignInStartError.userNotFound: nobody")
-        #expect(error.localizedDescription == "nobody")
     }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import GatehouseDomain
+import GatehouseTestSupport
 import Testing
 
 @testable import Gatehouse
@@ -31,30 +33,6 @@ struct SeenRequest: Sendable {
     var fields: [String: String]
 }
 
-/// Opens once; everything waiting goes on.
-final class Gate: Sendable {
-    private let state = Locked<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let resume = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if resume { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-}
 
 final class ScriptedTransport: NetworkTransport, Sendable {
     static let base = "http://127.0.0.1:9090/native/my-app/"
@@ -131,12 +109,6 @@ final class ScriptedTransport: NetworkTransport, Sendable {
     }
 }
 
-/// A clock tests move.
-final class TestClock: Sendable {
-    private let time = Locked(Date(timeIntervalSince1970: 1_800_000_000))
-    var now: Date { time.withLock { $0 } }
-    func advance(_ seconds: TimeInterval) { time.withLock { $0 += seconds } }
-}
 
 /// Records the waits between polls instead of waiting.
 final class SleepRecorder: Sendable {
@@ -149,7 +121,7 @@ final class SleepRecorder: Sendable {
 struct Harness {
     let transport: ScriptedTransport
     let store: any UserStore
-    let clock = TestClock()
+    let clock = ManualClock()
     let sleeps = SleepRecorder()
     let client: NativeAuthClient
 
@@ -172,7 +144,7 @@ struct Harness {
     private static func configuration(
         _ transport: ScriptedTransport,
         _ store: any UserStore,
-        _ clock: TestClock,
+        _ clock: ManualClock,
         _ sleeps: SleepRecorder,
         _ types: NativeAuthChallengeTypes,
         _ capabilities: NativeAuthCapabilities

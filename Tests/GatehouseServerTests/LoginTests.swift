@@ -1,0 +1,88 @@
+import GatehouseArgon2
+import Crypto
+import Foundation
+import GatehouseDomain
+@testable import GatehouseServer
+import GatehouseWire
+import Hummingbird
+import GatehouseTestSupport
+import Testing
+
+@Suite struct LoginTests {
+    @Test func loginReturnsBothTokensAndObjectIds() async throws {
+        try await withGatehouse { _, client in
+            let login = try await client.signUp("quinn@example.com")
+            #expect(Secrets.isObjectID(login.userId))
+            #expect(Secrets.isObjectID(login.deviceId))
+            #expect(login.userId == login.userId.lowercased())
+            // The same credentials give the same user.
+            let again = try await client.login("QUINN@example.com").decode(LoginResponse.self)
+            #expect(again.userId == login.userId)
+            #expect(again.deviceId != login.deviceId)
+        }
+    }
+
+    @Test func wrongPasswordAndUnknownUserGetTheSameAnswer() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.signUp("rita@example.com")
+            let wrong = try await client.login("rita@example.com", "wrong password")
+            let unknown = try await client.login("nobody@example.com", "wrong password")
+            let notAnEmail = try await client.login("nobody", "wrong password")
+            for reply in [wrong, unknown, notAnEmail] {
+                #expect(reply.status == .unauthorized)
+                #expect(reply.error?.errorCode == .invalidPassword)
+                #expect(reply.error?.error == "unauthorized")
+            }
+        }
+    }
+
+    /// An unknown user costs a password verification too (against a dummy hash), so the timing matches.
+    @Test func unknownUsersCostAHashVerification() async throws {
+        try await withGatehouse { gatehouse, client in
+            _ = try await client.signUp("sam@example.com")
+            let spy = SpyHasher(base: gatehouse.env.hasher)
+            var env = gatehouse.env
+            env.hasher = spy
+            let service = LoginService(env: env)
+            let app = try #require(env.configuration.app(id: "test-app"))
+            await #expect(throws: AuthError.invalidCredentials) { try await service.prove(.emailPassword(username: "sam@example.com", password: "nope"), app: app) }
+            await #expect(throws: AuthError.invalidCredentials) { try await service.prove(.emailPassword(username: "zed@example.com", password: "nope"), app: app) }
+            #expect(spy.calls == ["verify", "burnVerify"])
+        }
+    }
+
+    @Test func deviceOptionsAreKeptWithTheSession() async throws {
+        try await withGatehouse { gatehouse, client in
+            _ = try await client.signUp("tess@example.com")
+            let body = #"{"provider":"local-userpass","username":"tess@example.com","password":"correct horse","options":{"device":{"platform":"iOS","sdkVersion":"10.54.6","extra":{"nested":true}}}}"#
+            let login = try await client.call(Path.local("login"), body: body).decode(LoginResponse.self)
+            let claims = try jwtPayload(login.refreshToken)
+            let sid = try #require(claims["sid"] as? String)
+            let session = try #require(try await gatehouse.env.store.session(id: sid))
+            #expect(session.device["platform"] == "iOS")
+            #expect(session.device["extra"] == ["nested": true])
+            #expect(session.deviceId == login.deviceId)
+        }
+    }
+
+    @Test func aChangedHashCostIsAppliedAtTheNextLogin() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-rehash-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("db.sqlite").path))
+        try await withGatehouse(testConfiguration(database: url)) { _, client in
+            _ = try await client.signUp("uma@example.com")
+        }
+        let stronger = Argon2ParametersForTests.stronger
+        try await withGatehouse(testConfiguration(database: url, hash: stronger)) { gatehouse, client in
+            let before = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "uma@example.com"))
+            #expect(before.passwordHash.contains("m=64,t=1,p=1"))
+            #expect(try await client.login("uma@example.com", "wrong password").status == .unauthorized)
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "uma@example.com")?.passwordHash == before.passwordHash)
+            #expect(try await client.login("uma@example.com").status == .ok)
+            let after = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "uma@example.com"))
+            #expect(after.passwordHash.contains("m=128,t=2,p=1"))
+            #expect(try await client.login("uma@example.com").status == .ok)
+        }
+        await drop()
+    }
+}

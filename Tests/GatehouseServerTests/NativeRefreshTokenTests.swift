@@ -1,0 +1,90 @@
+import Foundation
+import GatehouseDomain
+@testable import GatehouseServer
+import GatehouseWire
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+@Suite struct NativeRefreshTokenTests {
+    private func signedIn(_ client: some TestClientProtocol, _ email: String) async throws -> NativeAuthTokenResponse {
+        try await client.nativeSignedUp(email)
+    }
+
+    private func refresh(_ client: some TestClientProtocol, _ token: String) async throws -> Reply {
+        try await client.nativeRefresh(token)
+    }
+
+    @Test func everyRefreshRotatesTheToken() async throws {
+        try await withGatehouse(nativeConfiguration()) { _, client in
+            let first = try await signedIn(client, "r@example.com")
+            let rt1 = try #require(first.refreshToken)
+            let second = try await refresh(client, rt1).decode(NativeAuthTokenResponse.self)
+            let rt2 = try #require(second.refreshToken)
+            #expect(rt2 != rt1)
+            #expect(try await client.call(Path.profile, .get, bearer: second.accessToken).status == .ok)
+            let third = try await refresh(client, rt2).decode(NativeAuthTokenResponse.self)
+            #expect(try #require(third.refreshToken) != rt2)
+            #expect(try jwtPayload(try #require(third.idToken))["aud"] as? String == nativeClient)
+        }
+    }
+
+    @Test func reuseInsideTheWindowAnswersTheSameTokenAndAfterItRevokesTheSession() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(nativeConfiguration(), clock: clock) { _, client in
+            let rt1 = try #require(try await signedIn(client, "s@example.com").refreshToken)
+            let rotated = try await refresh(client, rt1).decode(NativeAuthTokenResponse.self)
+            let rt2 = try #require(rotated.refreshToken)
+            clock.advance(by: 10)
+            let retried = try await refresh(client, rt1)
+            #expect(retried.status == .ok)
+            #expect(try retried.decode(NativeAuthTokenResponse.self).refreshToken == rt2)
+
+            clock.advance(by: 60)
+            let replayed = try await refresh(client, rt1)
+            expectNativeError(replayed, .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+            // The whole session is gone: the current token fails too, and so do its access tokens.
+            expectNativeError(try await refresh(client, rt2), .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+            #expect(try await client.call(Path.profile, .get, bearer: rotated.accessToken).status == .unauthorized)
+        }
+    }
+
+    @Test func racingRefreshesRotateOnceAndAgree() async throws {
+        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+            let rt1 = try #require(try await signedIn(client, "t@example.com").refreshToken)
+            let replies = try await withThrowingTaskGroup(of: Reply.self) { group in
+                for _ in 0..<4 { group.addTask { try await refresh(client, rt1) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.allSatisfy { $0.status == .ok })
+            let tokens = Set(try replies.map { try $0.decode(NativeAuthTokenResponse.self).refreshToken })
+            #expect(tokens.count == 1)
+            let session = try await storedSession(gatehouse, rt1)
+            #expect(session.previousSecretHash == OpaqueToken(rt1)?.hash)
+        }
+    }
+
+    @Test func anExpiredSessionIsExpiredRefreshToken() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(nativeConfiguration(), clock: clock) { _, client in
+            let rt = try #require(try await signedIn(client, "u@example.com").refreshToken)
+            clock.advance(by: 5_184_001)
+            expectNativeError(try await refresh(client, rt), .expiredRefreshToken, code: NativeAuthErrorCode.expiredRefreshToken)
+            expectNativeError(try await refresh(client, "not-a-token"), .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+        }
+    }
+}
+
+/// The stored flow behind a continuation token.
+func storedFlow(_ gatehouse: AuthServer, _ token: String) async throws -> NativeFlowRecord {
+    let id = try #require(OpaqueToken(token)).id
+    return try #require(try await gatehouse.env.store.flow(id: id))
+}
+
+/// The stored session behind a native refresh token.
+func storedSession(_ gatehouse: AuthServer, _ token: String) async throws -> SessionRecord {
+    let id = try #require(OpaqueToken(token)).id
+    return try #require(try await gatehouse.env.store.session(id: id))
+}

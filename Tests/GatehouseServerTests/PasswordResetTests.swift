@@ -1,0 +1,115 @@
+import Foundation
+import GatehouseDomain
+@testable import GatehouseServer
+import GatehouseWire
+import Hummingbird
+import Testing
+
+@Suite struct PasswordResetTests {
+    @Test func resetSetsTheNewPasswordOnceAndEndsEverySession() async throws {
+        try await withGatehouse { _, client in
+            let login = try await client.signUp("mia@example.com", "old password")
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "mia@example.com")).status == .ok)
+            let mail = try #require(try await client.mailbox("mia@example.com").first)
+            #expect(mail.text.contains("http://gatehouse.test/app/test-app/reset?token="))
+            let link = try #require(mail.link)
+
+            let reset = ResetPasswordRequest(password: "new password", token: link.token, tokenId: link.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+
+            #expect(try await client.login("mia@example.com", "old password").status == .unauthorized)
+            #expect(try await client.login("mia@example.com", "new password").status == .ok)
+            // The session from before the reset is gone.
+            let refresh = try await client.call(Path.session, bearer: login.refreshToken)
+            #expect(refresh.status == .unauthorized)
+            #expect(refresh.error?.errorCode == .invalidSession)
+            // The token was single-use.
+            let again = try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "third password", token: link.token, tokenId: link.tokenId))
+            #expect(again.error?.error == "invalid token data")
+            #expect(try await client.login("mia@example.com", "new password").status == .ok)
+        }
+    }
+
+    @Test func aPolicyViolationKeepsTheToken() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.signUp("ned@example.com")
+            _ = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "ned@example.com"))
+            let link = try await client.latestLink("ned@example.com")
+            let short = try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "x", token: link.token, tokenId: link.tokenId))
+            #expect(short.status == .badRequest)
+            #expect(short.error?.error.contains("password must be") == true)
+            let ok = try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "long enough", token: link.token, tokenId: link.tokenId))
+            #expect(ok.status == .ok)
+        }
+    }
+
+    @Test func aConfirmationTokenCannotResetAPassword() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.register("olga@example.com")
+            let link = try await client.latestLink("olga@example.com")
+            let reply = try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "new password", token: link.token, tokenId: link.tokenId))
+            #expect(reply.error?.error == "invalid token data")
+        }
+    }
+
+    @Test func unknownAddressesGetTheSameAnswerUnlessRevealed() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.signUp("pam@example.com")
+            let known = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "pam@example.com"))
+            let unknown = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "nobody@example.com"))
+            #expect(known.status == .ok)
+            #expect(unknown.status == .ok)
+            #expect(known.body == unknown.body)
+            #expect(try await client.mailbox("nobody@example.com").isEmpty)
+        }
+        try await withGatehouse(testConfiguration(reveal: true)) { _, client in
+            let unknown = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "nobody@example.com"))
+            #expect(unknown.status == .notFound)
+            #expect(unknown.error?.errorCode == .userNotFound)
+        }
+    }
+}
+
+/// A database that records every statement it runs.
+final class RecordingDatabase: SQLDatabase, @unchecked Sendable {
+    private let base: any SQLDatabase
+    private let lock = NSLock()
+    private var log: [String] = []
+    var dialect: SQLDialect { base.dialect }
+
+    init(_ base: any SQLDatabase) { self.base = base }
+
+    /// Statements since the last call, and forget them.
+    func drain() -> [String] { lock.withLock { defer { log = [] }; return log } }
+
+    private func record(_ sql: String) { lock.withLock { log.append(sql) } }
+
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        record(sql)
+        return try await base.query(sql, binds)
+    }
+
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
+        record("BEGIN")
+        do {
+            let result = try await base.transaction { tx in try await body(Recorder(base: tx, db: self)) }
+            record("COMMIT")
+            return result
+        } catch {
+            record("ROLLBACK")
+            throw error
+        }
+    }
+
+    func ping() async throws { try await base.ping() }
+    func close() async throws { try await base.close() }
+
+    private struct Recorder: SQLExecutor {
+        let base: any SQLExecutor
+        let db: RecordingDatabase
+        func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+            db.record(sql)
+            return try await base.query(sql, binds)
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+@testable import Gatehouse
+import Testing
+
+@Suite struct ExtendedJSONTests {
+    @Test func valuesEncodeCanonically() throws {
+        let cases: [(AnyBSON, String)] = [
+            (.int32(1), #"{"$numberInt":"1"}"#),
+            (.int64(1), #"{"$numberLong":"1"}"#),
+            (7, #"{"$numberLong":"7"}"#),
+            (.double(2), #"{"$numberDouble":"2.0"}"#),
+            (.datetime(Date(timeIntervalSince1970: 1.5)), #"{"$date":{"$numberLong":"1500"}}"#),
+            (.binary(Data([1, 2])), #"{"$binary":{"base64":"AQI=","subType":"00"}}"#),
+            (["a", nil, true], #"["a",null,true]"#),
+            (.null, "null"),
+        ]
+        for (value, json) in cases {
+            #expect(try canonical(value.extendedJSON) == json)
+        }
+    }
+
+    @Test func extendedJSONRoundTrips() {
+        let document: Document = [
+            "i": .int32(-3), "l": .int64(1 << 40), "d": .double(0.25), "s": "x", "b": false, "n": .null,
+            "o": .objectId(ObjectId("000000000000000000000001")), "t": .datetime(Date(timeIntervalSince1970: 12)),
+            "nested": ["arr": [1, "two"]],
+        ]
+        let decoded = AnyBSON(extendedJSON: AnyBSON.extendedJSON(document))
+        #expect(decoded == .document(document))
+    }
+
+    @Test func plainJSONNumbersBecomeIntegersOrDoubles() {
+        #expect(AnyBSON(extendedJSON: .int(5)) == .int32(5))
+        #expect(AnyBSON(extendedJSON: .int(5_000_000_000)) == .int64(5_000_000_000))
+        #expect(AnyBSON(extendedJSON: .double(0.5)) == .double(0.5))
+    }
+}
+
+func canonical(_ value: JSONValue) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return String(decoding: try encoder.encode(value), as: UTF8.self)
+}

@@ -92,7 +92,7 @@ import Testing
         }
     }
 
-    @Test func aPlantedCookieIsRefusedTheTokenIsBoundToItsAppAndExpires() async throws {
+    @Test func aTokenThisServerDidNotSignIsRefusedTheTokenIsBoundToItsAppAndExpires() async throws {
         let clock = ManualClock()
         try await withGatehouse(clock: clock) { gatehouse, client in
             _ = try await client.register("planted@example.com")
@@ -103,7 +103,9 @@ import Testing
             #expect(parts.count == 4 && parts[0] == gatehouse.env.keys.current.kid)
             var fields = ["token": link.token, "tokenId": link.tokenId]
             // An attacker who can set cookies (a sibling subdomain, plain HTTP) plants the same value in both places:
-            // the old double submit took it; a value this server did not sign is refused.
+            // the old double submit took it; a value this server did not sign is refused. (A genuine token the
+            // attacker fetched and planted would pass the signature; behind an https public URL the `__Host-` cookie
+            // keeps other origins from planting one at all.)
             for planted in [
                 String(repeating: "a", count: 64),
                 [parts[0], parts[1], String(repeating: "0", count: 32), parts[3]].joined(separator: "."),  // another nonce
@@ -216,8 +218,19 @@ import Testing
 
     @Test func valuesAreEscapedInPages() async throws {
         try await withGatehouse { _, client in
-            let reply = try await open(client, "/app/test-app/confirm?token=%22%3E%3Cscript%3E&tokenId=x").0
-            #expect(!reply.text.contains("<script>"))
+            // A link whose token is markup: refused as a link, and not echoed.
+            let link = try await open(client, "/app/test-app/confirm?token=%22%3E%3Cscript%3E&tokenId=x").0
+            #expect(link.text.contains("This link does not work"))
+            #expect(!link.text.contains("<script>"))
+
+            // The resend form echoes the address it was given: as text, its quote closing nothing, its tag opening
+            // nothing.
+            let (page, csrf) = try await open(client, "/app/test-app/confirm?token=00&tokenId=00")
+            #expect(page.status.code < 500)
+            let hostile = #"eve"><script>alert(1)</script>@example.com"#
+            let answer = try await post(client, "/app/test-app/confirm/send", ["email": hostile, "csrf": try #require(csrf)], cookie: csrf)
+            #expect(answer.text.contains("eve&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;@example.com"), "\(answer.text)")
+            #expect(!answer.text.contains("<script>"))
         }
     }
 }

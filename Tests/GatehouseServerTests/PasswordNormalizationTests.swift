@@ -6,6 +6,7 @@ import GatehouseDomain
 import GatehouseWire
 import Hummingbird
 import GatehouseTestSupport
+import NIOPosix
 import Testing
 
 /// Passwords are compared in Unicode NFC: the same characters typed as composed or decomposed code points match.
@@ -22,9 +23,14 @@ import Testing
     }
 
     @Test func aStoredHashAskingForHugeMemoryIsRefusedWithoutHashing() async throws {
-        let hasher = Argon2PasswordHasher()
+        // A hasher whose thread pool never started: any hash it tried would fail with the pool's error.
+        let idle = NIOThreadPool(numberOfThreads: 1)
+        let hasher = Argon2PasswordHasher(pool: idle)
         let tampered = "$argon2id$v=19$m=4000000000,t=1,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaA"
         #expect(try await hasher.verify("anything", against: tampered) == false)
+        // The control: a hash within the limit is computed, on the pool, which throws here.
+        let fine = try Argon2.hashPHC(password: "anything", parameters: Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1))
+        await #expect(throws: (any Error).self) { try await hasher.verify("anything", against: fine) }
     }
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints the path of the project's Python (a virtual environment at .build-venv), creating it and installing
 # what the tests use when missing: argon2-cffi (the reference Argon2), aiosmtpd (a real SMTP server),
-# selenium (drives Chromium), standardwebhooks (checks webhook signatures independently of Gatehouse) and
+# selenium (drives Chromium), standardwebhooks (checks webhook signatures independently of Gatehouse), passlib
+# (makes the foreign password hashes an import may carry, in Django's and passlib's forms) and
 # schemathesis (fuzzes the HTTP API against openapi.yaml, scripts/fuzz.sh; pinned, since its checks and CLI change
 # between releases).
 # Idempotent and quiet when everything is there; progress goes to stderr.
@@ -21,6 +22,7 @@ missing=()
 "$python" -c 'import aiosmtpd' >/dev/null 2>&1 || missing+=(aiosmtpd)
 "$python" -c 'import selenium' >/dev/null 2>&1 || missing+=(selenium)
 "$python" -c 'import standardwebhooks' >/dev/null 2>&1 || missing+=(standardwebhooks)
+"$python" -c 'import passlib.hash' >/dev/null 2>&1 || missing+=(passlib)
 schemathesis_version=4.32.5
 "$python" -c "import importlib.metadata as m, sys; sys.exit(m.version('schemathesis') != '$schemathesis_version')" >/dev/null 2>&1 \
     || missing+=("schemathesis==$schemathesis_version")

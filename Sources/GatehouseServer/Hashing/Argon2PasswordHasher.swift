@@ -24,12 +24,18 @@ final class Argon2PasswordHasher: PasswordHasher {
         return try await pool.runIfActive { try Argon2.hashPHC(password: password, parameters: parameters) }
     }
 
+    /// Verifies an Argon2id hash, or a ``ForeignPasswordHash`` an import brought (the password as typed, since the
+    /// other system hashed it so); anything else is a wrong password.
     func verify(_ password: String, against hash: String) async throws -> Bool {
+        if let foreign = ForeignPasswordHash(hash) {
+            return try await pool.runIfActive { (try? foreign.verify(password)) ?? false }
+        }
         guard let stored = try? Argon2.parseParameters(phc: hash), stored.memoryKiB <= Self.maxMemoryKiB else { return false }
         let password = Self.normalized(password)
         return try await pool.runIfActive { (try? Argon2.verifyPHC(password: password, phc: hash)) ?? false }
     }
 
+    /// True for a hash of other parameters, and for every foreign hash: the next successful login stores Argon2id.
     func needsRehash(_ hash: String, parameters: Argon2Parameters) -> Bool {
         guard let current = try? Argon2.parseParameters(phc: hash) else { return true }
         return current.memoryKiB != parameters.memoryKiB || current.iterations != parameters.iterations

@@ -253,8 +253,13 @@ struct UserTransfer {
                 throw TransferError("user \(user.id): the email account \(exported.email) has no local-userpass identity with that email")
             }
             if !exported.passwordHash.isEmpty {
-                guard exported.passwordHash.hasPrefix("$argon2id$"), (try? Argon2.parseParameters(phc: exported.passwordHash)) != nil else {
-                    throw TransferError("user \(user.id): the password hash is not an Argon2id PHC string")
+                // Argon2id as Gatehouse writes it, or a hash of another system that the login can verify (and
+                // replaces with Argon2id at the first success).
+                let argon2 = exported.passwordHash.hasPrefix("$argon2id$") && (try? Argon2.parseParameters(phc: exported.passwordHash)) != nil
+                guard argon2 || ForeignPasswordHash(exported.passwordHash) != nil else {
+                    throw TransferError(
+                        "user \(user.id): the password hash is neither an Argon2id PHC string nor a PBKDF2 hash in Django's or passlib's form"
+                    )
                 }
             }
             account = (

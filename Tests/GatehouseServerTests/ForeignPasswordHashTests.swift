@@ -1,0 +1,118 @@
+import Foundation
+import GatehouseArgon2
+import GatehouseDomain
+@testable import GatehouseServer
+import GatehouseTestSupport
+import GatehouseWire
+import HTTPTypes
+import Testing
+
+/// Password hashes of other systems, as their own libraries make them (passlib, run from the test venv), verify as
+/// they are; an imported user signs in with the password they had, and that first login stores Argon2id.
+@Suite struct ForeignPasswordHashTests {
+    static let password = "pässwörd ✓ 42"
+
+    /// Hashes of `password` made by passlib, one per form Gatehouse reads: (handler name, hash).
+    static func referenceHashes(of password: String, rounds: Int = 1000) async throws -> [(String, String)] {
+        guard let python = ProcessInfo.processInfo.environment["GATEHOUSE_PYTHON"] else {
+            throw SMTPTestSetupError(description: "GATEHOUSE_PYTHON is not set: run the tests with scripts/test.sh (it makes .build-venv with passlib)")
+        }
+        let script = """
+            import sys
+            from passlib.hash import django_pbkdf2_sha256, django_pbkdf2_sha1, pbkdf2_sha256, pbkdf2_sha512, pbkdf2_sha1
+            for h in [django_pbkdf2_sha256, django_pbkdf2_sha1, pbkdf2_sha256, pbkdf2_sha512, pbkdf2_sha1]:
+                print(h.name, h.using(rounds=int(sys.argv[2])).hash(sys.argv[1]))
+            """
+        let run = try await FaultSuiteTests.spawn([python, "-c", script, password, String(rounds)], within: .seconds(60))
+        #expect(run.status == 0, "\(run.stderr)")
+        return run.stdout.split(separator: "\n").map { line in
+            let parts = line.split(separator: " ", maxSplits: 1)
+            return (String(parts[0]), String(parts[1]))
+        }
+    }
+
+    @Test func everyFormPasslibWritesVerifiesTheRightPasswordOnly() async throws {
+        let hashes = try await Self.referenceHashes(of: Self.password)
+        #expect(hashes.map(\.0) == ["django_pbkdf2_sha256", "django_pbkdf2_sha1", "pbkdf2_sha256", "pbkdf2_sha512", "pbkdf2_sha1"])
+        let hasher = Argon2PasswordHasher()
+        for (name, hash) in hashes {
+            let parsed = try #require(ForeignPasswordHash(hash), "\(name): \(hash)")
+            #expect(parsed.rounds == 1000)
+            #expect(try await hasher.verify(Self.password, against: hash), "\(name)")
+            #expect(try await hasher.verify(Self.password + " ", against: hash) == false, "\(name)")
+            #expect(try await hasher.verify("pässwörd ✓ 43", against: hash) == false, "\(name)")
+            #expect(hasher.needsRehash(hash, parameters: .init(memoryKiB: 64, iterations: 1, parallelism: 1)))
+        }
+    }
+
+    @Test func hashesNoSystemWritesAreNotRead() {
+        let good = "pbkdf2_sha256$1000$CWGuXEJcdQH4$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I="
+        #expect(ForeignPasswordHash(good) != nil)
+        for bad in [
+            "pbkdf2_sha256$100000000$CWGuXEJcdQH4$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I=",  // rounds past the cap
+            "pbkdf2_sha256$0$CWGuXEJcdQH4$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I=",
+            "pbkdf2_sha256$1000$CWGuXEJcdQH4$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3I=",  // a checksum too short
+            "pbkdf2_md5$1000$salt$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I=",
+            "pbkdf2_sha256$1000$$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I=",  // no salt
+            "$pbkdf2-sha256$1000$CIGQUgrhHEMoZYyxNmZsTQ",
+            "md5$salt$hash", "",
+        ] {
+            #expect(ForeignPasswordHash(bad) == nil, "\(bad)")
+        }
+    }
+
+    /// The export file of a deployment with one confirmed user, `email`, whose password is `password`.
+    static func exportOfOneUser(_ email: String, _ password: String, in folder: URL, clock: ManualClock) async throws -> [String] {
+        let source = testConfiguration(database: .sqliteFile(folder.appendingPathComponent("source.sqlite").path))
+        try await withGatehouse(source, clock: clock) { _, client in
+            _ = try await client.signUp(email, password)
+        }
+        return try await TransferTests.export(source, clock: clock, sessions: false)
+    }
+
+    @Test func anImportedUserSignsInWithTheirOldPasswordOnceAfterWhichTheHashIsArgon2id() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let clock = ManualClock()
+        let exported = try await Self.exportOfOneUser("legacy@example.com", "a gatehouse password", in: folder, clock: clock)
+        // The file another system's converter would write: the same user, with that system's hash.
+        let legacy = try #require(try await Self.referenceHashes(of: "the password from before").first { $0.0 == "django_pbkdf2_sha256" }?.1)
+        let file = try exported.map { line -> String in
+            guard line.contains(#""type":"user""#) else { return line }
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            var account = try #require(object["emailAccount"] as? [String: Any])
+            account["passwordHash"] = legacy
+            object["emailAccount"] = account
+            return String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+        }
+        let (target, drop) = try await TransferTests.target(in: folder.appendingPathComponent("target"))
+        _ = try await TransferTests.importLines(file, into: target)
+        try await withGatehouse(target, clock: clock) { gatehouse, client in
+            let before = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "legacy@example.com"))
+            #expect(before.passwordHash == legacy)
+            #expect(try await client.login("legacy@example.com", "a gatehouse password").status == .unauthorized)
+            #expect(try await client.login("legacy@example.com", "the password from before").status == .ok)
+            let after = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "legacy@example.com"))
+            #expect(after.passwordHash.hasPrefix("$argon2id$"))
+            #expect(try await client.login("legacy@example.com", "the password from before").status == .ok)
+            #expect(try await client.login("legacy@example.com", "the password from after").status == .unauthorized)
+        }
+        await drop()
+    }
+
+    @Test func anImportWithAHashNoLoginCanVerifyIsRefusedWhole() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let clock = ManualClock()
+        let exported = try await Self.exportOfOneUser("unknown-hash@example.com", "correct horse", in: folder, clock: clock)
+        let file = exported.map { $0.replacing(/"passwordHash":"[^"]+"/, with: #""passwordHash":"md5$salt$0123456789abcdef""#) }
+        #expect(file != exported)
+        let (target, drop) = try await TransferTests.target(in: folder.appendingPathComponent("target"))
+        await #expect(throws: (any Error).self) { _ = try await TransferTests.importLines(file, into: target) }
+        try await withGatehouse(target, clock: clock) { gatehouse, _ in
+            let account = try await gatehouse.env.store.emailAccount(appId: "test-app", email: "unknown-hash@example.com")
+            #expect(account == nil)
+        }
+        await drop()
+    }
+}

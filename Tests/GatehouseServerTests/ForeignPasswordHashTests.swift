@@ -19,9 +19,10 @@ import Testing
         }
         let script = """
             import sys
-            from passlib.hash import django_pbkdf2_sha256, django_pbkdf2_sha1, pbkdf2_sha256, pbkdf2_sha512, pbkdf2_sha1
+            from passlib.hash import django_pbkdf2_sha256, django_pbkdf2_sha1, pbkdf2_sha256, pbkdf2_sha512, pbkdf2_sha1, scrypt
             for h in [django_pbkdf2_sha256, django_pbkdf2_sha1, pbkdf2_sha256, pbkdf2_sha512, pbkdf2_sha1]:
                 print(h.name, h.using(rounds=int(sys.argv[2])).hash(sys.argv[1]))
+            print(scrypt.name, scrypt.using(rounds=10).hash(sys.argv[1]))
             """
         let run = try await FaultSuiteTests.spawn([python, "-c", script, password, String(rounds)], within: .seconds(60))
         #expect(run.status == 0, "\(run.stderr)")
@@ -33,11 +34,14 @@ import Testing
 
     @Test func everyFormPasslibWritesVerifiesTheRightPasswordOnly() async throws {
         let hashes = try await Self.referenceHashes(of: Self.password)
-        #expect(hashes.map(\.0) == ["django_pbkdf2_sha256", "django_pbkdf2_sha1", "pbkdf2_sha256", "pbkdf2_sha512", "pbkdf2_sha1"])
+        #expect(hashes.map(\.0) == ["django_pbkdf2_sha256", "django_pbkdf2_sha1", "pbkdf2_sha256", "pbkdf2_sha512", "pbkdf2_sha1", "scrypt"])
         let hasher = Argon2PasswordHasher()
         for (name, hash) in hashes {
             let parsed = try #require(ForeignPasswordHash(hash), "\(name): \(hash)")
-            #expect(parsed.rounds == 1000)
+            switch parsed.scheme {
+            case .pbkdf2(_, let rounds): #expect(rounds == 1000)
+            case .scrypt(let cost, let blockSize, let parallelism): #expect(cost == 1024 && blockSize == 8 && parallelism == 1)
+            }
             #expect(try await hasher.verify(Self.password, against: hash), "\(name)")
             #expect(try await hasher.verify(Self.password + " ", against: hash) == false, "\(name)")
             #expect(try await hasher.verify("pässwörd ✓ 43", against: hash) == false, "\(name)")
@@ -48,6 +52,7 @@ import Testing
     @Test func hashesNoSystemWritesAreNotRead() {
         let good = "pbkdf2_sha256$1000$CWGuXEJcdQH4$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I="
         #expect(ForeignPasswordHash(good) != nil)
+        #expect(ForeignPasswordHash("$scrypt$ln=4,r=8,p=1$ScnZm9N6D8E4pxQCoPT+Hw$uX1yNBrDQdIziCWexRp475av1Jvk/Z0IWxAb9Php3oM") != nil)
         for bad in [
             "pbkdf2_sha256$100000000$CWGuXEJcdQH4$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I=",  // rounds past the cap
             "pbkdf2_sha256$0$CWGuXEJcdQH4$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I=",
@@ -55,6 +60,8 @@ import Testing
             "pbkdf2_md5$1000$salt$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I=",
             "pbkdf2_sha256$1000$$T+7jp7ibE/NPeUfCAGu4mS1R5hJz1VHcTfime3IBC7I=",  // no salt
             "$pbkdf2-sha256$1000$CIGQUgrhHEMoZYyxNmZsTQ",
+            "$scrypt$ln=30,r=8,p=1$ScnZm9N6D8E4pxQCoPT+Hw$uX1yNBrDQdIziCWexRp475av1Jvk/Z0IWxAb9Php3oM",  // 1 TiB of memory
+            "$scrypt$ln=4,r=8$ScnZm9N6D8E4pxQCoPT+Hw$uX1yNBrDQdIziCWexRp475av1Jvk/Z0IWxAb9Php3oM",
             "md5$salt$hash", "",
         ] {
             #expect(ForeignPasswordHash(bad) == nil, "\(bad)")

@@ -258,7 +258,7 @@ struct UserTransfer {
                 let argon2 = exported.passwordHash.hasPrefix("$argon2id$") && (try? Argon2.parseParameters(phc: exported.passwordHash)) != nil
                 guard argon2 || ForeignPasswordHash(exported.passwordHash) != nil else {
                     throw TransferError(
-                        "user \(user.id): the password hash is neither an Argon2id PHC string nor a PBKDF2 hash in Django's or passlib's form"
+                        "user \(user.id): the password hash is neither an Argon2id PHC string nor a PBKDF2 or scrypt hash in Django's or passlib's form"
                     )
                 }
             }

@@ -43,7 +43,7 @@ import Testing
         #expect(second.isEmpty)
         // And a server starts on the migrated database.
         try await withGatehouse(config) { _, client throws in
-            #expect(try await client.call("/readyz", .get).status == .ok)
+            _ = try await expectReady(client)
         }
         await drop()
     }

@@ -13,8 +13,7 @@ import Testing
             let health = try await client.call("/healthz", .get)
             #expect(health.status == .ok)
             #expect(health.text == #"{"status":"ok"}"#)
-            let ready = try await client.call("/readyz", .get)
-            #expect(ready.status == .ok)
+            let ready = try await expectReady(client)
             #expect(ready.text == #"{"status":"ready"}"#)
         }
     }

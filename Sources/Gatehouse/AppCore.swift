@@ -219,12 +219,14 @@ final class AppCore: Sendable {
     /// An access token for `userId` that is not about to expire, refreshing first when it is.
     func freshAccessToken(_ userId: String) async throws -> String {
         guard let user = read({ $0.user(userId) }), user.loggedIn, user.refreshToken != nil else { throw ClientError.userNotLoggedIn }
-        if let token = user.accessToken, let expiry = user.accessTokenExpiry,
-            expiry.timeIntervalSince(configuration.now()) > configuration.refreshLeeway
-        {
-            return token
-        }
+        if let token = user.accessToken, hasFreshAccessToken(user) { return token }
         return try await refresh(userId)
+    }
+
+    /// Whether `user` has an access token that will not expire within the refresh leeway (both session kinds).
+    func hasFreshAccessToken(_ user: StoredUser) -> Bool {
+        guard user.accessToken?.isEmpty == false, let expiry = user.accessTokenExpiry else { return false }
+        return expiry.timeIntervalSince(configuration.now()) > configuration.refreshLeeway
     }
 
     /// A request with the user's access token. A 401 refreshes once (unless another call already did) and

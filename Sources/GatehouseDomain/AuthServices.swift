@@ -254,7 +254,7 @@ package struct SessionService: Sendable {
         case .unknown:
             throw AuthError.invalidSession("invalid session")
         case .previous, .spent:
-            if session.revokedAt == nil, secrets.isReplay(presentedSecret, session: session, window: RefreshSecrets.reuseWindow(app)) {
+            if session.revokedAt == nil, secrets.isReplay(presentedSecret, session: session, app: app) {
                 try await secrets.endReplayedSession(session, appId: app.id, via: "client api")
             }
             throw AuthError.invalidSession("invalid session: the refresh token was already used")

@@ -68,36 +68,33 @@ import Testing
         }
     }
 
-    /// The export file of a deployment with one confirmed user, `email`, whose password is `password`.
-    static func exportOfOneUser(_ email: String, _ password: String, in folder: URL, clock: ManualClock) async throws -> [String] {
+    /// The export file of a deployment with one confirmed user, `email`, whose password hash is then replaced by
+    /// `hash`: the file another system's converter would write.
+    static func exportOfOneUser(_ email: String, withHash hash: String, in folder: URL, clock: ManualClock) async throws -> [String] {
         let source = testConfiguration(database: .sqliteFile(folder.appendingPathComponent("source.sqlite").path))
         try await withGatehouse(source, clock: clock) { _, client in
-            _ = try await client.signUp(email, password)
+            _ = try await client.signUp(email, "a gatehouse password")
         }
-        return try await TransferTests.export(source, clock: clock, sessions: false)
+        let exported = try await TransferTests.export(source, clock: clock, sessions: false)
+        let file = exported.map { $0.replacing(/"passwordHash":"[^"]+"/, with: "\"passwordHash\":\"\(hash)\"") }
+        #expect(file != exported)
+        return file
     }
 
     @Test func anImportedUserSignsInWithTheirOldPasswordOnceAfterWhichTheHashIsArgon2id() async throws {
         let folder = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let clock = ManualClock()
-        let exported = try await Self.exportOfOneUser("legacy@example.com", "a gatehouse password", in: folder, clock: clock)
-        // The file another system's converter would write: the same user, with that system's hash.
         let legacy = try #require(try await Self.referenceHashes(of: "the password from before").first { $0.0 == "django_pbkdf2_sha256" }?.1)
-        let file = try exported.map { line -> String in
-            guard line.contains(#""type":"user""#) else { return line }
-            var object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-            var account = try #require(object["emailAccount"] as? [String: Any])
-            account["passwordHash"] = legacy
-            object["emailAccount"] = account
-            return String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
-        }
+        let file = try await Self.exportOfOneUser("legacy@example.com", withHash: legacy, in: folder, clock: clock)
         let (target, drop) = try await TransferTests.target(in: folder.appendingPathComponent("target"))
         _ = try await TransferTests.importLines(file, into: target)
         try await withGatehouse(target, clock: clock) { gatehouse, client in
             let before = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "legacy@example.com"))
             #expect(before.passwordHash == legacy)
             #expect(try await client.login("legacy@example.com", "a gatehouse password").status == .unauthorized)
+            // Whoever read the old system's hash cannot pass it off as the password.
+            #expect(try await client.login("legacy@example.com", legacy).status == .unauthorized)
             #expect(try await client.login("legacy@example.com", "the password from before").status == .ok)
             let after = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "legacy@example.com"))
             #expect(after.passwordHash.hasPrefix("$argon2id$"))
@@ -107,13 +104,44 @@ import Testing
         await drop()
     }
 
+    @Test func aNativeSignInWithTheOldPasswordVerifiesAndRehashesToo() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let clock = ManualClock()
+        let legacy = try #require(try await Self.referenceHashes(of: "the old one").first { $0.0 == "scrypt" }?.1)
+        let file = try await Self.exportOfOneUser("native-legacy@example.com", withHash: legacy, in: folder, clock: clock)
+        var (target, drop) = try await TransferTests.target(in: folder.appendingPathComponent("target"))
+        target.apps = nativeConfiguration().apps
+        _ = try await TransferTests.importLines(file, into: target)
+        try await withGatehouse(target, clock: clock) { gatehouse, client in
+            func signIn(_ password: String) async throws -> Reply {
+                let started = try await client.nativeStep(.signInInitiate, ["username": "native-legacy@example.com", "challenge_type": "password redirect"])
+                let challenged = try await client.nativeStep(
+                    .signInChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": "password redirect"]
+                )
+                #expect(challenged.challengeType == .password)
+                return try await client.native(
+                    .token,
+                    [
+                        "continuation_token": try #require(challenged.continuationToken), "grant_type": "password",
+                        "username": "native-legacy@example.com", "password": password, "scope": "openid profile offline_access",
+                    ]
+                )
+            }
+            expectNativeError(try await signIn(legacy), .invalidGrant)
+            #expect(try await signIn("the old one").status == .ok)
+            let after = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "native-legacy@example.com"))
+            #expect(after.passwordHash.hasPrefix("$argon2id$"))
+            #expect(try await client.login("native-legacy@example.com", "the old one").status == .ok)
+        }
+        await drop()
+    }
+
     @Test func anImportWithAHashNoLoginCanVerifyIsRefusedWhole() async throws {
         let folder = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let clock = ManualClock()
-        let exported = try await Self.exportOfOneUser("unknown-hash@example.com", "correct horse", in: folder, clock: clock)
-        let file = exported.map { $0.replacing(/"passwordHash":"[^"]+"/, with: #""passwordHash":"md5$salt$0123456789abcdef""#) }
-        #expect(file != exported)
+        let file = try await Self.exportOfOneUser("unknown-hash@example.com", withHash: "md5$salt$0123456789abcdef", in: folder, clock: clock)
         let (target, drop) = try await TransferTests.target(in: folder.appendingPathComponent("target"))
         await #expect(throws: (any Error).self) { _ = try await TransferTests.importLines(file, into: target) }
         try await withGatehouse(target, clock: clock) { gatehouse, _ in

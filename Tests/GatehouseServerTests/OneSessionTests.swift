@@ -18,13 +18,13 @@ import Testing
             let refresh = try #require(tokens.refreshToken)
 
             let session = try await client.call(Path.session, bearer: refresh)
-            #expect(session.status == .created || session.status == .ok, "\(session.text)")
+            #expect(session.status == .created, "\(session.text)")
             let access = try session.decode(SessionResponse.self).accessToken
             let profile = try await client.call(Path.profile, .get, bearer: access)
             #expect(try profile.decode(ProfileResponse.self).userId == tokens.clientInfoUserId)
 
             let created = try await client.call(Self.keys, body: #"{"name":"cli"}"#, bearer: refresh)
-            #expect(created.status == .created || created.status == .ok, "\(created.text)")
+            #expect(created.status == .created, "\(created.text)")
             let listed = try await client.call(Self.keys, .get, bearer: refresh)
             #expect(listed.text.contains("\"cli\""))
 

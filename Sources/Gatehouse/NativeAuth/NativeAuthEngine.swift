@@ -244,7 +244,7 @@ final class NativeAuthEngine: Sendable {
             throw RetrieveAccessTokenError(general: "The account is signed out", correlationId: correlationId)
         }
         let scopes = request.scopes.map { $0.filter { !Self.oidcScopes.contains($0) } } ?? session.requestedScopes
-        if !request.forceRefresh, request.claimsRequest == nil, usable(user, session, scopes: scopes) {
+        if !request.forceRefresh, request.claimsRequest == nil, core.hasFreshAccessToken(user), Set(scopes).isSubset(of: Set(session.grantedScopes)) {
             return Self.result(user, request: request, correlationId: correlationId)
         }
         let refreshed: StoredUser
@@ -256,14 +256,6 @@ final class NativeAuthEngine: Sendable {
             throw RetrieveAccessTokenError(general: "The refresh failed: \(error)", correlationId: correlationId)
         }
         return Self.result(refreshed, request: request, correlationId: correlationId)
-    }
-
-    /// True when the access token covers `scopes` and will not expire within the leeway.
-    private func usable(_ user: StoredUser, _ session: NativeSession, scopes: [String]) -> Bool {
-        guard user.accessToken?.isEmpty == false, session.expiresOn.timeIntervalSince(configuration.now()) > configuration.refreshLeeway else {
-            return false
-        }
-        return Set(scopes).isSubset(of: Set(session.grantedScopes))
     }
 
     private static func result(_ user: StoredUser, request: GetAccessTokenParameters.Values, correlationId: UUID) -> NativeAuthTokenResult {

@@ -242,7 +242,7 @@ extension NativeAuthService {
         case .userDisabled?: throw NativeFlowError.userDisabled
         }
         guard let user = found.user else { throw NativeFlowError.invalidRefreshToken("the user no longer exists") }
-        let window = TimeInterval(client.settings.refreshTokenReuseWindow)
+        let window = RefreshSecrets.reuseWindow(client.app)
         let secrets = RefreshSecrets(env: env)
         func endSession(_ session: SessionRecord) async throws -> Never {
             try await secrets.endReplayedSession(session, appId: client.app.id, via: "native auth")
@@ -252,7 +252,7 @@ extension NativeAuthService {
         if case .spent = presentedSecret {
             // Older than the previous one: spent two or more rotations ago. Within the window it is a client's late
             // retry of a race it already won; after it, a copy.
-            if secrets.isReplay(presentedSecret, session: session, window: window) { try await endSession(session) }
+            if secrets.isReplay(presentedSecret, session: session, app: client.app) { try await endSession(session) }
             throw NativeFlowError.invalidRefreshToken("the refresh token was already used")
         }
         let isCurrent = presentedSecret == .current

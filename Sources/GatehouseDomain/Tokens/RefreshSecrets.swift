@@ -25,14 +25,16 @@ package struct RefreshSecrets: Sendable {
         return .unknown
     }
 
-    /// The app's native-auth reuse window (30 s when native auth has since been turned off).
+    /// The app's native-auth reuse window (the default when native auth has since been removed from the app).
     package static func reuseWindow(_ app: AppSettings) -> TimeInterval {
         TimeInterval(app.nativeAuth?.refreshTokenReuseWindow ?? NativeAuthSettings(clientIds: []).refreshTokenReuseWindow)
     }
 
-    /// Whether presenting a spent or previous secret now is a replay: later than the window after it was spent.
-    package func isReplay(_ presented: Presented, session: SessionRecord, window: TimeInterval) -> Bool {
+    /// Whether presenting a spent or previous secret now is a replay: later than the app's reuse window after it was
+    /// spent.
+    package func isReplay(_ presented: Presented, session: SessionRecord, app: AppSettings) -> Bool {
         let now = env.clock.now
+        let window = Self.reuseWindow(app)
         switch presented {
         case .spent(let at): return now.timeIntervalSince(at) > window
         case .previous: return session.rotatedAt.map { now.timeIntervalSince($0) > window } ?? true

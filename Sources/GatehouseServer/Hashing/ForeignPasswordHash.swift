@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import GatehouseDomain
 
 /// A password hash made by another system, kept as it came so that an imported user signs in with the password they
 /// had; their first successful login replaces it with the app's Argon2id (``Argon2PasswordHasher/needsRehash(_:parameters:)``).
@@ -117,9 +118,7 @@ struct ForeignPasswordHash: Sendable, Hashable {
                 parallelism: parallelism, maxMemory: Self.maxScryptMemory + 65536
             )
         }
-        let bytes = derived.withUnsafeBytes { Array($0) }
-        guard bytes.count == checksum.count else { return false }
-        return zip(bytes, checksum).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+        return Secrets.constantTimeEquals(derived.withUnsafeBytes { Array($0) }, checksum)
     }
 
     private static func digest(djangoName name: Substring) -> Digest? {

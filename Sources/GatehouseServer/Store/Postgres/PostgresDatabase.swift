@@ -96,7 +96,6 @@ final class PostgresDatabase: SQLDatabase {
         return head.caseInsensitiveCompare("SELECT") == .orderedSame && sql.range(of: "FOR UPDATE", options: .caseInsensitive) == nil
     }
 
-
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         // Until COMMIT is sent a lost connection rolls the transaction back; from then on its outcome is unknown.
         let committing = NIOLockedValueBox(false)

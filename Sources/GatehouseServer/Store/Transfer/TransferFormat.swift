@@ -105,8 +105,8 @@ enum TransferFormat {
     struct EmailAccount: Codable, Equatable {
         var email: String
         /// Argon2id PHC string as stored, or (in a file made for import) a PBKDF2 hash in Django's or passlib's form or
-        /// an scrypt hash in passlib's,
-        /// which the first successful login replaces with Argon2id; empty for an account without a password.
+        /// an scrypt hash in passlib's, which the first successful login replaces with Argon2id; empty for an account
+        /// without a password.
         var passwordHash: String
         var confirmedAt: Timestamp?
         /// When the owner first proved they read the address (version 2); absent for an account that was never proven.

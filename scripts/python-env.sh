@@ -2,7 +2,8 @@
 # Prints the path of the project's Python (a virtual environment at .build-venv), creating it and installing
 # what the tests use when missing: argon2-cffi (the reference Argon2), aiosmtpd (a real SMTP server),
 # selenium (drives Chromium), standardwebhooks (checks webhook signatures independently of Gatehouse), passlib
-# (makes the foreign password hashes an import may carry, in Django's and passlib's forms) and
+# (makes the foreign password hashes an import may carry, in Django's and passlib's forms), bcrypt and
+# firebase-scrypt (the reference bcrypt and Firebase's modified scrypt, for the same) and
 # schemathesis (fuzzes the HTTP API against openapi.yaml, scripts/fuzz.sh; pinned, since its checks and CLI change
 # between releases).
 # Idempotent and quiet when everything is there; progress goes to stderr.
@@ -23,6 +24,8 @@ missing=()
 "$python" -c 'import selenium' >/dev/null 2>&1 || missing+=(selenium)
 "$python" -c 'import standardwebhooks' >/dev/null 2>&1 || missing+=(standardwebhooks)
 "$python" -c 'import passlib.hash' >/dev/null 2>&1 || missing+=(passlib)
+"$python" -c 'import bcrypt' >/dev/null 2>&1 || missing+=(bcrypt)
+"$python" -c 'import firebase_scrypt' >/dev/null 2>&1 || missing+=(firebase-scrypt)
 schemathesis_version=4.32.5
 "$python" -c "import importlib.metadata as m, sys; sys.exit(m.version('schemathesis') != '$schemathesis_version')" >/dev/null 2>&1 \
     || missing+=("schemathesis==$schemathesis_version")

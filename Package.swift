@@ -46,7 +46,8 @@ let package = Package(
         // builds for iOS and macOS apps without pulling in the server's dependencies.
         .target(name: "Gatehouse", dependencies: ["GatehouseWire"], swiftSettings: swiftSettings),
 
-        // Argon2id (RFC 9106) and BLAKE2b in pure Swift. Compiled with optimisation even in debug builds:
+        // Argon2id (RFC 9106) and BLAKE2b in pure Swift, and the verification of other systems' Argon2 variants and
+        // bcrypt (imported password hashes). Compiled with optimisation even in debug builds:
         // an unoptimised Argon2 is ~50x slower, which would make `swift run gatehouse` and the tests crawl.
         .target(
             name: "GatehouseArgon2",

@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""Reference Argon2id for Gatehouse's tests and benchmark.
+"""Reference Argon2 for Gatehouse's tests and benchmark.
 
 Runs the reference C implementation of Argon2 (RFC 9106) bundled with
 argon2-cffi; `bash scripts/argon2-reference.sh` prints an interpreter that has it.
 
 Hash mode (default), used by the differential test in Tests/GatehouseArgon2Tests:
     stdin:  {"cases": [{"password": HEX, "salt": HEX, "secret": HEX, "ad": HEX,
-                        "m": KiB, "t": passes, "p": lanes, "length": bytes}, ...]}
-            ("secret" and "ad" may be omitted)
-    stdout: {"tags": [HEX, ...]}   (one per case, same order)
+                        "m": KiB, "t": passes, "p": lanes, "length": bytes,
+                        "type": "d" | "i" | "id", "version": 16 | 19, "phc": bool}, ...]}
+            ("secret" and "ad" may be omitted; "type" defaults to "id", "version" to 19, "phc" to false)
+    stdout: {"tags": [HEX, ...],     (one per case, same order)
+             "phc": [STRING | null, ...],
+             "passlib": [STRING | null, ...]}
+            For a case with "phc": true (and no secret or associated data), "phc" holds the PHC string
+            argon2-cffi writes (argon2.low_level.hash_secret, e.g. $argon2i$v=16$m=..,t=..,p=..$salt$tag) and
+            "passlib" the same hash as passlib writes it (no v= field for version 16); null otherwise.
 
 Timing mode (standalone; Benchmarks/Argon2Bench uses serve mode below):
     argon2_reference.py --time --memory 19456 --iterations 2 --parallelism 1 --runs 20 --warmup 2
@@ -38,11 +44,15 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     )
 
 ARGON2_VERSION_13 = 0x13
+TYPES = {"d": Type.D, "i": Type.I, "id": Type.ID}
+VERSIONS = {16: 0x10, 19: 0x13}
 
 
 def argon2id(password: bytes, salt: bytes, secret: bytes, ad: bytes,
-             m: int, t: int, p: int, length: int, threads: int = 1) -> bytes:
-    """Raw Argon2id tag through argon2_ctx, which (unlike hash_secret_raw) takes a secret and associated data."""
+             m: int, t: int, p: int, length: int, threads: int = 1,
+             type: Type = Type.ID, version: int = ARGON2_VERSION_13) -> bytes:
+    """Raw Argon2 tag (Argon2id version 0x13 unless told) through argon2_ctx, which (unlike
+    hash_secret_raw) takes a secret and associated data."""
     out = ffi.new("uint8_t[]", length)
     # Keep the cdata buffers alive for the duration of the call.
     buffers = {name: ffi.new("uint8_t[]", max(len(value), 1)) for name, value in
@@ -56,30 +66,55 @@ def argon2id(password: bytes, salt: bytes, secret: bytes, ad: bytes,
         secret=buffers["secret"] if secret else ffi.NULL, secretlen=len(secret),
         ad=buffers["ad"] if ad else ffi.NULL, adlen=len(ad),
         t_cost=t, m_cost=m, lanes=p, threads=threads,
-        version=ARGON2_VERSION_13,
+        version=version,
         allocate_cbk=ffi.NULL, free_cbk=ffi.NULL,
         flags=lib.ARGON2_DEFAULT_FLAGS,
     ))
-    status = core(ctx, Type.ID.value)
+    status = core(ctx, type.value)
     if status != lib.ARGON2_OK:
         raise ValueError(error_to_str(status))
     return bytes(ffi.buffer(out, length))
 
 
+def phc_strings(case: dict, type: Type, version: int) -> tuple:
+    """(argon2-cffi's PHC string, passlib's) for a case without secret or associated data."""
+    from argon2.low_level import hash_secret
+    try:
+        from passlib.hash import argon2 as passlib_argon2
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ValueError(f"cannot import passlib ({error}); use the interpreter printed by "
+                         "`bash scripts/argon2-reference.sh`") from error
+    if case.get("secret") or case.get("ad"):
+        raise ValueError("PHC strings carry no secret or associated data")
+    phc = hash_secret(
+        bytes.fromhex(case["password"]), bytes.fromhex(case["salt"]),
+        time_cost=int(case["t"]), memory_cost=int(case["m"]), parallelism=int(case["p"]),
+        hash_len=int(case["length"]), type=type, version=version,
+    ).decode("ascii")
+    # passlib parses the string and writes it back in its own form.
+    return phc, passlib_argon2.from_string(phc).to_string()
+
+
 def hash_mode() -> None:
     request = json.load(sys.stdin)
-    tags = []
+    tags, phcs, passlibs = [], [], []
     for index, case in enumerate(request["cases"]):
         try:
+            type = TYPES[case.get("type", "id")]
+            version = VERSIONS[int(case.get("version", 19))]
             tag = argon2id(
                 bytes.fromhex(case["password"]), bytes.fromhex(case["salt"]),
                 bytes.fromhex(case.get("secret", "")), bytes.fromhex(case.get("ad", "")),
                 int(case["m"]), int(case["t"]), int(case["p"]), int(case["length"]),
+                type=type, version=version,
             )
+            phc, passlib = phc_strings(case, type, version) if case.get("phc") else (None, None)
         except (KeyError, ValueError) as error:
-            sys.exit(f"argon2_reference.py: case {index}: {error}")
+            sys.exit(f"argon2_reference.py: case {index}: {error!r}")
         tags.append(tag.hex())
-    json.dump({"tags": tags}, sys.stdout)
+        phcs.append(phc)
+        passlibs.append(passlib)
+    json.dump({"tags": tags, "phc": phcs, "passlib": passlibs}, sys.stdout)
     sys.stdout.write("\n")
 
 

@@ -1,6 +1,48 @@
-// Argon2id (RFC 9106, version 0x13) in pure Swift.
+// Argon2 (RFC 9106) in pure Swift: Argon2id version 0x13 for new hashes; Argon2d, Argon2i, Argon2id and
+// versions 0x10 and 0x13 for verifying hashes imported from other systems.
 
-/// Cost parameters of an Argon2id hash.
+/// An Argon2 variant (RFC 9106 §3.4): how a block's reference block is chosen.
+///
+/// New Gatehouse hashes are always ``id``; ``d`` and ``i`` exist to verify hashes imported from other systems.
+public enum Argon2Variant: Sendable, Hashable, CaseIterable {
+    /// Argon2d (type 0): data-dependent addressing throughout.
+    case d
+    /// Argon2i (type 1): data-independent addressing throughout.
+    case i
+    /// Argon2id (type 2): data-independent addressing in the first half of the first pass, data-dependent after.
+    case id
+
+    /// The type identifier y hashed into H0: 0, 1 or 2.
+    public var typeID: UInt32 {
+        switch self {
+        case .d: 0
+        case .i: 1
+        case .id: 2
+        }
+    }
+
+    /// The identifier in PHC strings: `argon2d`, `argon2i` or `argon2id`.
+    public var phcIdentifier: String {
+        switch self {
+        case .d: "argon2d"
+        case .i: "argon2i"
+        case .id: "argon2id"
+        }
+    }
+}
+
+/// An Argon2 version: 1.0 (0x10) or 1.3 (0x13, the one RFC 9106 specifies).
+///
+/// They differ in one point: from the second pass on, version 1.3 XORs each new block into the block it
+/// overwrites, version 1.0 replaces it. New Gatehouse hashes are always ``v13``.
+public enum Argon2Version: UInt32, Sendable, Hashable, CaseIterable {
+    /// Version 1.0 (0x10): written `v=16` in PHC strings, or with no `v=` field at all.
+    case v10 = 0x10
+    /// Version 1.3 (0x13): written `v=19` in PHC strings.
+    case v13 = 0x13
+}
+
+/// Cost parameters of an Argon2 hash (new hashes are Argon2id, see ``Argon2Variant``).
 ///
 /// The combination recommended by OWASP for password storage is
 /// `Argon2Parameters(memoryKiB: 19456, iterations: 2, parallelism: 1)`.
@@ -25,7 +67,7 @@ public struct Argon2Parameters: Sendable, Hashable {
         self.hashLength = hashLength
     }
 
-    /// Whether these parameters are acceptable to Argon2id (see ``validate()``).
+    /// Whether these parameters are acceptable to Argon2 (see ``validate()``).
     public var isValid: Bool {
         parallelism >= 1 && parallelism <= 0xFF_FFFF
             && UInt64(memoryKiB) >= 8 * UInt64(parallelism)
@@ -40,11 +82,13 @@ public struct Argon2Parameters: Sendable, Hashable {
     }
 }
 
-/// An error from ``Argon2``: invalid parameters or inputs, or a PHC string that cannot be parsed.
+/// An error from ``Argon2``: invalid parameters or inputs, a PHC string that cannot be parsed, or one whose
+/// cost is above the limits of ``Argon2/verifyAnyPHC(password:phc:maxMemoryKiB:)``.
 public struct Argon2Error: Error, Hashable, Sendable, CustomStringConvertible {
     private enum Kind: Hashable, Sendable {
         case invalidParameters
         case malformedHash(String)
+        case costLimitExceeded(String)
     }
 
     private let kind: Kind
@@ -53,7 +97,7 @@ public struct Argon2Error: Error, Hashable, Sendable, CustomStringConvertible {
         self.kind = kind
     }
 
-    /// The parameters or inputs are outside what Argon2id accepts: parallelism 1...2^24-1,
+    /// The parameters or inputs are outside what Argon2 accepts: parallelism 1...2^24-1,
     /// memoryKiB ≥ 8 × parallelism, iterations ≥ 1, hashLength 4...2^32-1, a salt of at least
     /// 8 bytes, and password, salt, secret and associated data each shorter than 2^32 bytes.
     public static let invalidParameters = Argon2Error(.invalidParameters)
@@ -62,6 +106,18 @@ public struct Argon2Error: Error, Hashable, Sendable, CustomStringConvertible {
     /// implementation does not handle; `reason` says what is wrong (it never contains the hash).
     public static func malformedHash(_ reason: String) -> Argon2Error {
         Argon2Error(.malformedHash(reason))
+    }
+
+    /// A well-formed PHC string asks for more memory or passes than the verifier allows; `reason` says which
+    /// (it never contains the hash). Thrown before any memory is allocated.
+    public static func costLimitExceeded(_ reason: String) -> Argon2Error {
+        Argon2Error(.costLimitExceeded(reason))
+    }
+
+    /// Whether this is a ``costLimitExceeded(_:)`` error, whatever its reason.
+    public var isCostLimitExceeded: Bool {
+        if case .costLimitExceeded = kind { return true }
+        return false
     }
 
     /// Whether this is a ``malformedHash(_:)`` error, whatever its reason.
@@ -78,6 +134,8 @@ public struct Argon2Error: Error, Hashable, Sendable, CustomStringConvertible {
                 + "iterations ≥ 1, hashLength 4...4294967295, salt ≥ 8 bytes, inputs < 4 GiB"
         case .malformedHash(let reason):
             return "malformed Argon2 PHC string: \(reason)"
+        case .costLimitExceeded(let reason):
+            return "Argon2 hash too costly to verify: \(reason)"
         }
     }
 }
@@ -88,6 +146,11 @@ public struct Argon2Error: Error, Hashable, Sendable, CustomStringConvertible {
 /// ``hashPHC(password:parameters:)`` and ``verifyPHC(password:phc:)`` store and check passwords
 /// in the PHC string format used by the reference implementation and most libraries,
 /// e.g. `$argon2id$v=19$m=19456,t=2,p=1$<salt>$<tag>`.
+///
+/// For hashes imported from other systems, ``verifyAnyPHC(password:phc:maxMemoryKiB:)`` and
+/// ``parseAnyPHC(_:)`` also take Argon2d and Argon2i and version 1.0 (0x10), and
+/// ``hash(password:salt:parameters:variant:version:secret:associatedData:)`` computes their raw tags.
+/// New hashes are always Argon2id version 0x13.
 ///
 /// Hashing is CPU- and memory-bound and runs on the calling thread (call it off any event loop).
 /// Each call needs `memoryKiB` KiB; the last matrix used is kept, wiped, for the next call of the
@@ -102,7 +165,7 @@ public enum Argon2 {
         MatrixMemory.trim(force: force)
     }
 
-    /// The Argon2 version implemented (0x13, written `v=19` in PHC strings).
+    /// The Argon2 version of new hashes (0x13, written `v=19` in PHC strings); see ``Argon2Version``.
     public static let version: UInt32 = 0x13
 
     /// The raw Argon2id tag of `password`.
@@ -122,32 +185,61 @@ public enum Argon2 {
         secret: [UInt8] = [],
         associatedData: [UInt8] = []
     ) throws -> [UInt8] {
+        try hash(
+            password: password, salt: salt, parameters: parameters, variant: .id, version: .v13,
+            secret: secret, associatedData: associatedData
+        )
+    }
+
+    /// The raw tag of `password` with any Argon2 variant and version, to verify a hash imported from another
+    /// system that stores the tag and its parameters apart (new hashes should use Argon2id version 0x13).
+    ///
+    /// The memory and passes come from the caller: check them against a limit first when they come from
+    /// imported data (``verifyAnyPHC(password:phc:maxMemoryKiB:)`` does that for PHC strings).
+    ///
+    /// - Parameters:
+    ///   - password: The password P (any bytes, possibly empty).
+    ///   - salt: The salt S, at least 8 bytes.
+    ///   - parameters: Memory, passes, lanes and tag length.
+    ///   - variant: Argon2d, Argon2i or Argon2id.
+    ///   - version: Version 1.0 (0x10) or 1.3 (0x13).
+    ///   - secret: Optional secret K ("pepper"), empty by default.
+    ///   - associatedData: Optional associated data X, empty by default.
+    /// - Returns: `parameters.hashLength` bytes.
+    /// - Throws: ``Argon2Error/invalidParameters`` when the parameters or input lengths are out of range.
+    public static func hash(
+        password: [UInt8],
+        salt: [UInt8],
+        parameters: Argon2Parameters,
+        variant: Argon2Variant,
+        version: Argon2Version,
+        secret: [UInt8] = [],
+        associatedData: [UInt8] = []
+    ) throws -> [UInt8] {
         try parameters.validate()
         let limit = Int(UInt32.max)
         guard salt.count >= 8, salt.count <= limit, password.count <= limit,
               secret.count <= limit, associatedData.count <= limit
         else { throw Argon2Error.invalidParameters }
-        return Argon2Engine.argon2id(
+        return Argon2Engine.compute(
             password: password, salt: salt, secret: secret, associatedData: associatedData,
-            parameters: parameters
+            parameters: parameters, variant: variant, version: version
         )
     }
 }
 
 // MARK: - The algorithm
 
-/// RFC 9106 §3: the Argon2id computation proper. Inputs are assumed validated.
+/// RFC 9106 §3: the Argon2 computation proper. Inputs are assumed validated.
 enum Argon2Engine {
-    /// Argon2's type identifier y for Argon2id.
-    static let typeID: UInt32 = 2
     /// Words (UInt64) per 1 KiB block.
     static let blockWords = 128
     /// Slices per pass (sync points).
     static let syncPoints = 4
 
-    static func argon2id(
+    static func compute(
         password: [UInt8], salt: [UInt8], secret: [UInt8], associatedData: [UInt8],
-        parameters: Argon2Parameters
+        parameters: Argon2Parameters, variant: Argon2Variant, version: Argon2Version
     ) -> [UInt8] {
         let lanes = Int(parameters.parallelism)
         let tagLength = parameters.hashLength
@@ -158,8 +250,8 @@ enum Argon2Engine {
         h.update(le32: UInt32(tagLength))
         h.update(le32: parameters.memoryKiB)
         h.update(le32: parameters.iterations)
-        h.update(le32: Argon2.version)
-        h.update(le32: typeID)
+        h.update(le32: version.rawValue)
+        h.update(le32: variant.typeID)
         for field in [password, salt, secret, associatedData] {
             h.update(le32: UInt32(field.count))
             h.update(field)
@@ -204,6 +296,7 @@ enum Argon2Engine {
         let filler = SegmentFiller(
             memory: memory, lanes: lanes, laneLength: laneLength, segmentLength: segmentLength,
             passes: passes, blockCount: blockCount,
+            variant: variant, xorLaterPasses: version == .v13,
             r: scratch, zero: scratch + blockWords, input: scratch + 2 * blockWords,
             address: scratch + 3 * blockWords
         )
@@ -269,7 +362,10 @@ enum Argon2Engine {
     }
 }
 
-/// Fills segments of Argon2id memory (RFC 9106 §3.2 steps 5-6, §3.4 indexing).
+/// Fills segments of Argon2 memory (RFC 9106 §3.2 steps 5-6, §3.4 indexing).
+///
+/// The variant and version only decide, once per segment, how addresses are made and whether new blocks are
+/// XORed into the old ones; the loop over the segment's blocks branches on those per-segment constants only.
 struct SegmentFiller {
     let memory: UnsafeMutablePointer<UInt64>
     let lanes: Int
@@ -277,6 +373,10 @@ struct SegmentFiller {
     let segmentLength: Int
     let passes: Int
     let blockCount: Int
+    /// Argon2d, Argon2i or Argon2id: the addressing mode of each segment, and the type in the address input.
+    let variant: Argon2Variant
+    /// Version 0x13 XORs new blocks into the old ones in passes after the first; version 0x10 overwrites them.
+    let xorLaterPasses: Bool
     /// 128-word scratch for the compression function.
     let r: UnsafeMutablePointer<UInt64>
     /// An all-zero block.
@@ -289,8 +389,16 @@ struct SegmentFiller {
     /// Computes the segment `slice` of `lane` in pass `pass`.
     func fillSegment(pass: Int, lane: Int, slice: Int) {
         let blockWords = Argon2Engine.blockWords
-        // Argon2id: data-independent addressing in the first half of the first pass.
-        let dataIndependent = pass == 0 && slice < Argon2Engine.syncPoints / 2
+        // Argon2i: data-independent addressing throughout; Argon2d: data-dependent throughout;
+        // Argon2id: data-independent in the first half of the first pass.
+        let dataIndependent: Bool
+        switch variant {
+        case .i: dataIndependent = true
+        case .d: dataIndependent = false
+        case .id: dataIndependent = pass == 0 && slice < Argon2Engine.syncPoints / 2
+        }
+        // Version 0x13 XORs into the old block from the second pass on; the first pass (and version 0x10) writes.
+        let xorInto = pass != 0 && xorLaterPasses
         if dataIndependent {
             input.update(repeating: 0, count: blockWords)
             input[0] = UInt64(pass)
@@ -298,7 +406,7 @@ struct SegmentFiller {
             input[2] = UInt64(slice)
             input[3] = UInt64(blockCount)
             input[4] = UInt64(passes)
-            input[5] = UInt64(Argon2Engine.typeID)
+            input[5] = UInt64(variant.typeID)
         }
         var start = 0
         if pass == 0 && slice == 0 {
@@ -341,10 +449,10 @@ struct SegmentFiller {
             }
             let reference = memory + referenceBlock(index, pseudoRandom) &* blockWords
             let next = memory + current &* blockWords
-            if pass == 0 {
-                compress(previous: memory + previous &* blockWords, reference: reference, next: next, r: r, xorInto: false)
-            } else {
+            if xorInto {
                 compress(previous: memory + previous &* blockWords, reference: reference, next: next, r: r, xorInto: true)
+            } else {
+                compress(previous: memory + previous &* blockWords, reference: reference, next: next, r: r, xorInto: false)
             }
             current += 1
             index += 1

@@ -1,5 +1,24 @@
-// The PHC string format for Argon2id, as written by the reference implementation:
+// The PHC string format for Argon2, as written by the reference implementation (and so argon2-cffi):
 //   $argon2id$v=19$m=<KiB>,t=<passes>,p=<lanes>$<salt, base64 without padding>$<tag, base64 without padding>
+// with argon2d, argon2i or argon2id, and v=19 or v=16. Version 1.0 (0x10) may also be written without the
+// v= field (`$argon2i$m=..,t=..,p=..$salt$tag`), as the reference did before version 1.3 and passlib still does.
+
+/// What an Argon2 PHC string says about its hash (see ``Argon2/parseAnyPHC(_:)``).
+public struct Argon2HashInfo: Sendable, Hashable {
+    /// Argon2d, Argon2i or Argon2id.
+    public var variant: Argon2Variant
+    /// Version 1.0 (`v=16` or no `v=`) or 1.3 (`v=19`).
+    public var version: Argon2Version
+    /// Memory, passes and lanes, with `hashLength` the length of the string's tag.
+    public var parameters: Argon2Parameters
+
+    /// The description of a hash with these properties.
+    public init(variant: Argon2Variant, version: Argon2Version, parameters: Argon2Parameters) {
+        self.variant = variant
+        self.version = version
+        self.parameters = parameters
+    }
+}
 
 extension Argon2 {
     /// Hashes `password` (its UTF-8 bytes, not normalised) with a fresh 16-byte random salt and
@@ -28,7 +47,7 @@ extension Argon2 {
     /// - Throws: ``Argon2Error/malformedHash(_:)`` when `phc` cannot be parsed or is not Argon2id version 19.
     /// - Note: The memory cost comes from `phc`: only verify strings this server wrote.
     public static func verifyPHC(password: String, phc: String) throws -> Bool {
-        let parsed = try PHCString(parsing: phc)
+        let parsed = try PHCString(parsingArgon2idV19: phc)
         let tag = try hash(password: Array(password.utf8), salt: parsed.salt, parameters: parsed.parameters)
         return constantTimeEqual(tag, parsed.tag)
     }
@@ -36,9 +55,62 @@ extension Argon2 {
     /// The parameters of the Argon2id PHC string `phc`, with `hashLength` the length of its tag;
     /// compare them with the current configuration to decide whether a password needs rehashing.
     ///
-    /// - Throws: ``Argon2Error/malformedHash(_:)`` when `phc` cannot be parsed or is not Argon2id version 19.
+    /// - Throws: ``Argon2Error/malformedHash(_:)`` when `phc` cannot be parsed or is not Argon2id version 19
+    ///   (so that a hash of another variant or version reads as one to rehash).
     public static func parseParameters(phc: String) throws -> Argon2Parameters {
-        try PHCString(parsing: phc).parameters
+        try PHCString(parsingArgon2idV19: phc).parameters
+    }
+
+    /// The most passes ``verifyAnyPHC(password:phc:maxMemoryKiB:)`` accepts: 1,000.
+    ///
+    /// Hashes in use have a few passes (RFC 9106 and OWASP recommend 1 to 5, libsodium's strongest Argon2i
+    /// preset has 8); this cap only stops strings whose small memory hides an absurd amount of work. The work
+    /// of a hash is memory × passes: to bound it more tightly, check ``parseAnyPHC(_:)``'s parameters first.
+    public static let maxVerifyIterations: UInt32 = 1_000
+
+    /// Parses an Argon2 PHC string of any variant and version without hashing: whether it is one, and
+    /// what it needs. No cost limits are applied.
+    ///
+    /// Accepts `$argon2d$`, `$argon2i$` and `$argon2id$`, with `v=19`, `v=16` or no version field (version 1.0),
+    /// then exactly `m=..,t=..,p=..` (no `keyid=` or `data=`), salt and tag, in the strict form
+    /// ``verifyPHC(password:phc:)`` reads: decimal numbers without sign or leading zeros, canonical unpadded
+    /// standard base64, salt ≥ 8 bytes, tag ≥ 4 bytes, and parameters that pass ``Argon2Parameters/validate()``.
+    /// This is exactly what the reference implementation (argon2-cffi, libargon2) and passlib write.
+    ///
+    /// - Returns: The variant, the version and the parameters, with `hashLength` the length of the tag.
+    /// - Throws: ``Argon2Error/malformedHash(_:)`` when `phc` is not such a string.
+    public static func parseAnyPHC(_ phc: String) throws -> Argon2HashInfo {
+        let parsed = try PHCString(parsing: phc)
+        return Argon2HashInfo(variant: parsed.variant, version: parsed.version, parameters: parsed.parameters)
+    }
+
+    /// Whether `password` (its UTF-8 bytes) matches the Argon2 PHC string `phc` of any variant and version,
+    /// as imported from another system (see ``parseAnyPHC(_:)`` for the strings accepted). The tags are
+    /// compared in constant time.
+    ///
+    /// Refuses, before allocating anything for the hash, strings that need more than `maxMemoryKiB` KiB
+    /// or more than ``maxVerifyIterations`` passes. Lanes are limited only by ``Argon2Parameters/validate()``
+    /// (and memory, which is at least 8 KiB per lane).
+    ///
+    /// - Throws: ``Argon2Error/malformedHash(_:)`` when `phc` cannot be parsed;
+    ///   ``Argon2Error/costLimitExceeded(_:)`` when its memory or passes are above the limits.
+    public static func verifyAnyPHC(password: String, phc: String, maxMemoryKiB: UInt32) throws -> Bool {
+        let parsed = try PHCString(parsing: phc)
+        guard parsed.parameters.memoryKiB <= maxMemoryKiB else {
+            throw Argon2Error.costLimitExceeded(
+                "m=\(parsed.parameters.memoryKiB) KiB is above the limit of \(maxMemoryKiB) KiB"
+            )
+        }
+        guard parsed.parameters.iterations <= maxVerifyIterations else {
+            throw Argon2Error.costLimitExceeded(
+                "t=\(parsed.parameters.iterations) is above the limit of \(maxVerifyIterations) passes"
+            )
+        }
+        let tag = try hash(
+            password: Array(password.utf8), salt: parsed.salt, parameters: parsed.parameters,
+            variant: parsed.variant, version: parsed.version
+        )
+        return constantTimeEqual(tag, parsed.tag)
     }
 
     /// Compares two byte strings in time that depends on their lengths only.
@@ -52,35 +124,65 @@ extension Argon2 {
     }
 }
 
-/// A parsed Argon2id PHC string.
+/// A parsed Argon2 PHC string.
 struct PHCString {
+    var variant: Argon2Variant
+    var version: Argon2Version
     var parameters: Argon2Parameters
     var salt: [UInt8]
     var tag: [UInt8]
 
-    /// Parses `$argon2id$v=19$m=M,t=T,p=P$SALT$TAG` strictly: fields in this order, decimal numbers
-    /// without sign or leading zeros, canonical unpadded standard base64, salt ≥ 8 bytes, tag ≥ 4 bytes.
+    /// Parses an Argon2id version 19 string only, as ``Argon2/verifyPHC(password:phc:)`` and
+    /// ``Argon2/parseParameters(phc:)`` do: any other variant or version is a malformed hash to them.
+    init(parsingArgon2idV19 string: String) throws {
+        try self.init(parsing: string)
+        guard variant == .id else {
+            throw Argon2Error.malformedHash("unsupported variant (only argon2id is supported)")
+        }
+        guard version == .v13 else {
+            throw Argon2Error.malformedHash("unsupported version (only v=19 is supported)")
+        }
+    }
+
+    /// Parses `$argon2X$v=V$m=M,t=T,p=P$SALT$TAG` strictly: X one of d, i, id; V 16 or 19, or the whole
+    /// `v=V$` field absent for version 16; fields in this order, decimal numbers without sign or leading zeros,
+    /// canonical unpadded standard base64, salt ≥ 8 bytes, tag ≥ 4 bytes, valid parameters.
     init(parsing string: String) throws {
         let bytes = Array(string.utf8)
         let fields = bytes.split(separator: UInt8(ascii: "$"), omittingEmptySubsequences: false)
         guard fields.count >= 2, fields[0].isEmpty else {
-            throw Argon2Error.malformedHash("does not start with $argon2id$")
+            throw Argon2Error.malformedHash("does not start with $argon2")
         }
-        guard fields[1].elementsEqual("argon2id".utf8) else {
-            throw Argon2Error.malformedHash("unsupported variant (only argon2id is supported)")
+        if fields[1].elementsEqual("argon2id".utf8) {
+            variant = .id
+        } else if fields[1].elementsEqual("argon2i".utf8) {
+            variant = .i
+        } else if fields[1].elementsEqual("argon2d".utf8) {
+            variant = .d
+        } else {
+            throw Argon2Error.malformedHash("unsupported variant (expected argon2d, argon2i or argon2id)")
         }
-        guard fields.count == 6 else {
-            // $argon2id$m=...$salt$tag (no v=) denotes version 1.0 (0x10), which is not supported.
-            if fields.count == 5, !fields[2].starts(with: "v=".utf8) {
-                throw Argon2Error.malformedHash("unsupported version (only v=19 is supported)")
+        let settingsField: ArraySlice<UInt8>
+        if fields.count == 6 {
+            if fields[2].elementsEqual("v=19".utf8) {
+                version = .v13
+            } else if fields[2].elementsEqual("v=16".utf8) {
+                version = .v10
+            } else {
+                throw Argon2Error.malformedHash("unsupported version (expected v=16 or v=19)")
             }
-            throw Argon2Error.malformedHash("expected $argon2id$v=19$m=..,t=..,p=..$salt$hash")
+            settingsField = fields[3]
+        } else if fields.count == 5, !fields[2].starts(with: "v=".utf8) {
+            // No v= field: version 1.0 (0x10), as the reference implementation reads it.
+            version = .v10
+            settingsField = fields[2]
+        } else {
+            throw Argon2Error.malformedHash("expected $argon2..$v=..$m=..,t=..,p=..$salt$hash")
         }
-        guard fields[2].elementsEqual("v=19".utf8) else {
-            throw Argon2Error.malformedHash("unsupported version (only v=19 is supported)")
-        }
+        let saltField = fields[fields.count - 2]
+        let tagField = fields[fields.count - 1]
 
-        let settings = fields[3].split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false)
+        let settings = settingsField.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false)
         guard settings.count == 3 else {
             throw Argon2Error.malformedHash("expected parameters m=..,t=..,p=..")
         }
@@ -88,10 +190,10 @@ struct PHCString {
         let iterations = try Self.decimal(settings[1], key: "t")
         let parallelism = try Self.decimal(settings[2], key: "p")
 
-        guard let salt = PHCBase64.decode(fields[4]) else {
+        guard let salt = PHCBase64.decode(saltField) else {
             throw Argon2Error.malformedHash("salt is not valid unpadded base64")
         }
-        guard let tag = PHCBase64.decode(fields[5]) else {
+        guard let tag = PHCBase64.decode(tagField) else {
             throw Argon2Error.malformedHash("hash is not valid unpadded base64")
         }
         guard salt.count >= 8 else {

@@ -1,3 +1,4 @@
+import Foundation
 import GatehouseArgon2
 import Testing
 
@@ -14,6 +15,51 @@ struct KnownAnswerTests {
             associatedData: [UInt8](repeating: 0x04, count: 12)
         )
         #expect(hex(tag) == "0d640df58d78766c08c037a34a8b53c9d01ef0452d75b65eb52520e96b01e659")
+    }
+
+    /// RFC 9106 §5.1-5.3 (version 0x13), and the version 0x10 answers to the same inputs published with the
+    /// reference implementation (phc-winner-argon2, kats/argon2d_v16, argon2i_v16, argon2id_v16).
+    @Test("Argon2d, Argon2i, Argon2id: RFC 9106 §5 and reference version 0x10 test vectors",
+          arguments: [
+              (Argon2Variant.d, Argon2Version.v13, "512b391b6f1162975371d30919734294f868e3be3984f3c1a13a4db9fabe4acb"),
+              (.i, .v13, "c814d9d1dc7f37aa13f0d77f2494bda1c8de6b016dd388d29952a4c4672b6ce8"),
+              (.id, .v13, "0d640df58d78766c08c037a34a8b53c9d01ef0452d75b65eb52520e96b01e659"),
+              (.d, .v10, "96a9d4e5a1734092c85e29f410a45914a5dd1f5cbf08b2670da68a0285abf32b"),
+              (.i, .v10, "87aeedd6517ab830cd9765cd8231abb2e647a5dee08f7c05e02fcb763335d0fd"),
+              (.id, .v10, "b64615f07789b66b645b67ee9ed3b377ae350b6bfcbb0fc95141ea8f322613c0"),
+          ])
+    func rfc9106Variants(variant: Argon2Variant, version: Argon2Version, expected: String) throws {
+        let tag = try Argon2.hash(
+            password: [UInt8](repeating: 0x01, count: 32),
+            salt: [UInt8](repeating: 0x02, count: 16),
+            parameters: Argon2Parameters(memoryKiB: 32, iterations: 3, parallelism: 4, hashLength: 32),
+            variant: variant,
+            version: version,
+            secret: [UInt8](repeating: 0x03, count: 8),
+            associatedData: [UInt8](repeating: 0x04, count: 12)
+        )
+        #expect(hex(tag) == expected)
+    }
+
+    /// PHC strings from the reference implementation's own tests (phc-winner-argon2 src/test.c, password
+    /// "password"): version 0x10 without a v= field, as the reference wrote it before version 1.3.
+    @Test("verifyAnyPHC accepts the reference implementation's test strings",
+          arguments: [
+              "$argon2i$m=256,t=2,p=1$c29tZXNhbHQ$/U3YPXYsSb3q9XxHvc0MLxur+GP960kN9j7emXX8zwY",
+              "$argon2i$m=256,t=2,p=2$c29tZXNhbHQ$tsEVYKap1h6scGt5ovl9aLRGOqOth+AMB+KwHpDFZPs",
+              "$argon2i$v=19$m=256,t=2,p=1$c29tZXNhbHQ$iekCn0Y3spW+sCcFanM2xBT63UP2sghkUoHLIUpWRS8",
+              "$argon2i$v=19$m=256,t=2,p=2$c29tZXNhbHQ$T/XOJ2mh1/TIpJHfCdQan76Q5esCFVoT5MAeIM1Oq2E",
+              "$argon2id$v=19$m=256,t=2,p=1$c29tZXNhbHQ$nf65EOgLrQMR/uIPnA4rEsF5h7TKyQwu9U1bMCHGi/4",
+              "$argon2id$v=19$m=256,t=2,p=2$c29tZXNhbHQ$bQk8UB/VmZZF4Oo79iDXuL5/0ttZwg2f/5U52iv1cDc",
+          ])
+    func referenceTestStrings(phc: String) throws {
+        #expect(try Argon2.verifyAnyPHC(password: "password", phc: phc, maxMemoryKiB: 256))
+        #expect(try !Argon2.verifyAnyPHC(password: "passwore", phc: phc, maxMemoryKiB: 256))
+        // The same tag under the other version (v=16 <-> v=19) must not verify: the version changes the hash.
+        let swapped = phc.contains("$v=19$")
+            ? phc.replacingOccurrences(of: "$v=19$", with: "$v=16$")
+            : phc.replacingOccurrences(of: "$m=", with: "$v=19$m=")
+        #expect(try !Argon2.verifyAnyPHC(password: "password", phc: swapped, maxMemoryKiB: 256))
     }
 
     @Test("BLAKE2b-512: RFC 7693 Appendix A (\"abc\")")

@@ -1,3 +1,4 @@
+import Foundation
 import GatehouseArgon2
 import Testing
 
@@ -107,6 +108,193 @@ struct PHCTests {
         "$argon2id$v=19$m=64,t=2,p=1$\u{301}\(salt)$\(tag)",
     ]
 
+    /// Other variants and versions: well-formed, but not what `parseParameters` and `verifyPHC` take.
+    static let otherVariantsAndVersions: Set<String> = [
+        "$argon2i$v=19$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2d$v=19$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2id$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2id$v=16$m=64,t=2,p=1$\(salt)$\(tag)",
+    ]
+
+    /// Malformed for every variant and version.
+    static let malformedForAny: [String] = malformed.filter { !otherVariantsAndVersions.contains($0) } + [
+        "$argon2i$v=19$m=64,t=2,p=1,keyid=c29tZWtleQ$\(salt)$\(tag)",
+        "$argon2i$v=19$m=64,t=2,p=1,data=c29tZWRhdGE$\(salt)$\(tag)",
+        "$argon2i$m=64,t=2,p=1,keyid=c29tZWtleQ,data=c29tZWRhdGE$\(salt)$\(tag)",
+        "$argon2i$v=17$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2i$v=20$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2i$v=016$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2i$v=0x13$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2i$v=$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2i$V=19$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2i$v=19$v=19$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2i$v=19$m=64,t=2,p=1$\(salt)",  // version, no tag
+        "$argon2i$v=16$\(salt)$\(tag)",  // version, no parameters
+        "$argon2i$m=64,t=2,p=1$\(salt)",  // no version, no tag
+        "$argon2i$$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2$v=19$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2ds$v=19$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2di$v=19$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$Argon2i$v=19$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2i $v=19$m=64,t=2,p=1$\(salt)$\(tag)",
+        "$argon2d$m=064,t=2,p=1$\(salt)$\(tag)",
+        "$argon2d$m=64,t=0,p=1$\(salt)$\(tag)",
+        "$argon2d$m=15,t=2,p=2$\(salt)$\(tag)",
+        "$argon2d$m=64,t=2,p=1$\(salt)==$\(tag)",
+        "$argon2d$m=64,t=2,p=1$c29tZXNhbA$\(tag)",  // 7-byte salt
+        "$argon2d$m=64,t=2,p=1$\(salt)$AAAA",  // 3-byte tag
+    ]
+
+    @Test("parseAnyPHC reads every variant and version, with or without v=",
+          arguments: [
+              ("$argon2d$v=19$m=64,t=2,p=1$\(salt)$\(tag)", Argon2Variant.d, Argon2Version.v13),
+              ("$argon2i$v=19$m=64,t=2,p=1$\(salt)$\(tag)", .i, .v13),
+              ("$argon2id$v=19$m=64,t=2,p=1$\(salt)$\(tag)", .id, .v13),
+              ("$argon2d$v=16$m=64,t=2,p=1$\(salt)$\(tag)", .d, .v10),
+              ("$argon2i$v=16$m=64,t=2,p=1$\(salt)$\(tag)", .i, .v10),
+              ("$argon2id$v=16$m=64,t=2,p=1$\(salt)$\(tag)", .id, .v10),
+              ("$argon2d$m=64,t=2,p=1$\(salt)$\(tag)", .d, .v10),
+              ("$argon2i$m=64,t=2,p=1$\(salt)$\(tag)", .i, .v10),
+              ("$argon2id$m=64,t=2,p=1$\(salt)$\(tag)", .id, .v10),
+          ])
+    func parseAny(phc: String, variant: Argon2Variant, version: Argon2Version) throws {
+        let info = try Argon2.parseAnyPHC(phc)
+        #expect(info.variant == variant)
+        #expect(info.version == version)
+        #expect(info.parameters == Argon2Parameters(memoryKiB: 64, iterations: 2, parallelism: 1, hashLength: 32))
+        #expect(info == Argon2HashInfo(variant: variant, version: version, parameters: info.parameters))
+        #expect(phc.hasPrefix("$\(variant.phcIdentifier)$"))
+        // Only Argon2id version 19 is current: parseParameters throws for the rest, so they read as "rehash".
+        if variant == .id && version == .v13 {
+            #expect(try Argon2.parseParameters(phc: phc) == info.parameters)
+        } else {
+            let error = #expect(throws: Argon2Error.self) { try Argon2.parseParameters(phc: phc) }
+            #expect(error?.isMalformedHash == true)
+        }
+    }
+
+    @Test("variants and versions have RFC 9106's type and version numbers")
+    func identifiers() {
+        #expect(Argon2Variant.allCases.map(\.typeID) == [0, 1, 2])
+        #expect(Argon2Variant.allCases.map(\.phcIdentifier) == ["argon2d", "argon2i", "argon2id"])
+        #expect(Argon2Version.allCases.map(\.rawValue) == [0x10, 0x13])
+        #expect(Argon2.version == Argon2Version.v13.rawValue)
+    }
+
+    @Test("malformed PHC strings throw malformedHash from parseAnyPHC and verifyAnyPHC", arguments: malformedForAny)
+    func malformedForAnyThrows(phc: String) {
+        let parseError = #expect(throws: Argon2Error.self) { try Argon2.parseAnyPHC(phc) }
+        #expect(parseError?.isMalformedHash == true)
+        let verifyError = #expect(throws: Argon2Error.self) {
+            try Argon2.verifyAnyPHC(password: "pw", phc: phc, maxMemoryKiB: .max)
+        }
+        #expect(verifyError?.isMalformedHash == true)
+        #expect(verifyError?.isCostLimitExceeded == false)
+        // What the Argon2id-only API refuses too.
+        #expect(throws: Argon2Error.self) { try Argon2.parseParameters(phc: phc) }
+    }
+
+    /// Strings that would need 4 TiB or years of work: refused at once. Were the memory allocated first, the
+    /// mapping would fail (a trap); were the passes run, the test would not finish.
+    @Test("verifyAnyPHC refuses memory or passes above its limits before any work", .timeLimit(.minutes(1)))
+    func costLimits() throws {
+        let huge = [
+            "$argon2d$v=19$m=4294967295,t=1,p=1$\(Self.salt)$\(Self.tag)",
+            "$argon2i$m=4294967295,t=4294967295,p=16777215$\(Self.salt)$\(Self.tag)",
+            "$argon2id$v=16$m=65,t=2,p=1$\(Self.salt)$\(Self.tag)",
+        ]
+        for phc in huge {
+            let error = #expect(throws: Argon2Error.self) {
+                try Argon2.verifyAnyPHC(password: "pw", phc: phc, maxMemoryKiB: 64)
+            }
+            #expect(error?.isCostLimitExceeded == true, "\(phc)")
+            #expect(error?.isMalformedHash == false, "\(phc)")
+            #expect(error?.description.hasPrefix("Argon2 hash too costly to verify: m=") == true, "\(phc)")
+            #expect(error?.description.contains(Self.tag) == false)
+        }
+        let passes = Argon2.maxVerifyIterations + 1
+        let error = #expect(throws: Argon2Error.self) {
+            try Argon2.verifyAnyPHC(
+                password: "pw", phc: "$argon2d$v=19$m=8,t=\(passes),p=1$\(Self.salt)$\(Self.tag)", maxMemoryKiB: .max
+            )
+        }
+        #expect(error?.isCostLimitExceeded == true)
+        #expect(error?.description.contains("t=\(passes)") == true)
+        #expect(Argon2Error.costLimitExceeded("a") != Argon2Error.malformedHash("a"))
+    }
+
+    @Test("verifyAnyPHC takes memory and passes right at its limits")
+    func atLimits() throws {
+        // At most maxVerifyIterations passes (8 blocks each: a few milliseconds), m equal to maxMemoryKiB.
+        let parameters = Argon2Parameters(memoryKiB: 8, iterations: Argon2.maxVerifyIterations, parallelism: 1)
+        let salt = Array("somesaltsomesalt".utf8)
+        for variant in Argon2Variant.allCases {
+            for version in Argon2Version.allCases {
+                let tag = try Argon2.hash(
+                    password: Array("pw".utf8), salt: salt, parameters: parameters, variant: variant, version: version
+                )
+                let phc = "$\(variant.phcIdentifier)$v=\(version == .v13 ? 19 : 16)$m=8,t=\(parameters.iterations),p=1$"
+                    + "c29tZXNhbHRzb21lc2FsdA$" + base64(tag)
+                #expect(try Argon2.verifyAnyPHC(password: "pw", phc: phc, maxMemoryKiB: 8), "\(phc)")
+                #expect(try !Argon2.verifyAnyPHC(password: "pX", phc: phc, maxMemoryKiB: 8), "\(phc)")
+            }
+        }
+    }
+
+    @Test("verifyAnyPHC accepts what hashPHC writes; each variant and version gives a different tag")
+    func verifyAnyRoundTrip() throws {
+        let phc = try Argon2.hashPHC(password: "hunter2 ✓", parameters: small)
+        #expect(try Argon2.verifyAnyPHC(password: "hunter2 ✓", phc: phc, maxMemoryKiB: 64))
+        #expect(try !Argon2.verifyAnyPHC(password: "hunter2", phc: phc, maxMemoryKiB: 64))
+        #expect(try Argon2.parseAnyPHC(phc) == Argon2HashInfo(variant: .id, version: .v13, parameters: small))
+        var tags = Set<[UInt8]>()
+        for variant in Argon2Variant.allCases {
+            for version in Argon2Version.allCases {
+                tags.insert(try Argon2.hash(
+                    password: [1, 2, 3], salt: [UInt8](repeating: 7, count: 8), parameters: small,
+                    variant: variant, version: version
+                ))
+            }
+        }
+        #expect(tags.count == 6)
+        #expect(tags.contains(try Argon2.hash(password: [1, 2, 3], salt: [UInt8](repeating: 7, count: 8), parameters: small)))
+    }
+
+    /// Random byte edits of valid strings of each form: parseAnyPHC either succeeds or throws malformedHash.
+    @Test("parseAnyPHC survives 3000 random mutations")
+    func anyMutations() {
+        let valid = [
+            "$argon2i$m=64,t=2,p=1$\(Self.salt)$\(Self.tag)",
+            "$argon2d$v=16$m=64,t=2,p=1$\(Self.salt)$\(Self.tag)",
+            "$argon2id$v=19$m=64,t=2,p=1$\(Self.salt)$\(Self.tag)",
+        ].map { Array($0.utf8) }
+        let alphabet = Array("$=,0123456789mtpvdiAZaz+/é\u{0} argon2id".utf8)
+        var generator = SplitMix64(seed: 0xA2_6012)
+        var parsed = 0
+        for round in 0..<3000 {
+            var bytes = valid[round % valid.count]
+            for _ in 0..<Int.random(in: 1...4, using: &generator) {
+                if bytes.isEmpty { break }
+                let position = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: bytes[position] = alphabet.randomElement(using: &generator)!
+                case 1: bytes.remove(at: position)
+                default: bytes.insert(alphabet.randomElement(using: &generator)!, at: position)
+                }
+            }
+            let text = String(decoding: bytes, as: UTF8.self)
+            do {
+                _ = try Argon2.parseAnyPHC(text)
+                parsed += 1
+            } catch let error as Argon2Error {
+                #expect(error.isMalformedHash, "\(text)")
+            } catch {
+                Issue.record("unexpected error \(error) for \(text)")
+            }
+        }
+        #expect(parsed > 0 && parsed < 3000)
+    }
+
     @Test("malformed PHC strings throw Argon2Error.malformedHash", arguments: malformed)
     func malformedThrows(phc: String) {
         let parseError = #expect(throws: Argon2Error.self) { try Argon2.parseParameters(phc: phc) }
@@ -215,4 +403,9 @@ struct PHCTests {
         #expect(Argon2Error.invalidParameters.description.contains("parameters"))
         #expect(Argon2Error.malformedHash("bad").description == "malformed Argon2 PHC string: bad")
     }
+}
+
+/// Standard base64 without padding, as in PHC strings (through Foundation, independently of the module's encoder).
+func base64(_ bytes: [UInt8]) -> String {
+    String(Data(bytes).base64EncodedString().prefix { $0 != "=" })
 }

@@ -453,15 +453,33 @@ struct Export: AsyncParsableCommand {
 
 struct Import: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Load a `gatehouse export` file into the configured database, all of it or nothing.",
+        abstract: "Load users into the configured database: a `gatehouse export` file, or another system's export (--from).",
         discussion: """
-            Every user's app must be in the configuration, and none of the users, emails or identities may be in the \
-            database yet. A malformed or truncated file is refused with the line at fault, and nothing is written.
+            Without --from: a `gatehouse export` file, all of it or nothing. Every user's app must be in the \
+            configuration, and none of the users, emails or identities may be in the database yet. A malformed or \
+            truncated file is refused with the line at fault, and nothing is written.
+
+            With --from firebase|supabase|auth0|keycloak|csv and --app: another system's export, streamed and written \
+            in batches. Passwords keep working (their hashes are verified as they are and replaced by Argon2id at \
+            the first login); unverified addresses stay pending, disabled users stay disabled, and the source's user \
+            id is kept as `source_user_id` in the identity's data. Running it again skips the addresses the app has. \
+            Each record not imported is reported with its reason (to --report, or standard error). See \
+            docs/migrating.md.
             """
     )
 
     @OptionGroup var options: ConfigOptions
-    @Argument(help: "The export file; standard input when omitted or -.") var file: String?
+    @Argument(help: "The file to import; standard input when omitted or -.") var file: String?
+    @Option(name: .long, help: "Read another system's export: firebase, supabase, auth0, keycloak or csv.") var from: String?
+    @Option(name: .long, help: "With --from: the app the users join.") var app: String?
+    @Flag(name: .long, help: "With --from: read and check everything against the database, write nothing.") var dryRun = false
+    @Option(name: .long, help: "With --from: write the records not imported, with their reasons, to this file instead of standard error.") var report: String?
+    @Option(name: .long, help: "Firebase: the project's hash algorithm (SCRYPT, HMAC_SHA256, …, PBKDF2_SHA256, BCRYPT).") var hashAlgo: String?
+    @Option(name: .long, help: "Firebase: base64 signer key (SCRYPT) or HMAC key.") var hashKey: String?
+    @Option(name: .long, help: "Firebase: base64 salt separator (SCRYPT).") var saltSeparator: String?
+    @Option(name: .long, help: "Firebase: rounds (SCRYPT's r, PBKDF2's iterations).") var rounds: Int?
+    @Option(name: .long, help: "Firebase: memory cost (SCRYPT's log2 N).") var memCost: Int?
+    @Option(name: .long, help: "Firebase: SALT_FIRST or PASSWORD_FIRST (HMAC_* with salts).") var hashInputOrder: String?
 
     func run() async throws {
         let config = try options.load()
@@ -476,6 +494,10 @@ struct Import: AsyncParsableCommand {
         } else {
             source = FileHandle.standardInput
         }
+        if let from {
+            try await importForeign(from, source, config: config, logger: logger)
+            return
+        }
         do {
             let summary = try await AuthServer.importUsers(configuration: config, logger: logger, next: LineReader(source).next)
             FileHandle.standardError.write(Data("gatehouse: imported \(summary)\n".utf8))
@@ -486,6 +508,98 @@ struct Import: AsyncParsableCommand {
             FileHandle.standardError.write(Data("gatehouse: import failed, nothing was written: \(error)\n".utf8))
             throw ExitCode(69)
         }
+    }
+
+    private func importForeign(_ name: String, _ source: FileHandle, config: GatehouseConfiguration, logger: Logger) async throws {
+        func fail(_ message: String, _ code: Int32) -> ExitCode {
+            FileHandle.standardError.write(Data("gatehouse: \(message)\n".utf8))
+            return ExitCode(code)
+        }
+        guard let format = ForeignExportFormat(rawValue: name.lowercased()) else {
+            throw fail("--from \(name): the formats are \(ForeignExportFormat.allCases.map(\.rawValue).joined(separator: ", "))", 64)
+        }
+        guard let app else { throw fail("--from needs --app: the app the users join", 64) }
+        let firebase = hashAlgo.map {
+            FirebaseHashParameters(
+                algorithm: $0, key: hashKey, saltSeparator: saltSeparator, rounds: rounds, memoryCost: memCost, inputOrder: hashInputOrder
+            )
+        }
+        var reportSink = FileHandle.standardError
+        if let report {
+            guard FileManager.default.createFile(atPath: report, contents: nil, attributes: [.posixPermissions: 0o600]),
+                let handle = FileHandle(forWritingAtPath: report)
+            else { throw fail("cannot create \(report)", 73) }
+            reportSink = handle
+        }
+        let total = (try? source.seekToEnd()).flatMap { end -> Int? in
+            (try? source.seek(toOffset: 0)) == nil ? nil : Int(end)
+        }
+        let bar = ProgressBar(total: total, enabled: isatty(2) == 1)
+        let reportsToTerminal = report == nil
+        do {
+            let summary = try await AuthServer.importForeignUsers(
+                configuration: config, format: format, appId: app, firebase: firebase, dryRun: dryRun, logger: logger,
+                read: { try source.read(upToCount: 1 << 16).map(Array.init) },
+                progress: { bar.show($0) },
+                skipped: { record in
+                    if reportsToTerminal { bar.clear() }
+                    reportSink.write(Data("\(record)\n".utf8))
+                }
+            )
+            bar.finish()
+            let verb = dryRun ? "dry run, nothing was written" : "imported"
+            FileHandle.standardError.write(Data("gatehouse: \(verb): \(summary)\n".utf8))
+        } catch let error as AuthServer.ImportSetupError {
+            bar.finish()
+            throw fail("import stopped: \(error) (batches before it are written; running the import again skips them)", 65)
+        } catch {
+            bar.finish()
+            throw fail("import failed: \(error) (batches before it are written; running the import again skips them)", 69)
+        }
+    }
+}
+
+/// A one-line progress display on a terminal's standard error: records, rate and, when the file's size is known, the
+/// share read and the time left.
+final class ProgressBar: @unchecked Sendable {
+    private let total: Int?
+    private let enabled: Bool
+    private let started = ContinuousClock.now
+    private var lastDrawn: ContinuousClock.Instant?
+    private var shown = false
+
+    init(total: Int?, enabled: Bool) {
+        self.total = total
+        self.enabled = enabled
+    }
+
+    func show(_ progress: ImportProgress) {
+        guard enabled else { return }
+        let now = ContinuousClock.now
+        if let lastDrawn, now - lastDrawn < .milliseconds(100) { return }
+        lastDrawn = now
+        let elapsed = max((now - started) / .seconds(1), 0.001)
+        let rate = Double(progress.summary.read) / elapsed
+        var line = "importing  \(progress.summary.read) records  \(progress.summary.imported) imported  \(Int(rate))/s"
+        if let total, total > 0 {
+            let share = Double(progress.bytesRead) / Double(total)
+            let left = share > 0 ? elapsed * (1 - share) / share : 0
+            line += String(format: "  %3.0f%%  ETA %d:%02d", share * 100, Int(left) / 60, Int(left) % 60)
+        }
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+        shown = true
+    }
+
+    func clear() {
+        guard shown else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        lastDrawn = nil
+    }
+
+    func finish() {
+        guard shown else { return }
+        FileHandle.standardError.write(Data("\n".utf8))
+        shown = false
     }
 }
 

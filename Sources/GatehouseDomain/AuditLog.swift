@@ -33,6 +33,8 @@ package enum AuditKind: String, Sendable, CaseIterable {
     case apiKeyDeleted = "api_key_deleted"
     case apiKeyEnabled = "api_key_enabled"
     case apiKeyDisabled = "api_key_disabled"
+    /// `gatehouse import --from`: one per batch written, with `source` and `users` (how many).
+    case usersImported = "users_imported"
 }
 
 extension AuthEnvironment {

@@ -183,6 +183,52 @@ public final class AuthServer: Sendable {
         }
     }
 
+    /// `gatehouse import --from`: reads another system's export from `read` (chunks of the file, nil at its end) and
+    /// writes its users into app `appId` in batches of one transaction each (see ``ForeignExportFormat``). Records it
+    /// cannot or need not import (no address, an unreadable hash, an address the app has) go to `skipped` with the
+    /// reason; `progress` is called after each batch. With `dryRun` nothing is written.
+    ///
+    /// - Throws: ``ImportSetupError`` when the app is not configured or the file is not of the format at all (the
+    ///   batches before that stay written; running the import again skips them).
+    public static func importForeignUsers(
+        configuration: GatehouseConfiguration,
+        format: ForeignExportFormat,
+        appId: String,
+        firebase: FirebaseHashParameters? = nil,
+        dryRun: Bool = false,
+        clock: GatehouseClock = .system,
+        logger: Logger = Logger(label: "gatehouse"),
+        read: @escaping () throws -> [UInt8]?,
+        progress: (ImportProgress) -> Void = { _ in },
+        skipped: (SkippedRecord) -> Void
+    ) async throws -> ForeignImportSummary {
+        guard configuration.apps.contains(where: { $0.id == appId }) else {
+            throw ImportSetupError(message: "the configuration has no app \"\(appId)\" (add it under apps, then import again)")
+        }
+        let now = clock.now
+        var reader: ForeignExportReader
+        do {
+            reader = try ForeignExportReader(format: format, input: ByteInput(read: read), firebase: firebase, now: now)
+        } catch let error as ExportFileError {
+            throw ImportSetupError(message: error.message)
+        }
+        return try await withMigratedDatabase(configuration, logger: logger) { database, _ in
+            do {
+                return try await ForeignImport(db: database, appId: appId, format: format, dryRun: dryRun).run(
+                    &reader, now: now, progress: progress, skipped: skipped
+                )
+            } catch let error as ExportFileError {
+                throw ImportSetupError(message: error.message)
+            }
+        }
+    }
+
+    /// Why `gatehouse import --from` could not start or go on.
+    public struct ImportSetupError: Error, Sendable, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+    }
+
     /// A signing key as `gatehouse keys list` shows it.
     public struct SigningKeyInfo: Sendable, Hashable {
         public var kid: String

@@ -41,6 +41,7 @@ import Testing
             switch parsed.scheme {
             case .pbkdf2(_, let rounds): #expect(rounds == 1000)
             case .scrypt(let cost, let blockSize, let parallelism): #expect(cost == 1024 && blockSize == 8 && parallelism == 1)
+            default: Issue.record("\(name) read as \(parsed.scheme)")
             }
             #expect(try await hasher.verify(Self.password, against: hash), "\(name)")
             #expect(try await hasher.verify(Self.password + " ", against: hash) == false, "\(name)")

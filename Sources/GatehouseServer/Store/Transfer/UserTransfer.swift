@@ -255,11 +255,8 @@ struct UserTransfer {
             if !exported.passwordHash.isEmpty {
                 // Argon2id as Gatehouse writes it, or a hash of another system that the login can verify (and
                 // replaces with Argon2id at the first success).
-                let argon2 = exported.passwordHash.hasPrefix("$argon2id$") && (try? Argon2.parseParameters(phc: exported.passwordHash)) != nil
-                guard argon2 || ForeignPasswordHash(exported.passwordHash) != nil else {
-                    throw TransferError(
-                        "user \(user.id): the password hash is neither an Argon2id PHC string nor a PBKDF2 or scrypt hash in Django's or passlib's form"
-                    )
+                guard ForeignPasswordHash.isVerifiable(exported.passwordHash) else {
+                    throw TransferError("user \(user.id): the password hash is in no form a login can verify (see docs/migrating.md)")
                 }
             }
             account = (

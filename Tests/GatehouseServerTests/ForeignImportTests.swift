@@ -350,6 +350,32 @@ import Testing
         await drop()
     }
 
+    /// An address imported unverified holds whatever password the source's registrant chose — perhaps someone who
+    /// typed the victim's address. It gives that person nothing: the account stays pending, and the mailbox's owner who
+    /// registers it takes it over with their own password.
+    @Test func anAddressImportedUnverifiedIsTheMailboxOwnersOnceTheyRegister() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let clock = ManualClock()
+        let (target, drop) = try await TransferTests.target(in: folder)
+        #expect(target.apps[0].localUserpass?.confirmation == .email)
+        let squatter = try #require(try await ForeignPasswordHashTests.referenceHashes(of: "the squatter's").first { $0.0 == "django_pbkdf2_sha256" }?.1)
+        // An Argon2 hash asking for 4 GiB is not taken in: verifying it would take the server's memory.
+        let greedy = "$argon2i$v=19$m=4194304,t=1,p=1$c2FsdHNhbHQ$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+        let file = "email,password_hash,email_verified\nvictim@example.com,\(squatter),false\ngreedy@example.com,\"\(greedy)\",true\n"
+        let (summary, skipped) = try await Self.importFile(file, as: .csv, into: target, clock: clock)
+        #expect(summary.imported == 1 && summary.pending == 1 && skipped.map(\.email) == ["greedy@example.com"], "\(summary) \(skipped)")
+        try await withGatehouse(target, clock: clock) { _, client in
+            #expect(try await client.login("victim@example.com", "the squatter's").status == .unauthorized)
+            #expect(try await client.register("victim@example.com", "the victim's own").status == .created)
+            let link = try await client.latestLink("victim@example.com")
+            #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+            #expect(try await client.login("victim@example.com", "the victim's own").status == .ok)
+            #expect(try await client.login("victim@example.com", "the squatter's").status == .unauthorized)
+        }
+        await drop()
+    }
+
     @Test func aDryRunWritesNothing() async throws {
         let files = try await Self.exports()
         let folder = try temporaryDirectory()

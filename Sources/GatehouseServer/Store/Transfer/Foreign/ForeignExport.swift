@@ -167,7 +167,8 @@ struct ForeignExportReader {
             guard let fields = try records.next() else { return nil }
             guard let header = csvHeader else { throw ExportFileError("the CSV file has no header") }
             guard fields.count == header.count else {
-                return .skipped(sourceId: nil, email: nil, reason: "has \(fields.count) fields where the header names \(header.count)")
+                let email = header.firstIndex(of: "email").flatMap { $0 < fields.count ? fields[$0] : nil }
+                return .skipped(sourceId: nil, email: email, reason: "has \(fields.count) fields where the header names \(header.count) (a field with a comma needs quotes)")
             }
             return record(row: Dictionary(zip(header, fields)) { first, _ in first })
         }

@@ -33,6 +33,10 @@ package enum AuditKind: String, Sendable, CaseIterable {
     case apiKeyDeleted = "api_key_deleted"
     case apiKeyEnabled = "api_key_enabled"
     case apiKeyDisabled = "api_key_disabled"
+    /// Lazy migration made a user the migrate-user function vouched for (or gave a migrated user without a password
+    /// its old one). Detail: `at` (`login` or `passwordReset`), `replacedPending` when a pending registration of the
+    /// address was discarded, `passwordSet`. Never the password.
+    case userMigrated = "user_migrated"
 }
 
 extension AuthEnvironment {

@@ -35,6 +35,10 @@ package enum AuditKind: String, Sendable, CaseIterable {
     case apiKeyDisabled = "api_key_disabled"
     /// `gatehouse import --from`: one per batch written, with `source` and `users` (how many).
     case usersImported = "users_imported"
+    /// Lazy migration made a user the migrate-user function vouched for (or gave a migrated user without a password
+    /// its old one). Detail: `at` (`login` or `passwordReset`), `replacedPending` when a pending registration of the
+    /// address was discarded, `passwordSet`. Never the password.
+    case userMigrated = "user_migrated"
 }
 
 extension AuthEnvironment {

@@ -363,13 +363,15 @@ package struct EmailPasswordService: Sendable {
         }
     }
 
-    /// `reset/send`: a reset email for a known address.
+    /// `reset/send`: a reset email for a known address (or one the migrate-user function migrates).
     package func sendPasswordReset(appId: String, email rawEmail: String) async throws {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
         // Counted before the answer, which says whether the address is known where the app reveals that.
         try await env.checkSendLimit(.passwordReset, app: app, address: email.normalized)
-        let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        // An address of the old system that Gatehouse does not know yet is migrated (without a password) first, so
+        // that its owner gets the reset; the answer is the same either way.
+        let account = try await migrateForReset(app: app, email: email, account: try await env.store.emailAccount(appId: app.id, email: email.normalized))
         if app.revealUserExistence, account == nil { throw AuthError.userNotFound }
         try await issue(.passwordReset, app: app, local: local, email: email, account: account, counted: true)
         await env.audit(.resetRequested, app: app.id, user: account?.userId)
@@ -440,48 +442,196 @@ package struct EmailPasswordService: Sendable {
     /// Counted against the app's `login` rate limits (per address and per username) and its login backoff: after a
     /// run of wrong passwords for the username, known or not, from this client address, attempts from it must wait
     /// (``AuthError/loginDelayed(retryAfter:)``); see ``LoginBackoff``.
-    package func authenticate(app: AppSettings, username: String, password: String) async throws -> UserRecord {
+    ///
+    /// Lazy migration (`migrate`, for logins; a link never migrates): where the app has a migrate-user function, an
+    /// address Gatehouse does not know, or knows only as a pending registration, is asked about — after the limits
+    /// and the backoff, and only for a valid address and a password within the policy's length. When the function
+    /// says the old system accepted the password, the user is created with it and the login succeeds; any other
+    /// answer is the ordinary wrong password.
+    package func authenticate(app: AppSettings, username: String, password: String, migrate: Bool = false) async throws -> UserRecord {
         let email = EmailAddress(username)
         let identifier = email?.normalized ?? String(username.prefix(256))
         try await env.checkRateLimit(.login, app: app, identifier: identifier)
         let backoff = LoginBackoff(env: env, app: app, identifier: identifier)
         let attempt = try await backoff.admit()
+        let login = PasswordLogin(app: app, password: password, backoff: backoff, attempt: attempt)
+        let askable = migrate && !password.isEmpty && password.count <= app.passwordPolicy.maxLength && migrates(app)
+        guard password.count <= app.passwordPolicy.maxLength, let email,
+            let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+        else {
+            if askable, let email, let migrated = await askToMigrate(app: app, email: email, password: password) {
+                return try await logInMigrated(migrated, email: email, login, replacing: nil)
+            }
+            // The same work as for a known account: the user lookup (of an id that cannot exist) and a hash.
+            _ = try await env.store.user(id: Self.absentUserId)
+            try await env.hasher.burnVerify(password, parameters: app.passwordHash)
+            try await login.wrongPassword(nil)
+        }
+        return try await verify(account, email: email, login, migrate: askable)
+    }
+
+    /// One password login's context: what it checks, and its place in the login backoff.
+    private struct PasswordLogin: Sendable {
+        var app: AppSettings
+        var password: String
+        var backoff: LoginBackoff
+        var attempt: Int
+
         func wrongPassword(_ userId: String?) async throws -> Never {
             try await backoff.failed(userId: userId, attempt: attempt)
             throw AuthError.invalidCredentials
         }
-        guard password.count <= app.passwordPolicy.maxLength, let email,
-            let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
-        else {
-            // The same work as for a known account: the user lookup (of an id that cannot exist) and a hash.
-            _ = try await env.store.user(id: Self.absentUserId)
-            try await env.hasher.burnVerify(password, parameters: app.passwordHash)
-            try await wrongPassword(nil)
-        }
+    }
+
+    /// Checks the login's password against the known `account`. With `migrate`, a pending account's address is asked
+    /// about too: the old system's user, who proves its password there, replaces whoever registered the address here
+    /// and never confirmed it.
+    private func verify(_ account: EmailAccountRecord, email: EmailAddress, _ login: PasswordLogin, migrate: Bool) async throws -> UserRecord {
+        let app = login.app
         guard !account.passwordHash.isEmpty else {
-            // An account made by native sign-up with codes only: it has no password to check.
+            // An account made by native sign-up with codes only, or migrated by a reset request that was not followed
+            // yet: it has no password to check. With `migrate`, the old system may know the password: a user who asked
+            // for a reset (or whose address someone else asked one for) can still sign in with their old password.
+            if migrate, let migrated = await askToMigrate(app: app, email: email, password: login.password) {
+                if account.confirmedAt == nil { return try await logInMigrated(migrated, email: email, login, replacing: account) }
+                let hash = try await env.hasher.hash(login.password, parameters: app.passwordHash)
+                try await env.store.upgradePasswordHash(appId: app.id, email: account.email, from: "", to: hash)
+                env.logger.info("user migrated", metadata: ["app": "\(app.id)", "user": "\(account.userId)", "at": "login"])
+                await env.audit(.userMigrated, app: app.id, user: account.userId, detail: ["provider": Self.providerType, "at": "login", "passwordSet": "true"])
+                if let updated = try await env.store.emailAccount(appId: app.id, email: email.normalized) {
+                    return try await verify(updated, email: email, login, migrate: false)
+                }
+            }
             _ = try await env.store.user(id: account.userId)
-            try await env.hasher.burnVerify(password, parameters: app.passwordHash)
-            try await wrongPassword(account.userId)
+            try await env.hasher.burnVerify(login.password, parameters: app.passwordHash)
+            try await login.wrongPassword(account.userId)
         }
         let user = try await env.store.user(id: account.userId)
-        guard try await env.hasher.verify(password, against: account.passwordHash) else { try await wrongPassword(account.userId) }
+        let matches = try await env.hasher.verify(login.password, against: account.passwordHash)
+        if account.confirmedAt == nil, migrate, let migrated = await askToMigrate(app: app, email: email, password: login.password) {
+            return try await logInMigrated(migrated, email: email, login, replacing: account)
+        }
+        guard matches else { try await login.wrongPassword(account.userId) }
         // "Confirmation required" would tell whoever just registered an address that it was free (a taken one answers
         // as a wrong password): only an app that reveals user existence says it. Hidden, it counts as a wrong
         // password too, so that a delay that ends tells nobody a guess was right.
         guard account.confirmedAt != nil else {
             if app.revealUserExistence { throw AuthError.confirmationRequired }
-            try await wrongPassword(account.userId)
+            try await login.wrongPassword(account.userId)
         }
-        try await backoff.succeeded()
+        try await login.backoff.succeeded()
         guard let user else { throw AuthError.invalidCredentials }
         guard !user.disabled else { throw AuthError.userDisabled }
         if env.hasher.needsRehash(account.passwordHash, parameters: app.passwordHash) {
-            let upgraded = try await env.hasher.hash(password, parameters: app.passwordHash)
+            let upgraded = try await env.hasher.hash(login.password, parameters: app.passwordHash)
             try await env.store.upgradePasswordHash(appId: app.id, email: account.email, from: account.passwordHash, to: upgraded)
             env.logger.info("password hash upgraded", metadata: ["app": "\(app.id)", "user": "\(user.id)"])
         }
         return user
+    }
+
+    /// Creates the user the migrate-user function vouched for, with the login's password hashed to the app's
+    /// Argon2id, and logs it in. When the address was taken meanwhile (a racing login of the same user migrated it
+    /// first, or someone registered it), the password is checked against that account instead, as any login's is.
+    private func logInMigrated(_ migrated: MigratedUser, email: EmailAddress, _ login: PasswordLogin, replacing pending: EmailAccountRecord?)
+        async throws -> UserRecord
+    {
+        // Hashed before any write, never inside a transaction.
+        let hash = try await env.hasher.hash(login.password, parameters: login.app.passwordHash)
+        if let user = try await createMigrated(migrated, app: login.app, email: email, passwordHash: hash, reason: .login, replacing: pending) {
+            try await login.backoff.succeeded()
+            return user
+        }
+        guard let account = try await env.store.emailAccount(appId: login.app.id, email: email.normalized) else {
+            // The user id the function gave is another user's: nothing was created.
+            try await login.wrongPassword(nil)
+        }
+        return try await verify(account, email: email, login, migrate: false)
+    }
+
+    // MARK: Lazy migration
+
+    /// A user the migrate-user function vouched for, checked.
+    private struct MigratedUser: Sendable {
+        var userId: String?
+        var customData: [String: JSONValue]
+    }
+
+    /// Whether the app asks a migrate-user function about addresses it does not know.
+    package func migrates(_ app: AppSettings) -> Bool {
+        app.localUserpass != nil && (app.localUserpass?.migrateUserFunction != nil || env.functions.migrateUser != nil)
+    }
+
+    /// Asks the app's migrate-user function about `email` (with the login's `password`, or none for a reset). The user
+    /// to create, or nil for every other outcome: unknown, wrong password, an unverified address, a malformed answer,
+    /// a failure, a timeout. Nothing here logs or records the password.
+    private func askToMigrate(app: AppSettings, email: EmailAddress, password: String?) async -> MigratedUser? {
+        guard migrates(app) else { return nil }
+        let call = MigrateUserCall(appId: app.id, email: email.display, password: password, reason: password == nil ? .passwordReset : .login)
+        let outcome: MigrateUserOutcome?
+        do {
+            outcome = try await FunctionRunner(env: env).migrateUser(call, settings: app.localUserpass?.migrateUserFunction)
+        } catch {
+            env.logger.notice("migrate-user function failed", metadata: ["app": "\(app.id)", "error": "\(error)"])
+            return nil
+        }
+        guard case .migrated(let verified, let userId, let customData)? = outcome else { return nil }
+        guard verified else {
+            env.logger.notice("migrate-user function vouched for an unverified address: not migrated", metadata: ["app": "\(app.id)"])
+            return nil
+        }
+        if let userId, !Secrets.isObjectID(userId) {
+            env.logger.notice("migrate-user function gave a user id that is not a 24-hex ObjectId: not migrated", metadata: ["app": "\(app.id)"])
+            return nil
+        }
+        guard let encoded = try? JSONEncoder().encode(customData), encoded.count <= 16_384 else {
+            env.logger.notice("migrate-user function gave custom data over 16 KiB: not migrated", metadata: ["app": "\(app.id)"])
+            return nil
+        }
+        return MigratedUser(userId: userId?.lowercased(), customData: customData)
+    }
+
+    /// Writes a migrated user: the user (with the function's id and custom data), its `local-userpass` identity, and
+    /// its email account, confirmed and proven (the old system verified the address; the function vouches for it as
+    /// a confirmation function's `success` does), with `passwordHash` (empty for a reset: the reset sets it). A
+    /// pending registration of the address is discarded first, with its user and links. Nil, creating nothing, when
+    /// the address is taken meanwhile, the pending account was confirmed meanwhile, or the user id is taken.
+    private func createMigrated(
+        _ migrated: MigratedUser, app: AppSettings, email: EmailAddress, passwordHash: String, reason: MigrateUserCall.Reason,
+        replacing pending: EmailAccountRecord?
+    ) async throws -> UserRecord? {
+        if let pending {
+            guard try await env.store.discardPendingRegistration(pending) else { return nil }
+            env.logger.info("pending registration discarded for a migrated user", metadata: ["app": "\(app.id)", "user": "\(pending.userId)"])
+        }
+        let now = env.clock.now
+        var (user, identity, account) = Self.newAccount(
+            userId: migrated.userId ?? Secrets.objectID(at: now), app: app, email: email, passwordHash: passwordHash, confirmed: true, proven: true,
+            now: now
+        )
+        user.customData = migrated.customData
+        do {
+            try await env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil)
+        } catch StoreError.conflict {
+            return nil
+        }
+        env.logger.info("user migrated", metadata: ["app": "\(app.id)", "user": "\(user.id)", "at": "\(reason.rawValue)"])
+        var detail = ["provider": Self.providerType, "at": reason.rawValue]
+        if pending != nil { detail["replacedPending"] = "true" }
+        await env.audit(.userMigrated, app: app.id, user: user.id, detail: detail)
+        return user
+    }
+
+    /// For a password reset of an address Gatehouse does not know, or knows only as a pending registration: asks the
+    /// migrate-user function (without a password) and, if the old system has the user, creates it without a
+    /// password, so that the reset that follows reaches them. The account to send the reset for, or nil.
+    package func migrateForReset(app: AppSettings, email: EmailAddress, account: EmailAccountRecord?) async throws -> EmailAccountRecord? {
+        guard migrates(app), account?.confirmedAt == nil, let migrated = await askToMigrate(app: app, email: email, password: nil) else {
+            return account
+        }
+        _ = try await createMigrated(migrated, app: app, email: email, passwordHash: "", reason: .passwordReset, replacing: account)
+        // Whatever won a race, the address's account now is the one to reset.
+        return try await env.store.emailAccount(appId: app.id, email: email.normalized)
     }
 
     package init(env: AuthEnvironment) {

@@ -90,7 +90,8 @@ package struct LoginService: Sendable {
         do {
             try requireEnabled(credential.providerType, app: app)
             if case .emailPassword(let username, let password) = credential {
-                return Proof(user: try await EmailPasswordService(env: env).authenticate(app: app, username: username, password: password))
+                // A login (either protocol) may migrate a user from the old system; a link never does.
+                return Proof(user: try await EmailPasswordService(env: env).authenticate(app: app, username: username, password: password, migrate: true))
             }
             // An anonymous login makes a user, as a registration does.
             let makesAUser = if case .anonymous = credential { true } else { false }

@@ -129,6 +129,10 @@ public final class AuthServer: Sendable {
             if local.reset == .function, local.resetFunction == nil, functions.reset == nil {
                 throw ConfigurationError(key: path + ".local-userpass.resetFunction", message: "required with reset: function")
             }
+            // The migrate-user function receives passwords: never over plain http to another host, however configured.
+            if let hook = local.migrateUserFunction, let problem = Loopback.outboundProblem(hook.url) {
+                throw ConfigurationError(key: path + ".local-userpass.migrateUserFunction.url", message: problem)
+            }
         }
         if case .some(.none) = app.customFunction, functions.customLogin == nil {
             throw ConfigurationError(key: path + ".custom-function.webhook", message: "required (or give a customLogin closure when embedding)")

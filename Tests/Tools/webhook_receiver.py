@@ -7,6 +7,11 @@ call asks:
   status; `slow…` waits --slow seconds first; `garbage…` answers 200 with a body that is not JSON; `error…` 500.
 - login calls: by `payload.answer` — `user` answers {"id": payload.externalId, "name": payload.name}; `refuse`
   {"error": "not on the guest list"}; `slow`, `garbage`, `error` as above.
+- migrateUser calls: by the local part of `email` — `migrate…` and `racer…` (which waits 0.5 s first, so that
+  racing calls overlap) answer {"status": "migrated", "emailVerified": true, "customData": {"plan": "gold"}} when
+  the password is `old-system password` or absent (a reset), else {"status": "wrong_password"}; `keepid…` the same
+  with "userId": "0123456789abcdef01234567"; `unverified…` migrated with "emailVerified": false; `slow`, `garbage`,
+  `error` as above; anything else {"status": "unknown"}.
 
 A call whose signature does not verify gets 401. Every call is appended to --log as a JSON line:
 {"verified": bool, "headers": {webhook-id, webhook-timestamp, webhook-signature}, "body": <parsed body>}.
@@ -62,6 +67,8 @@ def main():
                 return self.answer(401, {"error": "bad signature"})
             if body.get("type") == "login":
                 wish = str(body.get("payload", {}).get("answer", ""))
+            elif body.get("type") == "migrateUser":
+                wish = str(body.get("email", "")).split("@")[0]
             else:
                 wish = str(body.get("username", "")).split("@")[0]
             if wish.startswith("slow"):
@@ -71,6 +78,8 @@ def main():
                 return self.answer(200, b"<html>not json</html>")
             if wish.startswith("error"):
                 return self.answer(500, {"error": "boom"})
+            if body.get("type") == "migrateUser":
+                return self.answer(200, migrate(wish, body))
             if body.get("type") == "login":
                 payload = body.get("payload", {})
                 if wish == "user":
@@ -80,6 +89,18 @@ def main():
                 if wish.startswith(status):
                     return self.answer(200, {"status": status})
             return self.answer(200, {"status": "fail"})
+
+    def migrate(wish, body):
+        if not (wish.startswith("migrate") or wish.startswith("racer") or wish.startswith("keepid") or wish.startswith("unverified")):
+            return {"status": "unknown"}
+        if wish.startswith("racer"):
+            time.sleep(0.5)
+        if "password" in body and body["password"] != "old-system password":
+            return {"status": "wrong_password"}
+        answer = {"status": "migrated", "emailVerified": not wish.startswith("unverified"), "customData": {"plan": "gold"}}
+        if wish.startswith("keepid"):
+            answer["userId"] = "0123456789abcdef01234567"
+        return answer
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

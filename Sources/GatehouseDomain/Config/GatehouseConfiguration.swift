@@ -314,6 +314,10 @@ public struct LocalUserpassConfiguration: Sendable, Hashable {
     public var confirmationFunction: WebhookSettings?
     /// The webhook of `reset: function`.
     public var resetFunction: WebhookSettings?
+    /// Lazy migration: the webhook asked about addresses Gatehouse does not know, at a password login (with the
+    /// password) and at a password reset request (without). Nil: no migration (unless the embedding program gives a
+    /// `migrateUser` closure).
+    public var migrateUserFunction: WebhookSettings?
 
     public init(
         confirmation: Confirmation = .email,

@@ -7,6 +7,9 @@ import GatehouseWire
 /// - confirmation: `{"type":"confirmation","appId","token","tokenId","username"}` → `{"status":"success"|"pending"|"fail"}`
 /// - reset: `{"type":"reset","appId","token","tokenId","username","arguments":[…]}` → the same
 /// - custom-function login: `{"type":"login","appId","payload":{…}}` → `{"id":"…","name":"…"}` or `{"error":"…"}`
+/// - migrate user: `{"type":"migrateUser","appId","email","reason":"login"|"passwordReset","password"?}` →
+///   `{"status":"migrated","emailVerified":true,"userId"?,"customData"?}`, `{"status":"unknown"}` or
+///   `{"status":"wrong_password"}` (the password only at a login)
 package struct FunctionRunner: Sendable {
     package let env: AuthEnvironment
 
@@ -61,6 +64,41 @@ package struct FunctionRunner: Sendable {
             return ExternalIdentity(providerType: Self.providerType, externalId: id, data: name.map { ["name": .string($0)] } ?? [:])
         case .refused(let reason):
             throw .invalidCredential("custom function refused the login: \(reason.prefix(200))")
+        }
+    }
+
+    /// Asks the migrate-user function about `call`. Nil when no function is configured for the app and no closure
+    /// was given. Throws when the function fails, cannot be reached, or answers something else than the documented
+    /// shapes; the error never carries the password.
+    package func migrateUser(_ call: MigrateUserCall, settings: WebhookSettings?) async throws(AuthError) -> MigrateUserOutcome? {
+        if let closure = env.functions.migrateUser {
+            do { return try await closure(call) } catch { throw .providerUnavailable("the migrate-user function failed") }
+        }
+        guard let settings else { return nil }
+        var body: [String: JSONValue] = [
+            "type": "migrateUser", "appId": .string(call.appId), "email": .string(call.email), "reason": .string(call.reason.rawValue),
+        ]
+        if let password = call.password { body["password"] = .string(password) }
+        let answer = try await webhooks.call(settings, function: "migrate-user", body: body)
+        switch answer["status"] {
+        case "unknown"?: return .unknown
+        case "wrong_password"?: return .wrongPassword
+        case "migrated"?:
+            var customData: [String: JSONValue] = [:]
+            switch answer["customData"] {
+            case nil, .null?: break
+            case .object(let object)?: customData = object
+            default: throw .providerUnavailable("the migrate-user function failed: customData is not an object")
+            }
+            var userId: String?
+            switch answer["userId"] {
+            case nil, .null?: break
+            case .string(let id)?: userId = id
+            default: throw .providerUnavailable("the migrate-user function failed: userId is not a string")
+            }
+            return .migrated(emailVerified: answer["emailVerified"] == .bool(true), userId: userId, customData: customData)
+        default:
+            throw .providerUnavailable("the migrate-user function failed: expected {\"status\": \"migrated\" | \"unknown\" | \"wrong_password\"}")
         }
     }
 

@@ -18,11 +18,17 @@ extension NativeAuthService {
         let email = try username(request)
         // Counted before anything is answered: each start writes a flow and an audit row.
         try await env.checkRateLimit(.flow, app: client.app, identifier: email.normalized)
-        let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
+        let passwords = EmailPasswordService(env: env)
+        // An address of the old system that Gatehouse does not know yet is migrated (without a password) first, so
+        // that its owner gets the code and sets a password; the answer is the same either way.
+        let account = try await passwords.migrateForReset(
+            app: client.app, email: email, account: try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
+        )
         if client.app.revealUserExistence {
             guard let account else { throw NativeFlowError.userNotFound }
-            // Without revealUserExistence a code-only account may reset, which gives it its first password.
-            if account.passwordHash.isEmpty { throw NativeFlowError.userHasNoPassword }
+            // Without revealUserExistence a code-only account may reset, which gives it its first password; so may
+            // every account of an app that migrates users (a migrated user has no password until its first reset).
+            if account.passwordHash.isEmpty, !passwords.migrates(client.app) { throw NativeFlowError.userHasNoPassword }
         }
         guard types.contains(.oob) else {
             return redirect("a password reset needs a one-time code, and the client does not take codes (oob)", client: client)

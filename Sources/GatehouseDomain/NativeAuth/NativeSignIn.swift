@@ -16,7 +16,10 @@ extension NativeAuthService {
         // A flow is written; the password, if any, is counted as a login when it is checked.
         try await env.checkRateLimit(.flow, app: client.app, identifier: email.normalized)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
-        if account == nil, client.app.revealUserExistence { throw NativeFlowError.userNotFound }
+        // An app that migrates users cannot tell an unknown address before its password: the old system may know it.
+        if account == nil, client.app.revealUserExistence, !EmailPasswordService(env: env).migrates(client.app) {
+            throw NativeFlowError.userNotFound
+        }
         guard types.contains(.oob) || types.contains(.password) else {
             return redirect("the client takes neither codes (oob) nor passwords", client: client)
         }
@@ -67,6 +70,9 @@ extension NativeAuthService {
         {
             hasPassword = !account.passwordHash.isEmpty
             confirmed = account.confirmedAt != nil
+        } else if client.app.revealUserExistence, flow.userId == nil, EmailPasswordService(env: env).migrates(client.app) {
+            // An address the old system may know signs in with its password there, which migrates it.
+            hasPassword = true
         }
         if hasPassword, confirmed, types.contains(.password) { return .password }
         if types.contains(.oob), !hasPassword || !confirmed || settings.signUpMethods.contains(.emailOTP) { return .code }

@@ -179,7 +179,7 @@ public struct ConfigurationLoader: Sendable {
                 "local-userpass",
                 allowed: [
                     "enabled", "confirmation", "emailConfirmationURL", "reset", "resetPasswordURL", "tokenTTL", "password",
-                    "confirmationFunction", "resetFunction",
+                    "confirmationFunction", "resetFunction", "migrateUserFunction",
                 ]
             ) {
                 var lp = LocalUserpassConfiguration()
@@ -192,6 +192,8 @@ public struct ConfigurationLoader: Sendable {
                 if let ttl = try local.optionalInt("tokenTTL") { lp.tokenTTL = ttl }
                 lp.confirmationFunction = try webhook(local, "confirmationFunction")
                 lp.resetFunction = try webhook(local, "resetFunction")
+                // It receives passwords: https (or loopback http) as every webhook, checked in webhook(_:_:).
+                lp.migrateUserFunction = try webhook(local, "migrateUserFunction")
                 if let password = try local.optionalMapping("password", allowed: ["minLength", "maxLength", "refuseCommon", "refuseEmail"]) {
                     if let min = try password.optionalInt("minLength") { lp.password.minLength = min }
                     if let max = try password.optionalInt("maxLength") { lp.password.maxLength = max }

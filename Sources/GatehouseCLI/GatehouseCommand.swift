@@ -573,10 +573,14 @@ final class ProgressBar: @unchecked Sendable {
         self.enabled = enabled
     }
 
-    func show(_ progress: ImportProgress) {
+    private var latest: ImportProgress?
+
+    /// Draws `progress`, at most ten times a second (``finish()`` draws the last one in any case).
+    func show(_ progress: ImportProgress, force: Bool = false) {
         guard enabled else { return }
+        latest = progress
         let now = ContinuousClock.now
-        if let lastDrawn, now - lastDrawn < .milliseconds(100) { return }
+        if !force, let lastDrawn, now - lastDrawn < .milliseconds(100) { return }
         lastDrawn = now
         let elapsed = max((now - started) / .seconds(1), 0.001)
         let rate = Double(progress.summary.read) / elapsed
@@ -597,6 +601,8 @@ final class ProgressBar: @unchecked Sendable {
     }
 
     func finish() {
+        if let latest { show(latest, force: true) }
+        latest = nil
         guard shown else { return }
         FileHandle.standardError.write(Data("\n".utf8))
         shown = false

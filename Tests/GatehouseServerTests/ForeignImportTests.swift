@@ -22,7 +22,7 @@ import Testing
             import bcrypt
             import argon2.low_level as a2
             from firebase_scrypt import firebasescrypt as fs
-            from passlib.hash import django_pbkdf2_sha256, pbkdf2_sha256
+            from passlib.hash import django_pbkdf2_sha256, pbkdf2_sha256, django_argon2
 
             b64 = lambda b: base64.b64encode(b).decode()
             b64n = lambda b: b64(b).rstrip("=")
@@ -44,6 +44,19 @@ import Testing
                  "providerUserInfo": [{"providerId": "google.com", "rawId": "1234"}]},
             ]}, indent=2)
             out["firebaseKey"], out["firebaseSeparator"] = b64(signer), b64(separator)
+            # The other algorithms `firebase auth:import` takes, one file each.
+            hmac_key = os.urandom(32)
+            def firebase_hmac(password):
+                salt = os.urandom(8)
+                return {"passwordHash": b64(hmac.new(hmac_key, salt + password.encode(), hashlib.sha256).digest()), "salt": b64(salt)}
+            def firebase_pbkdf2(password):
+                salt = os.urandom(16)
+                return {"passwordHash": b64(hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 1000)), "salt": b64(salt)}
+            out["firebaseHMAC"] = json.dumps({"users": [{"localId": "h", "email": "hmac@example.com", "emailVerified": True, **firebase_hmac("by hmac")}]})
+            out["firebaseHMACKey"] = b64(hmac_key)
+            out["firebasePBKDF2"] = json.dumps({"users": [{"localId": "p", "email": "pbkdf2@example.com", "emailVerified": True, **firebase_pbkdf2("by pbkdf2")}]})
+            out["firebaseBCRYPT"] = json.dumps({"users": [{"localId": "b", "email": "bcrypt@example.com", "emailVerified": True,
+                "passwordHash": b64(bcrypt.hashpw(b"by bcrypt", bcrypt.gensalt(4)))}]})
 
             # Auth0: JSON lines, bcrypt and custom_password_hash shapes.
             def sha256_prefix(password, salt):
@@ -93,6 +106,8 @@ import Testing
                      "credentials": [keycloak_pbkdf2("keycloak two", "sha512", 64)]},
                     {"id": "kc-lu", "username": "lu", "email": "lu@example.com", "emailVerified": True, "enabled": True,
                      "credentials": [keycloak_argon2("keycloak three", "id")]},
+                    {"id": "kc-ned", "username": "ned", "email": "ned@example.com", "emailVerified": True, "enabled": True,
+                     "credentials": [keycloak_argon2("keycloak five", "i")]},
                     {"id": "kc-max", "username": "max", "email": "max@example.com", "emailVerified": False, "enabled": False,
                      "credentials": [keycloak_pbkdf2("keycloak four", "sha256", 32)]},
                     {"id": "kc-svc", "username": "service-account-web", "serviceAccountClientId": "web", "enabled": True},
@@ -125,6 +140,9 @@ import Testing
                 ["ray@example.com", pbkdf2_sha256.using(rounds=1000).hash("csv two"), "1", "", "r-2"],
                 ["sal@example.com", a2.hash_secret(b"csv three", os.urandom(16), time_cost=1, memory_cost=256, parallelism=1,
                                                     hash_len=32, type=a2.Type.ID).decode(), "yes", "", "s-3"],
+                ["sid@example.com", a2.hash_secret(b"csv four", os.urandom(16), time_cost=2, memory_cost=64, parallelism=2,
+                                                    hash_len=24, type=a2.Type.D, version=16).decode(), "true", "", "s-4"],
+                ["sue@example.com", django_argon2.using(memory_cost=128, rounds=1).hash("csv five"), "true", "", "s-5"],
                 ["tam@example.com", "md5$salt$0123456789abcdef0123456789abcdef", "true", "", "t-4"],
                 ["not an address", "", "true", "", "u-5"],
                 ["QUINN@example.com", "", "true", "", "v-6"],
@@ -214,6 +232,34 @@ import Testing
         await drop()
     }
 
+    @Test func firebasesOtherHashAlgorithmsReadTheirParametersToo() async throws {
+        let files = try await Self.exports()
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let clock = ManualClock()
+        let (target, drop) = try await TransferTests.target(in: folder)
+        let cases: [(String, FirebaseHashParameters, String)] = [
+            ("firebaseHMAC", FirebaseHashParameters(algorithm: "HMAC_SHA256", key: files["firebaseHMACKey"], inputOrder: "SALT_FIRST"), "hmac@example.com=by hmac"),
+            ("firebasePBKDF2", FirebaseHashParameters(algorithm: "PBKDF2_SHA256", rounds: 1000), "pbkdf2@example.com=by pbkdf2"),
+            ("firebaseBCRYPT", FirebaseHashParameters(algorithm: "BCRYPT"), "bcrypt@example.com=by bcrypt"),
+        ]
+        for (file, parameters, _) in cases {
+            let (summary, skipped) = try await Self.importFile(try #require(files[file]), as: .firebase, into: target, firebase: parameters, clock: clock)
+            #expect(summary.imported == 1, "\(file): \(skipped)")
+        }
+        // The wrong order of salt and password is a wrong hash: imported, but no password matches it.
+        let reversed = try await Self.importFile(
+            try #require(files["firebaseHMAC"]).replacingOccurrences(of: "hmac@", with: "reversed@"), as: .firebase, into: target,
+            firebase: FirebaseHashParameters(algorithm: "HMAC_SHA256", key: files["firebaseHMACKey"], inputOrder: "PASSWORD_FIRST"), clock: clock
+        )
+        #expect(reversed.0.imported == 1)
+        try await withGatehouse(target, clock: clock) { gatehouse, client in
+            for (_, _, login) in cases { try await Self.expectLogins([login: .ok], gatehouse, client) }
+            #expect(try await client.login("reversed@example.com", "by hmac").status == .unauthorized)
+        }
+        await drop()
+    }
+
     @Test func firebaseNeedsTheProjectsHashParameters() async throws {
         let folder = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -262,11 +308,14 @@ import Testing
         let clock = ManualClock()
         let (target, drop) = try await TransferTests.target(in: folder)
         let (summary, skipped) = try await Self.importFile(try #require(files["keycloak"]), as: .keycloak, into: target, chunk: 3, clock: clock)
-        #expect(summary.read == 5 && summary.imported == 4 && summary.pending == 1, "\(summary) \(skipped)")
+        #expect(summary.read == 6 && summary.imported == 5 && summary.pending == 1, "\(summary) \(skipped)")
         #expect(skipped.map(\.sourceId) == ["kc-svc"])
         try await withGatehouse(target, clock: clock) { gatehouse, client in
             try await Self.expectLogins(
-                ["jo@example.com=keycloak one": .ok, "kim@example.com=keycloak two": .ok, "lu@example.com=keycloak three": .ok, "max@example.com=keycloak four": .unauthorized],
+                [
+                    "jo@example.com=keycloak one": .ok, "kim@example.com=keycloak two": .ok, "lu@example.com=keycloak three": .ok,
+                    "ned@example.com=keycloak five": .ok, "max@example.com=keycloak four": .unauthorized,
+                ],
                 gatehouse, client
             )
             let jo = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "jo@example.com"))
@@ -305,12 +354,18 @@ import Testing
         let clock = ManualClock()
         let (target, drop) = try await TransferTests.target(in: folder)
         let (summary, skipped) = try await Self.importFile(try #require(files["csv"]), as: .csv, into: target, clock: clock)
-        #expect(summary.read == 6 && summary.imported == 3 && summary.skipped == 3, "\(summary)")
-        #expect(skipped.map(\.record) == [4, 5, 6])
+        #expect(summary.read == 8 && summary.imported == 5 && summary.skipped == 3, "\(summary)")
+        #expect(skipped.map(\.record) == [6, 7, 8])
         #expect(skipped[0].reason.contains("cannot verify") && skipped[1].reason.contains("not an email address"))
         #expect(skipped[2].reason == "its address is the address of record 1")
         try await withGatehouse(target, clock: clock) { gatehouse, client in
-            try await Self.expectLogins(["quinn@example.com=csv one": .ok, "ray@example.com=csv two": .ok, "sal@example.com=csv three": .ok], gatehouse, client)
+            try await Self.expectLogins(
+                [
+                    "quinn@example.com=csv one": .ok, "ray@example.com=csv two": .ok, "sal@example.com=csv three": .ok,
+                    "sid@example.com=csv four": .ok, "sue@example.com=csv five": .ok,
+                ],
+                gatehouse, client
+            )
         }
         await drop()
     }
@@ -383,7 +438,7 @@ import Testing
         let clock = ManualClock()
         let (target, drop) = try await TransferTests.target(in: folder)
         let (summary, _) = try await Self.importFile(try #require(files["keycloak"]), as: .keycloak, into: target, dryRun: true, clock: clock)
-        #expect(summary.imported == 4)
+        #expect(summary.imported == 5)
         try await withGatehouse(target, clock: clock) { gatehouse, client in
             let account = try await gatehouse.env.store.emailAccount(appId: "test-app", email: "jo@example.com")
             #expect(account == nil)

@@ -370,6 +370,18 @@ import Testing
         await drop()
     }
 
+    @Test func aReportLineCannotBeForgedByARecordsFields() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (target, drop) = try await TransferTests.target(in: folder)
+        let file = "email,id\n\"x\nrecord 99\tid=forged\",a\tb\n"
+        let (_, skipped) = try await Self.importFile(file, as: .csv, into: target, clock: ManualClock())
+        let line = try #require(skipped.first).description
+        #expect(!line.contains("\n") && line.split(separator: "\t").count == 4, "\(line)")
+        #expect(line.contains(#"email=x\nrecord 99\tid=forged"#), "\(line)")
+        await drop()
+    }
+
     @Test func aCSVWithAColumnItDoesNotKnowIsRefusedBeforeAnythingIsWritten() async throws {
         let folder = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folder) }

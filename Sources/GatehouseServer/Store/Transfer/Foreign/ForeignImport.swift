@@ -28,9 +28,16 @@ public struct SkippedRecord: Sendable, Hashable, CustomStringConvertible {
     public var email: String?
     public var reason: String
 
-    /// `record 17  id=abc  email=a@example.com  skipped: …`, tab-separated.
+    /// `record 17  id=abc  email=a@example.com  skipped: …`, tab-separated, one line: a field's control characters (a
+    /// tab or newline inside a quoted CSV field) are shown escaped, so that no record can forge another's line.
     public var description: String {
-        ["record \(record)", "id=\(sourceId ?? "-")", "email=\(email ?? "-")", "skipped: \(reason)"].joined(separator: "\t")
+        ["record \(record)", "id=\(Self.escaped(sourceId ?? "-"))", "email=\(Self.escaped(email ?? "-"))", "skipped: \(Self.escaped(reason))"]
+            .joined(separator: "\t")
+    }
+
+    private static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return text }
+        return text.unicodeScalars.map { $0.properties.generalCategory == .control ? $0.escaped(asASCII: true) : String($0) }.joined()
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseArgon2
 import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseTestSupport
@@ -178,6 +179,21 @@ import Testing
         return (summary, skipped)
     }
 
+    /// Runs `body` on a fresh target database (PostgreSQL on the PostgreSQL run) with a manual clock, and drops it
+    /// afterwards, also when the body throws.
+    static func withTarget(_ body: (GatehouseConfiguration, ManualClock) async throws -> Void) async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (target, drop) = try await TransferTests.target(in: folder)
+        do {
+            try await body(target, ManualClock())
+            await drop()
+        } catch {
+            await drop()
+            throw error
+        }
+    }
+
     static func firebaseParameters(_ files: [String: String]) -> FirebaseHashParameters {
         FirebaseHashParameters(algorithm: "SCRYPT", key: files["firebaseKey"], saltSeparator: files["firebaseSeparator"], rounds: 8, memoryCost: 12)
     }
@@ -187,11 +203,13 @@ import Testing
         for (email, status) in expected {
             let password = String(email.split(separator: "=")[1])
             let address = String(email.split(separator: "=")[0])
+            let imported = try await gatehouse.env.store.emailAccount(appId: "test-app", email: address)?.passwordHash
             #expect(try await client.login(address, password + "x").status == .unauthorized, "\(address) with a wrong password")
             #expect(try await client.login(address, password).status == status, "\(address)")
             if status == .ok {
+                // Rehashed: a new hash, Argon2id with the app's parameters.
                 let account = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: address))
-                #expect(account.passwordHash.hasPrefix("$argon2id$"), "\(address) is rehashed")
+                #expect(account.passwordHash != imported && (try? Argon2.parseParameters(phc: account.passwordHash)) == testHashParameters, "\(address)")
                 #expect(try await client.login(address, password).status == .ok, "\(address) after the rehash")
             }
         }
@@ -199,281 +217,246 @@ import Testing
 
     @Test func firebaseUsersSignInWithTheirPasswordsUnderTheProjectsScrypt() async throws {
         let files = try await Self.exports()
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let clock = ManualClock()
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let (summary, skipped) = try await Self.importFile(
-            try #require(files["firebase"]), as: .firebase, into: target, firebase: Self.firebaseParameters(files), chunk: 7, clock: clock
-        )
-        #expect(summary.read == 5 && summary.imported == 4 && summary.skipped == 1 && summary.pending == 1 && summary.withoutPassword == 1, "\(summary)")
-        #expect(skipped.map(\.sourceId) == ["fb-phone"])
-        #expect(skipped.first?.reason.contains("no email address") == true)
-        try await withGatehouse(target, clock: clock) { gatehouse, client in
-            try await Self.expectLogins(
-                ["ada@example.com=firebase one": .ok, "bob@example.com=firebase two": .unauthorized, "cy@example.com=firebase three": .unauthorized],
-                gatehouse, client
+        try await Self.withTarget { target, clock in
+            let (summary, skipped) = try await Self.importFile(
+                try #require(files["firebase"]), as: .firebase, into: target, firebase: Self.firebaseParameters(files), chunk: 7, clock: clock
             )
-            // Disabled stays disabled; the right password says so, a wrong one does not.
-            let disabled = try await client.login("cy@example.com", "firebase three")
-            #expect(disabled.status == .unauthorized && disabled.text.contains("UserDisabled"))
-            // The source's id and name are in the profile; custom attributes are the custom data.
-            let login = try await client.login("ada@example.com", "firebase one").decode(LoginResponse.self)
-            let profile = try await client.call(Path.profile, .get, bearer: login.accessToken).decode(ProfileResponse.self)
-            #expect(profile.data["source_user_id"] == "fb-ada" && profile.data["imported_from"] == "firebase" && profile.data["name"] == "Ada L")
-            #expect(profile.data["email"] == "Ada@Example.com")
-            let user = try #require(try await gatehouse.env.store.user(id: login.userId))
-            #expect(user.customData == ["role": "admin"])
-            #expect(user.createdAt == Date(timeIntervalSince1970: 1_600_000_000))
-            // A user without a password (Google only) sets one through a password reset.
-            let google = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "google-only@example.com"))
-            #expect(google.passwordHash.isEmpty && google.confirmedAt != nil)
+            #expect(summary.read == 5 && summary.imported == 4 && summary.skipped == 1 && summary.pending == 1 && summary.withoutPassword == 1, "\(summary)")
+            #expect(skipped.map(\.sourceId) == ["fb-phone"])
+            #expect(skipped.first?.reason.contains("no email address") == true)
+            try await withGatehouse(target, clock: clock) { gatehouse, client in
+                try await Self.expectLogins(
+                    ["ada@example.com=firebase one": .ok, "bob@example.com=firebase two": .unauthorized, "cy@example.com=firebase three": .unauthorized],
+                    gatehouse, client
+                )
+                // Disabled stays disabled; the right password says so, a wrong one does not.
+                let disabled = try await client.login("cy@example.com", "firebase three")
+                #expect(disabled.status == .unauthorized && disabled.text.contains("UserDisabled"))
+                // The source's id and name are in the profile; custom attributes are the custom data.
+                let login = try await client.login("ada@example.com", "firebase one").decode(LoginResponse.self)
+                let profile = try await client.call(Path.profile, .get, bearer: login.accessToken).decode(ProfileResponse.self)
+                #expect(profile.data["source_user_id"] == "fb-ada" && profile.data["imported_from"] == "firebase" && profile.data["name"] == "Ada L")
+                #expect(profile.data["email"] == "Ada@Example.com")
+                let user = try #require(try await gatehouse.env.store.user(id: login.userId))
+                #expect(user.customData == ["role": "admin"])
+                #expect(user.createdAt == Date(timeIntervalSince1970: 1_600_000_000))
+                // A user without a password (Google only) sets one through a password reset.
+                let google = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "google-only@example.com"))
+                #expect(google.passwordHash.isEmpty && google.confirmedAt != nil)
+            }
         }
-        await drop()
     }
 
     @Test func firebasesOtherHashAlgorithmsReadTheirParametersToo() async throws {
         let files = try await Self.exports()
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let clock = ManualClock()
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let cases: [(String, FirebaseHashParameters, String)] = [
-            ("firebaseHMAC", FirebaseHashParameters(algorithm: "HMAC_SHA256", key: files["firebaseHMACKey"], inputOrder: "SALT_FIRST"), "hmac@example.com=by hmac"),
-            ("firebasePBKDF2", FirebaseHashParameters(algorithm: "PBKDF2_SHA256", rounds: 1000), "pbkdf2@example.com=by pbkdf2"),
-            ("firebaseBCRYPT", FirebaseHashParameters(algorithm: "BCRYPT"), "bcrypt@example.com=by bcrypt"),
-        ]
-        for (file, parameters, _) in cases {
-            let (summary, skipped) = try await Self.importFile(try #require(files[file]), as: .firebase, into: target, firebase: parameters, clock: clock)
-            #expect(summary.imported == 1, "\(file): \(skipped)")
+        try await Self.withTarget { target, clock in
+            let cases: [(String, FirebaseHashParameters, String)] = [
+                ("firebaseHMAC", FirebaseHashParameters(algorithm: "HMAC_SHA256", key: files["firebaseHMACKey"], inputOrder: "SALT_FIRST"), "hmac@example.com=by hmac"),
+                ("firebasePBKDF2", FirebaseHashParameters(algorithm: "PBKDF2_SHA256", rounds: 1000), "pbkdf2@example.com=by pbkdf2"),
+                ("firebaseBCRYPT", FirebaseHashParameters(algorithm: "BCRYPT"), "bcrypt@example.com=by bcrypt"),
+            ]
+            for (file, parameters, _) in cases {
+                let (summary, skipped) = try await Self.importFile(try #require(files[file]), as: .firebase, into: target, firebase: parameters, clock: clock)
+                #expect(summary.imported == 1, "\(file): \(skipped)")
+            }
+            // The wrong order of salt and password is a wrong hash: imported, but no password matches it.
+            let reversed = try await Self.importFile(
+                try #require(files["firebaseHMAC"]).replacingOccurrences(of: "hmac@", with: "reversed@"), as: .firebase, into: target,
+                firebase: FirebaseHashParameters(algorithm: "HMAC_SHA256", key: files["firebaseHMACKey"], inputOrder: "PASSWORD_FIRST"), clock: clock
+            )
+            #expect(reversed.0.imported == 1)
+            try await withGatehouse(target, clock: clock) { gatehouse, client in
+                for (_, _, login) in cases { try await Self.expectLogins([login: .ok], gatehouse, client) }
+                #expect(try await client.login("reversed@example.com", "by hmac").status == .unauthorized)
+            }
         }
-        // The wrong order of salt and password is a wrong hash: imported, but no password matches it.
-        let reversed = try await Self.importFile(
-            try #require(files["firebaseHMAC"]).replacingOccurrences(of: "hmac@", with: "reversed@"), as: .firebase, into: target,
-            firebase: FirebaseHashParameters(algorithm: "HMAC_SHA256", key: files["firebaseHMACKey"], inputOrder: "PASSWORD_FIRST"), clock: clock
-        )
-        #expect(reversed.0.imported == 1)
-        try await withGatehouse(target, clock: clock) { gatehouse, client in
-            for (_, _, login) in cases { try await Self.expectLogins([login: .ok], gatehouse, client) }
-            #expect(try await client.login("reversed@example.com", "by hmac").status == .unauthorized)
-        }
-        await drop()
     }
 
     @Test func firebaseNeedsTheProjectsHashParameters() async throws {
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let (target, drop) = try await TransferTests.target(in: folder)
-        for parameters in [
-            nil, FirebaseHashParameters(algorithm: "SCRYPT", key: "c2lnbmVy", rounds: 8), FirebaseHashParameters(algorithm: "MD5", rounds: 1),
-            FirebaseHashParameters(algorithm: "SCRYPT", key: "c2lnbmVyIGtleSBvZiBzaXh0ZWVu", saltSeparator: "Bw==", rounds: 8, memoryCost: 40),
-        ] {
-            await #expect(throws: AuthServer.ImportSetupError.self, "\(String(describing: parameters))") {
-                _ = try await Self.importFile(#"{"users": []}"#, as: .firebase, into: target, firebase: parameters, clock: ManualClock())
+        try await Self.withTarget { target, clock in
+            for parameters in [
+                nil, FirebaseHashParameters(algorithm: "SCRYPT", key: "c2lnbmVy", rounds: 8), FirebaseHashParameters(algorithm: "MD5", rounds: 1),
+                FirebaseHashParameters(algorithm: "SCRYPT", key: "c2lnbmVyIGtleSBvZiBzaXh0ZWVu", saltSeparator: "Bw==", rounds: 8, memoryCost: 40),
+            ] {
+                await #expect(throws: AuthServer.ImportSetupError.self, "\(String(describing: parameters))") {
+                    _ = try await Self.importFile(#"{"users": []}"#, as: .firebase, into: target, firebase: parameters, clock: ManualClock())
+                }
             }
         }
-        await drop()
     }
 
     @Test func auth0UsersOfEveryHashShapeSignIn() async throws {
         let files = try await Self.exports()
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let clock = ManualClock()
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let (summary, skipped) = try await Self.importFile(try #require(files["auth0"]), as: .auth0, into: target, clock: clock)
-        #expect(summary.read == 6 && summary.imported == 5 && summary.withoutPassword == 1, "\(summary) \(skipped)")
-        #expect(skipped.map(\.sourceId) == ["auth0|ian"] && skipped.first?.reason.contains("ldap") == true, "\(skipped)")
-        try await withGatehouse(target, clock: clock) { gatehouse, client in
-            try await Self.expectLogins(
-                ["dee@example.com=auth0 one": .ok, "eve@example.com=auth0 two": .ok, "fay@example.com=auth0 three": .ok, "gil@example.com=auth0 four": .ok],
-                gatehouse, client
-            )
-            let fay = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "fay@example.com"))
-            let user = try #require(try await gatehouse.env.store.user(id: fay.userId))
-            #expect(user.customData == ["app_metadata": ["roles": ["editor"]]])
-            let gilAccount = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "gil@example.com"))
-            let gil = try #require(try await gatehouse.env.store.identities(userId: gilAccount.userId).first)
-            #expect(gil.data["source_user_id"] == "60a1b2c3d4e5f60718293a4b")
-            let hal = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "hal@example.com"))
-            #expect(try await gatehouse.env.store.user(id: hal.userId)?.disabled == true)
+        try await Self.withTarget { target, clock in
+            let (summary, skipped) = try await Self.importFile(try #require(files["auth0"]), as: .auth0, into: target, clock: clock)
+            #expect(summary.read == 6 && summary.imported == 5 && summary.withoutPassword == 1, "\(summary) \(skipped)")
+            #expect(skipped.map(\.sourceId) == ["auth0|ian"] && skipped.first?.reason.contains("ldap") == true, "\(skipped)")
+            try await withGatehouse(target, clock: clock) { gatehouse, client in
+                try await Self.expectLogins(
+                    ["dee@example.com=auth0 one": .ok, "eve@example.com=auth0 two": .ok, "fay@example.com=auth0 three": .ok, "gil@example.com=auth0 four": .ok],
+                    gatehouse, client
+                )
+                let fay = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "fay@example.com"))
+                let user = try #require(try await gatehouse.env.store.user(id: fay.userId))
+                #expect(user.customData == ["app_metadata": ["roles": ["editor"]]])
+                let gilAccount = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "gil@example.com"))
+                let gil = try #require(try await gatehouse.env.store.identities(userId: gilAccount.userId).first)
+                #expect(gil.data["source_user_id"] == "60a1b2c3d4e5f60718293a4b")
+                let hal = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "hal@example.com"))
+                #expect(try await gatehouse.env.store.user(id: hal.userId)?.disabled == true)
+            }
         }
-        await drop()
     }
 
     @Test func keycloakRealmUsersSignInWithPBKDF2AndArgon2() async throws {
         let files = try await Self.exports()
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let clock = ManualClock()
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let (summary, skipped) = try await Self.importFile(try #require(files["keycloak"]), as: .keycloak, into: target, chunk: 3, clock: clock)
-        #expect(summary.read == 6 && summary.imported == 5 && summary.pending == 1, "\(summary) \(skipped)")
-        #expect(skipped.map(\.sourceId) == ["kc-svc"])
-        try await withGatehouse(target, clock: clock) { gatehouse, client in
-            try await Self.expectLogins(
-                [
-                    "jo@example.com=keycloak one": .ok, "kim@example.com=keycloak two": .ok, "lu@example.com=keycloak three": .ok,
-                    "ned@example.com=keycloak five": .ok, "max@example.com=keycloak four": .unauthorized,
-                ],
-                gatehouse, client
-            )
-            let jo = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "jo@example.com"))
-            #expect(try await gatehouse.env.store.user(id: jo.userId)?.customData == ["attributes": ["dept": ["r&d"]], "username": "jo"])
-            let max = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "max@example.com"))
-            #expect(try await gatehouse.env.store.user(id: max.userId)?.disabled == true && max.confirmedAt == nil)
+        try await Self.withTarget { target, clock in
+            let (summary, skipped) = try await Self.importFile(try #require(files["keycloak"]), as: .keycloak, into: target, chunk: 3, clock: clock)
+            #expect(summary.read == 6 && summary.imported == 5 && summary.pending == 1, "\(summary) \(skipped)")
+            #expect(skipped.map(\.sourceId) == ["kc-svc"])
+            try await withGatehouse(target, clock: clock) { gatehouse, client in
+                try await Self.expectLogins(
+                    [
+                        "jo@example.com=keycloak one": .ok, "kim@example.com=keycloak two": .ok, "lu@example.com=keycloak three": .ok,
+                        "ned@example.com=keycloak five": .ok, "max@example.com=keycloak four": .unauthorized,
+                    ],
+                    gatehouse, client
+                )
+                let jo = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "jo@example.com"))
+                #expect(try await gatehouse.env.store.user(id: jo.userId)?.customData == ["attributes": ["dept": ["r&d"]], "username": "jo"])
+                let max = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "max@example.com"))
+                #expect(try await gatehouse.env.store.user(id: max.userId)?.disabled == true && max.confirmedAt == nil)
+            }
         }
-        await drop()
     }
 
     @Test func supabaseRowsAsCSVAndAsJSONImportAlike() async throws {
         let files = try await Self.exports()
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let clock = ManualClock()
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let (summary, skipped) = try await Self.importFile(try #require(files["supabase"]), as: .supabase, into: target, chunk: 5, clock: clock)
-        #expect(summary.read == 5 && summary.imported == 3 && summary.pending == 1, "\(summary) \(skipped)")
-        #expect(skipped.map(\.reason).contains { $0.contains("deleted") } && skipped.map(\.reason).contains { $0.contains("anonymous") })
-        try await withGatehouse(target, clock: clock) { gatehouse, client in
-            try await Self.expectLogins(
-                ["nia@example.com=supabase one": .ok, "oz@example.com=supabase two": .unauthorized], gatehouse, client
-            )
-            let banned = try await client.login("pia@example.com", "supabase three")
-            #expect(banned.text.contains("UserDisabled"))
-            let nia = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "nia@example.com"))
-            #expect(try await gatehouse.env.store.user(id: nia.userId)?.customData == ["name": "Nia, \"the first\""])
+        try await Self.withTarget { target, clock in
+            let (summary, skipped) = try await Self.importFile(try #require(files["supabase"]), as: .supabase, into: target, chunk: 5, clock: clock)
+            #expect(summary.read == 5 && summary.imported == 3 && summary.pending == 1, "\(summary) \(skipped)")
+            #expect(skipped.map(\.reason).contains { $0.contains("deleted") } && skipped.map(\.reason).contains { $0.contains("anonymous") })
+            try await withGatehouse(target, clock: clock) { gatehouse, client in
+                try await Self.expectLogins(
+                    ["nia@example.com=supabase one": .ok, "oz@example.com=supabase two": .unauthorized], gatehouse, client
+                )
+                let banned = try await client.login("pia@example.com", "supabase three")
+                #expect(banned.text.contains("UserDisabled"))
+                let nia = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "nia@example.com"))
+                #expect(try await gatehouse.env.store.user(id: nia.userId)?.customData == ["name": "Nia, \"the first\""])
+            }
         }
-        await drop()
     }
 
     @Test func aCSVOfStringFormsImportsWhatALoginCanVerifyAndReportsTheRest() async throws {
         let files = try await Self.exports()
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let clock = ManualClock()
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let (summary, skipped) = try await Self.importFile(try #require(files["csv"]), as: .csv, into: target, clock: clock)
-        #expect(summary.read == 8 && summary.imported == 5 && summary.skipped == 3, "\(summary)")
-        #expect(skipped.map(\.record) == [6, 7, 8])
-        #expect(skipped[0].reason.contains("cannot verify") && skipped[1].reason.contains("not an email address"))
-        #expect(skipped[2].reason == "its address is the address of record 1")
-        try await withGatehouse(target, clock: clock) { gatehouse, client in
-            try await Self.expectLogins(
-                [
-                    "quinn@example.com=csv one": .ok, "ray@example.com=csv two": .ok, "sal@example.com=csv three": .ok,
-                    "sid@example.com=csv four": .ok, "sue@example.com=csv five": .ok,
-                ],
-                gatehouse, client
-            )
+        try await Self.withTarget { target, clock in
+            let (summary, skipped) = try await Self.importFile(try #require(files["csv"]), as: .csv, into: target, clock: clock)
+            #expect(summary.read == 8 && summary.imported == 5 && summary.skipped == 3, "\(summary)")
+            #expect(skipped.map(\.record) == [6, 7, 8])
+            #expect(skipped[0].reason.contains("cannot verify") && skipped[1].reason.contains("not an email address"))
+            #expect(skipped[2].reason == "its address is the address of record 1")
+            try await withGatehouse(target, clock: clock) { gatehouse, client in
+                try await Self.expectLogins(
+                    [
+                        "quinn@example.com=csv one": .ok, "ray@example.com=csv two": .ok, "sal@example.com=csv three": .ok,
+                        "sid@example.com=csv four": .ok, "sue@example.com=csv five": .ok,
+                    ],
+                    gatehouse, client
+                )
+            }
         }
-        await drop()
     }
 
     @Test func aReportLineCannotBeForgedByARecordsFields() async throws {
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let file = "email,id\n\"x\nrecord 99\tid=forged\",a\tb\n"
-        let (_, skipped) = try await Self.importFile(file, as: .csv, into: target, clock: ManualClock())
-        let line = try #require(skipped.first).description
-        #expect(!line.contains("\n") && line.split(separator: "\t").count == 4, "\(line)")
-        #expect(line.contains(#"email=x\nrecord 99\tid=forged"#), "\(line)")
-        await drop()
+        try await Self.withTarget { target, clock in
+            let file = "email,id\n\"x\nrecord 99\tid=forged\",a\tb\n"
+            let (_, skipped) = try await Self.importFile(file, as: .csv, into: target, clock: ManualClock())
+            let line = try #require(skipped.first).description
+            #expect(!line.contains("\n") && line.split(separator: "\t").count == 4, "\(line)")
+            #expect(line.contains(#"email=x\nrecord 99\tid=forged"#), "\(line)")
+        }
     }
 
     @Test func aCSVWithAColumnItDoesNotKnowIsRefusedBeforeAnythingIsWritten() async throws {
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let (target, drop) = try await TransferTests.target(in: folder)
-        await #expect(throws: AuthServer.ImportSetupError.self) {
-            _ = try await Self.importFile("email,password,verified\na@example.com,hunter2,true\n", as: .csv, into: target, clock: ManualClock())
+        try await Self.withTarget { target, clock in
+            await #expect(throws: AuthServer.ImportSetupError.self) {
+                _ = try await Self.importFile("email,password,verified\na@example.com,hunter2,true\n", as: .csv, into: target, clock: ManualClock())
+            }
         }
-        await drop()
     }
 
     @Test func runningAnImportAgainSkipsWhatItBroughtAndNeverDuplicates() async throws {
         let files = try await Self.exports()
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let clock = ManualClock()
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let file = try #require(files["auth0"])
-        // Someone else holds one of the addresses already.
-        try await withGatehouse(target, clock: clock) { _, client in _ = try await client.signUp("eve@example.com", "a different person") }
-        let dry = try await Self.importFile(file, as: .auth0, into: target, dryRun: true, clock: clock)
-        let first = try await Self.importFile(file, as: .auth0, into: target, clock: clock)
-        #expect(dry.0 == first.0 && dry.1 == first.1, "a dry run reports what the import does")
-        #expect(first.0.imported == 4 && first.1.contains { $0.email == "eve@example.com" && $0.reason == "the app has a user with this address already" })
-        let again = try await Self.importFile(file, as: .auth0, into: target, clock: clock)
-        #expect(again.0.imported == 0 && again.0.skipped == 6)
-        #expect(again.1.filter { $0.reason.hasPrefix("already imported") }.count == 4)
-        try await withGatehouse(target, clock: clock) { gatehouse, client in
-            #expect(try await client.login("eve@example.com", "a different person").status == .ok, "the holder keeps the address")
-            #expect(try await client.login("eve@example.com", "auth0 two").status == .unauthorized)
-            let rows = try await (gatehouse.env.store as! SQLStore).db.query("SELECT COUNT(*) AS n FROM users WHERE app_id = 'test-app'", [])
-            #expect(try rows.first?.int("n") == 5)
+        try await Self.withTarget { target, clock in
+            let file = try #require(files["auth0"])
+            // Someone else holds one of the addresses already.
+            try await withGatehouse(target, clock: clock) { _, client in _ = try await client.signUp("eve@example.com", "a different person") }
+            let dry = try await Self.importFile(file, as: .auth0, into: target, dryRun: true, clock: clock)
+            let first = try await Self.importFile(file, as: .auth0, into: target, clock: clock)
+            #expect(dry.0 == first.0 && dry.1 == first.1, "a dry run reports what the import does")
+            #expect(first.0.imported == 4 && first.1.contains { $0.email == "eve@example.com" && $0.reason == "the app has a user with this address already" })
+            let again = try await Self.importFile(file, as: .auth0, into: target, clock: clock)
+            #expect(again.0.imported == 0 && again.0.skipped == 6)
+            #expect(again.1.filter { $0.reason.hasPrefix("already imported") }.count == 4)
+            try await withGatehouse(target, clock: clock) { gatehouse, client in
+                #expect(try await client.login("eve@example.com", "a different person").status == .ok, "the holder keeps the address")
+                #expect(try await client.login("eve@example.com", "auth0 two").status == .unauthorized)
+                let rows = try await (gatehouse.env.store as! SQLStore).db.query("SELECT COUNT(*) AS n FROM users WHERE app_id = 'test-app'", [])
+                #expect(try rows.first?.int("n") == 5)
+            }
         }
-        await drop()
     }
 
     /// An address imported unverified holds whatever password the source's registrant chose — perhaps someone who
     /// typed the victim's address. It gives that person nothing: the account stays pending, and the mailbox's owner who
     /// registers it takes it over with their own password.
     @Test func anAddressImportedUnverifiedIsTheMailboxOwnersOnceTheyRegister() async throws {
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let clock = ManualClock()
-        let (target, drop) = try await TransferTests.target(in: folder)
-        #expect(target.apps[0].localUserpass?.confirmation == .email)
-        let squatter = try #require(try await ForeignPasswordHashTests.referenceHashes(of: "the squatter's").first { $0.0 == "django_pbkdf2_sha256" }?.1)
-        // An Argon2 hash asking for 4 GiB is not taken in: verifying it would take the server's memory.
-        let greedy = "$argon2i$v=19$m=4194304,t=1,p=1$c2FsdHNhbHQ$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-        let file = "email,password_hash,email_verified\nvictim@example.com,\(squatter),false\ngreedy@example.com,\"\(greedy)\",true\n"
-        let (summary, skipped) = try await Self.importFile(file, as: .csv, into: target, clock: clock)
-        #expect(summary.imported == 1 && summary.pending == 1 && skipped.map(\.email) == ["greedy@example.com"], "\(summary) \(skipped)")
-        try await withGatehouse(target, clock: clock) { _, client in
-            #expect(try await client.login("victim@example.com", "the squatter's").status == .unauthorized)
-            #expect(try await client.register("victim@example.com", "the victim's own").status == .created)
-            let link = try await client.latestLink("victim@example.com")
-            #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
-            #expect(try await client.login("victim@example.com", "the victim's own").status == .ok)
-            #expect(try await client.login("victim@example.com", "the squatter's").status == .unauthorized)
+        try await Self.withTarget { target, clock in
+            #expect(target.apps[0].localUserpass?.confirmation == .email)
+            let squatter = try #require(try await ForeignPasswordHashTests.referenceHashes(of: "the squatter's").first { $0.0 == "django_pbkdf2_sha256" }?.1)
+            // An Argon2 hash asking for 4 GiB is not taken in: verifying it would take the server's memory.
+            let greedy = "$argon2i$v=19$m=4194304,t=1,p=1$c2FsdHNhbHQ$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+            let file = "email,password_hash,email_verified\nvictim@example.com,\(squatter),false\ngreedy@example.com,\"\(greedy)\",true\n"
+            let (summary, skipped) = try await Self.importFile(file, as: .csv, into: target, clock: clock)
+            #expect(summary.imported == 1 && summary.pending == 1 && skipped.map(\.email) == ["greedy@example.com"], "\(summary) \(skipped)")
+            try await withGatehouse(target, clock: clock) { _, client in
+                #expect(try await client.login("victim@example.com", "the squatter's").status == .unauthorized)
+                #expect(try await client.register("victim@example.com", "the victim's own").status == .created)
+                let link = try await client.latestLink("victim@example.com")
+                #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+                #expect(try await client.login("victim@example.com", "the victim's own").status == .ok)
+                #expect(try await client.login("victim@example.com", "the squatter's").status == .unauthorized)
+            }
         }
-        await drop()
     }
 
     @Test func aDryRunWritesNothing() async throws {
         let files = try await Self.exports()
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let clock = ManualClock()
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let (summary, _) = try await Self.importFile(try #require(files["keycloak"]), as: .keycloak, into: target, dryRun: true, clock: clock)
-        #expect(summary.imported == 5)
-        try await withGatehouse(target, clock: clock) { gatehouse, client in
-            let account = try await gatehouse.env.store.emailAccount(appId: "test-app", email: "jo@example.com")
-            #expect(account == nil)
-            #expect(try await client.login("jo@example.com", "keycloak one").status == .unauthorized)
+        try await Self.withTarget { target, clock in
+            let (summary, _) = try await Self.importFile(try #require(files["keycloak"]), as: .keycloak, into: target, dryRun: true, clock: clock)
+            #expect(summary.imported == 5)
+            try await withGatehouse(target, clock: clock) { gatehouse, client in
+                let account = try await gatehouse.env.store.emailAccount(appId: "test-app", email: "jo@example.com")
+                #expect(account == nil)
+                #expect(try await client.login("jo@example.com", "keycloak one").status == .unauthorized)
+            }
         }
-        await drop()
     }
 
     @Test func aTruncatedFileStopsWithTheBatchesBeforeItWritten() async throws {
-        let folder = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let (target, drop) = try await TransferTests.target(in: folder)
-        let users = (0..<700).map { #"{"localId": "u\#($0)", "email": "user\#($0)@example.com", "emailVerified": true}"# }
-        let file = #"{"users": ["# + users.joined(separator: ",") + ", {\"localId\": \"cut"
-        let parameters = FirebaseHashParameters(algorithm: "HMAC_SHA256", key: "a2V5")
-        await #expect(throws: AuthServer.ImportSetupError.self) {
-            _ = try await Self.importFile(file, as: .firebase, into: target, firebase: parameters, clock: ManualClock())
+        try await Self.withTarget { target, clock in
+            let users = (0..<700).map { #"{"localId": "u\#($0)", "email": "user\#($0)@example.com", "emailVerified": true}"# }
+            let file = #"{"users": ["# + users.joined(separator: ",") + ", {\"localId\": \"cut"
+            let parameters = FirebaseHashParameters(algorithm: "HMAC_SHA256", key: "a2V5")
+            await #expect(throws: AuthServer.ImportSetupError.self) {
+                _ = try await Self.importFile(file, as: .firebase, into: target, firebase: parameters, clock: ManualClock())
+            }
+            // The first batch (500) is in; running the complete file again brings the rest and only the rest.
+            let complete = #"{"users": ["# + users.joined(separator: ",") + "]}"
+            let (summary, skipped) = try await Self.importFile(complete, as: .firebase, into: target, firebase: parameters, clock: ManualClock())
+            #expect(summary.imported == 200 && skipped.count == 500 && skipped.allSatisfy { $0.reason.hasPrefix("already imported") })
         }
-        // The first batch (500) is in; running the complete file again brings the rest and only the rest.
-        let complete = #"{"users": ["# + users.joined(separator: ",") + "]}"
-        let (summary, skipped) = try await Self.importFile(complete, as: .firebase, into: target, firebase: parameters, clock: ManualClock())
-        #expect(summary.imported == 200 && skipped.count == 500 && skipped.allSatisfy { $0.reason.hasPrefix("already imported") })
-        await drop()
     }
 }
 

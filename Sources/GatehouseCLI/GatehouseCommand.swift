@@ -33,6 +33,9 @@ struct ConfigOptions: ParsableArguments {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = ProcessInfo.processInfo.environment["GATEHOUSE_LOG_LEVEL"] ?? "info"
 
+    @Option(name: .long, help: "Log format: text, or json (one JSON object per line, for log collectors). Also GATEHOUSE_LOG_FORMAT.")
+    var logFormat: String = ProcessInfo.processInfo.environment["GATEHOUSE_LOG_FORMAT"] ?? "text"
+
     /// The validated configuration, or a clear message on standard error and exit code 78 (EX_CONFIG).
     func load() throws -> GatehouseConfiguration {
         do {
@@ -63,10 +66,22 @@ struct ConfigOptions: ParsableArguments {
             FileHandle.standardError.write(Data("gatehouse: configuration error: --log-level: unknown level \"\(logLevel)\"\n".utf8))
             throw ExitCode(78)
         }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        switch logFormat.lowercased() {
+        case "text":
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        case "json":
+            LoggingSystem.bootstrap { label in
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        default:
+            FileHandle.standardError.write(Data("gatehouse: configuration error: --log-format: \"\(logFormat)\" is neither text nor json\n".utf8))
+            throw ExitCode(78)
         }
         var logger = Logger(label: "gatehouse")
         logger.logLevel = level

@@ -538,22 +538,3 @@ struct NoSniffMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// One log line per request: method, path (never the query, which may carry tokens), status, duration.
-struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        // Runs outside ClientAPIErrorMiddleware, which turns every error into a response, so it sees only responses.
-        let start = ContinuousClock.now
-        let response = try await next(request, context)
-        log(request, status: response.status.code, start: start, context: context)
-        return response
-    }
-
-    private func log(_ request: Request, status: Int, start: ContinuousClock.Instant, context: Context) {
-        let elapsed = ContinuousClock.now - start
-        let ms = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
-        context.logger.info(
-            "\(request.method) \(request.uri.path) \(status)",
-            metadata: ["ms": "\(String(format: "%.1f", ms))"]
-        )
-    }
-}

@@ -10,35 +10,6 @@ import NIOConcurrencyHelpers
 import GatehouseTestSupport
 import Testing
 
-/// Every line a server logged, at every level, with its metadata.
-final class CapturedLog: Sendable {
-    private let lines = NIOLockedValueBox<[String]>([])
-    var text: String { lines.withLockedValue { $0.joined(separator: "\n") } }
-
-    var logger: Logger {
-        var logger = Logger(label: "gatehouse-test") { _ in Handler(log: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    struct Handler: LogHandler {
-        let log: CapturedLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        var metadataProvider: Logger.MetadataProvider?
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let all = metadata.merging(event.metadata ?? [:]) { $1 }
-            log.lines.withLockedValue { $0.append("\(event.level) \(event.message) \(all) \(event.error.map { "\($0)" } ?? "")") }
-        }
-    }
-}
-
 /// Lazy migration: the migrate-user function (`Tests/Tools/webhook_receiver.py`, which verifies every call's signature
 /// with the Standard Webhooks library) is asked about addresses Gatehouse does not know, at a login with the password
 /// and at a reset request without one.

@@ -6,6 +6,7 @@ import GatehouseWire
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import GatehouseTestSupport
 import Testing
@@ -170,4 +171,33 @@ func jsonSegment(_ segment: Substring) throws -> [String: Any] {
     let data = try #require(Base64URL.decode(segment))
     let object = try JSONSerialization.jsonObject(with: data)
     return try #require(object as? [String: Any])
+}
+
+/// Every line a server logged, at every level, with its metadata.
+final class CapturedLog: Sendable {
+    private let lines = NIOLockedValueBox<[String]>([])
+    var text: String { lines.withLockedValue { $0.joined(separator: "\n") } }
+
+    var logger: Logger {
+        var logger = Logger(label: "gatehouse-test") { _ in Handler(log: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    struct Handler: LogHandler {
+        let log: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        var metadataProvider: Logger.MetadataProvider?
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let all = metadata.merging(event.metadata ?? [:]) { $1 }
+            log.lines.withLockedValue { $0.append("\(event.level) \(event.message) \(all) \(event.error.map { "\($0)" } ?? "")") }
+        }
+    }
 }

@@ -824,11 +824,29 @@ struct SQLStore: GatehouseStore {
     }
 
     static func insertUser(_ user: UserRecord, _ tx: any SQLExecutor) async throws {
-        try await tx.query(
-            "INSERT INTO users (id, app_id, created_at, disabled, custom_data) VALUES ($1, $2, $3, $4, $5)",
-            .text(user.id), .text(user.appId), SQLValue(user.createdAt), SQLValue(user.disabled),
-            .text(try JSONColumn.encode(user.customData))
-        )
+        try await insertUsers([user], tx)
+    }
+
+    /// Inserts `users` in one statement (an import's batch).
+    static func insertUsers(_ users: [UserRecord], _ tx: any SQLExecutor) async throws {
+        try await insertRows(into: "users (id, app_id, created_at, disabled, custom_data)", users, tx) { user in
+            [.text(user.id), .text(user.appId), SQLValue(user.createdAt), SQLValue(user.disabled), .text(try JSONColumn.encode(user.customData))]
+        }
+    }
+
+    /// `INSERT INTO table (columns) VALUES (…), (…)` with one row of binds per element; nothing for an empty list.
+    private static func insertRows<Element>(
+        into table: String, _ elements: [Element], _ tx: any SQLExecutor, _ row: (Element) throws -> [SQLValue]
+    ) async throws {
+        guard !elements.isEmpty else { return }
+        var binds: [SQLValue] = []
+        var rows: [String] = []
+        for element in elements {
+            let values = try row(element)
+            rows.append("(" + (binds.count + 1...binds.count + values.count).map { "$\($0)" }.joined(separator: ", ") + ")")
+            binds += values
+        }
+        try await tx.query("INSERT INTO \(table) VALUES \(rows.joined(separator: ", "))", binds)
     }
 
     static let identityColumns = "id, user_id, app_id, provider_type, external_id, data, created_at"
@@ -846,25 +864,31 @@ struct SQLStore: GatehouseStore {
     }
 
     static func insertIdentity(_ identity: IdentityRecord, _ tx: any SQLExecutor) async throws {
-        try await tx.query(
-            """
-            INSERT INTO identities (id, user_id, app_id, provider_type, external_id, data, created_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
-            """,
-            .text(identity.id), .text(identity.userId), .text(identity.appId), .text(identity.providerType),
-            .text(identity.externalId), .text(try JSONColumn.encode(identity.data)), SQLValue(identity.createdAt)
-        )
+        try await insertIdentities([identity], tx)
+    }
+
+    static func insertIdentities(_ identities: [IdentityRecord], _ tx: any SQLExecutor) async throws {
+        try await insertRows(into: "identities (id, user_id, app_id, provider_type, external_id, data, created_at)", identities, tx) { identity in
+            [
+                .text(identity.id), .text(identity.userId), .text(identity.appId), .text(identity.providerType),
+                .text(identity.externalId), .text(try JSONColumn.encode(identity.data)), SQLValue(identity.createdAt),
+            ]
+        }
     }
 
     static func insertAccount(_ account: EmailAccountRecord, createdAt: Date, _ tx: any SQLExecutor) async throws {
-        try await tx.query(
-            """
-            INSERT INTO email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at, mailbox_proven_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
-            """,
-            .text(account.appId), .text(account.email), .text(account.userId), .text(account.passwordHash),
-            SQLValue(account.confirmedAt), SQLValue(createdAt), SQLValue(account.mailboxProvenAt)
-        )
+        try await insertAccounts([(account, createdAt)], tx)
+    }
+
+    static func insertAccounts(_ accounts: [(EmailAccountRecord, createdAt: Date)], _ tx: any SQLExecutor) async throws {
+        try await insertRows(
+            into: "email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at, mailbox_proven_at)", accounts, tx
+        ) { account, createdAt in
+            [
+                .text(account.appId), .text(account.email), .text(account.userId), .text(account.passwordHash),
+                SQLValue(account.confirmedAt), SQLValue(createdAt), SQLValue(account.mailboxProvenAt),
+            ]
+        }
     }
 
     private static func insertToken(_ token: OneTimeTokenRecord, _ tx: any SQLExecutor) async throws {

@@ -99,7 +99,7 @@ head -n "$((small + 1))" "$work/users.csv" > "$work/users-small.csv"
 cpu_snapshot() { awk '/^cpu / { total = 0; for (i = 2; i <= 9; i++) total += $i; print total, $9; exit }' /proc/stat; }
 steal_share() {
     awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); d = y[1] - x[1];
-        printf "%.1f", d > 0 ? 100 * (y[2] - x[2]) / d : 0 }'
+        share = d > 0 ? 100 * (y[2] - x[2]) / d : 0; printf "%.1f", share }'
 }
 
 # The PostgreSQL cluster's CPU seconds so far: the postmaster's own and its reaped children's (backends that have
@@ -144,9 +144,10 @@ run_import() {
             return s out
         }
         BEGIN {
-            cpu = user + sys
-            printf "| %s | %s | %.1f | %s | %.1f | %s | %s | %.1f | %.1f |", name, group(n), wall, group(n / (wall > 0 ? wall : 0.01)),
-                cpu, group(n / (cpu > 0 ? cpu : 0.01)), pg ? sprintf("%.1f", server) : "–", rss / 1024, steal
+            # (No comparison inside printf: awk would take its ">" for a redirection to a file.)
+            cpu = user + sys; rate = n / (wall > 0 ? wall : 0.01); per_cpu = n / (cpu > 0 ? cpu : 0.01)
+            db = pg ? sprintf("%.1f", server) : "–"
+            printf "| %s | %s | %.1f | %s | %.1f | %s | %s | %.1f | %.1f |", name, group(n), wall, group(rate), cpu, group(per_cpu), db, rss / 1024, steal
         }')")
 }
 

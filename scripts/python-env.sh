@@ -3,7 +3,8 @@
 # what the tests use when missing: argon2-cffi (the reference Argon2), aiosmtpd (a real SMTP server),
 # selenium (drives Chromium), standardwebhooks (checks webhook signatures independently of Gatehouse), passlib
 # (makes the foreign password hashes an import may carry, in Django's and passlib's forms), bcrypt and
-# firebase-scrypt (the reference bcrypt and Firebase's modified scrypt, for the same) and
+# firebase-scrypt (the reference bcrypt and Firebase's modified scrypt, for the same), prometheus-client (the
+# reference parser of the text format /metrics answers in) and
 # schemathesis (fuzzes the HTTP API against openapi.yaml, scripts/fuzz.sh; pinned, since its checks and CLI change
 # between releases).
 # Idempotent and quiet when everything is there; progress goes to stderr.
@@ -26,6 +27,7 @@ missing=()
 "$python" -c 'import passlib.hash' >/dev/null 2>&1 || missing+=(passlib)
 "$python" -c 'import bcrypt' >/dev/null 2>&1 || missing+=(bcrypt)
 "$python" -c 'import firebase_scrypt' >/dev/null 2>&1 || missing+=(firebase-scrypt)
+"$python" -c 'import prometheus_client.parser' >/dev/null 2>&1 || missing+=(prometheus-client)
 schemathesis_version=4.32.5
 "$python" -c "import importlib.metadata as m, sys; sys.exit(m.version('schemathesis') != '$schemathesis_version')" >/dev/null 2>&1 \
     || missing+=("schemathesis==$schemathesis_version")

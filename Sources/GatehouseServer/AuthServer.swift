@@ -350,10 +350,7 @@ public final class AuthServer: Sendable {
             MetricsRoutes(
                 metrics: metrics, settings: configuration.server.metrics,
                 clientIPHeader: configuration.server.clientIPHeader.flatMap { HTTPField.Name($0) },
-                refresh: { [store = SQLStore(db: database), gauge = metrics.outboxPending] in
-                    // A database that does not answer leaves the last depth; the scrape still answers.
-                    if let pending = try? await store.pendingMailCount() { gauge.record(pending) }
-                }
+                outboxDepth: OutboxDepth(gauge: metrics.outboxPending) { [store = SQLStore(db: database)] in try await store.pendingMailCount() }
             ).register(on: router)
         }
         if configuration.dev.mailbox {

@@ -6,6 +6,7 @@ import GatehouseWire
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import NIOConcurrencyHelpers
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -262,6 +263,29 @@ import FoundationNetworking
             #expect(now.value("gatehouse_outbox_sent_total") == 1)
             #expect(now.family(of: "gatehouse_outbox_delivery_failures_total")?.type == "counter")
         }
+    }
+
+    @Test func aScrapeDoesNotWaitForADatabaseThatDoesNotAnswer() async throws {
+        let metrics = GatehouseMetrics(enabled: true)
+        let gate = Gate()
+        let calls = NIOLockedValueBox(0)
+        let depth = OutboxDepth(gauge: metrics.outboxPending) {
+            let call = calls.withLockedValue { $0 += 1; return $0 }
+            if call == 1 { return 3 }
+            gate.arrived()
+            await gate.wait()
+            return 7
+        }
+        func pending() async throws -> Double { try await Self.parse(String(decoding: metrics.text(), as: UTF8.self)).value("gatehouse_outbox_pending") }
+        await depth.refresh(within: .seconds(30))
+        #expect(try await pending() == 3)
+        // The database stops answering: the scrape goes on with the last depth, and starts no second count meanwhile.
+        await depth.refresh(within: .milliseconds(50))
+        await gate.waitForArrival()  // the count is stuck
+        #expect(try await pending() == 3)
+        await depth.refresh(within: .milliseconds(50))
+        #expect(calls.withLockedValue { $0 } == 2)
+        gate.open()
     }
 
     // MARK: who may read it

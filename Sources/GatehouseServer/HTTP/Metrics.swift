@@ -3,6 +3,7 @@ import Foundation
 import GatehouseDomain
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 import NIOCore
 import Prometheus
 
@@ -136,8 +137,8 @@ struct MetricsRoutes {
     let metrics: GatehouseMetrics
     let settings: MetricsSettings
     let clientIPHeader: HTTPField.Name?
-    /// Brings the gauges read at scrape time up to date (the outbox's depth).
-    let refresh: @Sendable () async -> Void
+    /// Brings the gauges read at scrape time up to date.
+    let outboxDepth: OutboxDepth
 
     func register(on router: Router<GatehouseRequestContext>) {
         router.get("metrics") { request, context in
@@ -147,7 +148,7 @@ struct MetricsRoutes {
             case .unauthorized:
                 throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer"])
             case .allowed:
-                await refresh()
+                await outboxDepth.refresh()
                 return Response(
                     status: .ok,
                     headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
@@ -155,6 +156,41 @@ struct MetricsRoutes {
                 )
             }
         }
+    }
+}
+
+/// `gatehouse_outbox_pending`, counted in the database when `/metrics` is read: one count at a time, waited for at
+/// most ``deadline``. A scrape while the database is slow or away answers at once with the last depth, instead of
+/// waiting `connect_timeout` for a connection (and past the scraper's own timeout) just when metrics matter most.
+final class OutboxDepth: Sendable {
+    static let deadline: Duration = .seconds(1)
+    private let count: @Sendable () async throws -> Int
+    private let gauge: CoreMetrics.Gauge
+    private let inFlight = NIOLockedValueBox(false)
+
+    init(gauge: CoreMetrics.Gauge, count: @escaping @Sendable () async throws -> Int) {
+        self.gauge = gauge
+        self.count = count
+    }
+
+    func refresh(within deadline: Duration = OutboxDepth.deadline) async {
+        guard inFlight.withLockedValue({ busy in defer { busy = true }; return !busy }) else { return }
+        let (count, gauge, inFlight) = (count, gauge, inFlight)
+        let answered = NIOLockedValueBox(false)
+        let timer = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let finish: @Sendable () -> Void = {
+                if answered.withLockedValue({ done in defer { done = true }; return !done }) { continuation.resume() }
+            }
+            // Unstructured: a count stuck on an unreachable database must not hold the scrape; it ends on its own.
+            Task {
+                if let pending = try? await count() { gauge.record(pending) }
+                inFlight.withLockedValue { $0 = false }
+                finish()
+            }
+            timer.withLockedValue { $0 = Task { try? await Task.sleep(for: deadline); finish() } }
+        }
+        timer.withLockedValue { $0?.cancel() }
     }
 }
 

@@ -35,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // `swift package generate-documentation --target Gatehouse`: the SDK reference (Sources/Gatehouse/Gatehouse.docc).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -56,7 +58,8 @@ let package = Package(
 
         // The domain both protocols call: accounts, logins, sessions, native flows, policy and audit, with the
         // configuration, token, provider and function types they need and the store protocol. No HTTP server, NIO
-        // or database driver: the compiler keeps the flow one way (façade → domain → store).
+        // or database driver: the compiler keeps the flow one way (façade → domain → store). Metrics through
+        // swift-metrics' CoreMetrics API only (the server gives it a factory); no Prometheus.
         .target(
             name: "GatehouseDomain",
             dependencies: [
@@ -66,6 +69,8 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Mustache", package: "swift-mustache"),
+                // The metrics API only (counters), never a backend: the server chooses where they go.
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             resources: [.copy("Resources/common-passwords.txt")],
             swiftSettings: swiftSettings
@@ -99,6 +104,8 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             resources: [.copy("Resources/openapi.yaml")],
             swiftSettings: swiftSettings

@@ -5,7 +5,8 @@ Reads `swift package describe --type json` on stdin and walks the target depende
 
 - the SDK (`Gatehouse`): the SDK and the wire types only, no package product. App developers must be able to build
   it for iOS without compiling the server's dependencies.
-- the domain (`GatehouseDomain`): the wire types, Argon2, and swift-crypto, swift-log and swift-mustache; no HTTP
+- the domain (`GatehouseDomain`): the wire types, Argon2, and swift-crypto, swift-log, swift-mustache and
+  swift-metrics' API (`CoreMetrics`: the server gives it a factory; never a backend such as Prometheus); no HTTP
   server, NIO or database driver. The compiler then keeps the flow one way: façades call the domain, the domain
   calls the store protocol, and nothing in the domain can reach for a request or a connection.
 """
@@ -14,7 +15,7 @@ import sys
 
 GRAPHS = {
     "Gatehouse": ({"Gatehouse", "GatehouseWire"}, set()),
-    "GatehouseDomain": ({"GatehouseDomain", "GatehouseWire", "GatehouseArgon2"}, {"Crypto", "CryptoExtras", "Logging", "Mustache"}),
+    "GatehouseDomain": ({"GatehouseDomain", "GatehouseWire", "GatehouseArgon2"}, {"Crypto", "CryptoExtras", "Logging", "Mustache", "CoreMetrics"}),
 }
 
 package = json.load(sys.stdin)
@@ -43,7 +44,9 @@ for root, (allowed_targets, allowed_products) in GRAPHS.items():
 import pathlib
 import re
 
-ALLOWED_IMPORTS = {"Foundation", "Dispatch", "Crypto", "CryptoExtras", "Logging", "Mustache", "GatehouseWire", "GatehouseArgon2"}
+ALLOWED_IMPORTS = {
+    "Foundation", "Dispatch", "Crypto", "CryptoExtras", "Logging", "Mustache", "CoreMetrics", "GatehouseWire", "GatehouseArgon2",
+}
 root = pathlib.Path(__file__).resolve().parent.parent / "Sources" / "GatehouseDomain"
 for path in sorted(root.rglob("*.swift")):
     for number, line in enumerate(path.read_text().splitlines(), 1):

@@ -4,7 +4,8 @@
 # selenium (drives Chromium), standardwebhooks (checks webhook signatures independently of Gatehouse), passlib
 # (makes the foreign password hashes an import may carry, in Django's and passlib's forms), bcrypt and
 # firebase-scrypt (the reference bcrypt and Firebase's modified scrypt, for the same), PyJWT (verifies Gatehouse's
-# tokens as a resource server would, from the OpenID discovery document) and
+# tokens as a resource server would, from the OpenID discovery document), prometheus-client (the reference parser of
+# the text format /metrics answers in) and
 # schemathesis (fuzzes the HTTP API against openapi.yaml, scripts/fuzz.sh; pinned, since its checks and CLI change
 # between releases).
 # Idempotent and quiet when everything is there; progress goes to stderr.
@@ -28,6 +29,7 @@ missing=()
 "$python" -c 'import bcrypt' >/dev/null 2>&1 || missing+=(bcrypt)
 "$python" -c 'import firebase_scrypt' >/dev/null 2>&1 || missing+=(firebase-scrypt)
 "$python" -c 'import jwt, cryptography' >/dev/null 2>&1 || missing+=("pyjwt[crypto]")
+"$python" -c 'import prometheus_client.parser' >/dev/null 2>&1 || missing+=(prometheus-client)
 schemathesis_version=4.32.5
 "$python" -c "import importlib.metadata as m, sys; sys.exit(m.version('schemathesis') != '$schemathesis_version')" >/dev/null 2>&1 \
     || missing+=("schemathesis==$schemathesis_version")

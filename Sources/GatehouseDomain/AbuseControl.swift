@@ -35,6 +35,9 @@ extension AuthEnvironment {
             // Once per window and counter, not per refused request: a flood must not flood the log.
             logger.notice("rate limit reached", metadata: ["app": "\(app.id)", "kind": "\(kind.rawValue)"])
             await audit(.rateLimited, app: app.id, detail: ["kind": kind.rawValue])
+        } else {
+            // The audit log has the first refusal of the window; the metric counts every one.
+            countAuthEvent(.rateLimited, app: app.id, detail: ["kind": kind.rawValue])
         }
         throw AuthError.rateLimited(retryAfter: max(1, Int(wait.rounded(.up))))
     }

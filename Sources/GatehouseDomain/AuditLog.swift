@@ -45,9 +45,11 @@ extension AuthEnvironment {
     /// The app id of events that belong to the server rather than one app (signing keys).
     package static let serverWideApp = "*"
 
-    /// Records an event with the request's origin. A failure to record is logged, not thrown: the audit log must not
-    /// turn a database hiccup into a failed login that already succeeded.
+    /// Records an event with the request's origin, and counts it (`gatehouse_auth_events_total`). A failure to
+    /// record is logged, not thrown: the audit log must not turn a database hiccup into a failed login that already
+    /// succeeded.
     package func audit(_ kind: AuditKind, app: String, user: String? = nil, detail: [String: String] = [:]) async {
+        countAuthEvent(kind, app: app, detail: detail)
         let origin = self.origin
         let event = AuditEvent(
             at: clock.now, appId: app, kind: kind.rawValue, userId: user, ip: origin.ip, userAgent: origin.userAgent, detail: detail

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import GatehouseArgon2
 @_exported import GatehouseDomain
@@ -28,6 +29,8 @@ public final class AuthServer: Sendable {
     private let mailTransport: (any MailTransport)?
     private let readiness: DatabaseReadiness
     private let retry: RetrySchedule
+    /// This server's metrics (`/metrics`): a registry of its own, never the process-wide `MetricsSystem`.
+    let metrics: GatehouseMetrics
 
     private init(
         configuration: GatehouseConfiguration,
@@ -36,7 +39,8 @@ public final class AuthServer: Sendable {
         publicURL: PublicURL,
         mailTransport: (any MailTransport)?,
         readiness: DatabaseReadiness,
-        retry: RetrySchedule
+        retry: RetrySchedule,
+        metrics: GatehouseMetrics
     ) {
         self.configuration = configuration
         self.env = env
@@ -45,6 +49,7 @@ public final class AuthServer: Sendable {
         self.mailTransport = mailTransport
         self.readiness = readiness
         self.retry = retry
+        self.metrics = metrics
     }
 
     /// Opens the configured database, applies pending migrations, and loads (or creates) the signing keys.
@@ -75,7 +80,8 @@ public final class AuthServer: Sendable {
         // after its working directory went away) must not fail then.
         CommonPasswords.load()
         _ = OpenAPIDocument.bytes
-        let database = try await openDatabase(configuration.database.url, logger: logger, connect: !waitForDatabase)
+        let metrics = GatehouseMetrics(enabled: configuration.server.metrics.enabled)
+        let database = try await openDatabase(configuration.database.url, logger: logger, connect: !waitForDatabase, metrics: metrics.database)
         do {
             let store = SQLStore(db: database)
             let keys = SigningKeys(keys: [])
@@ -86,7 +92,7 @@ public final class AuthServer: Sendable {
             } catch StoreError.unavailable(let reason) where waitForDatabase {
                 readiness.waiting(because: reason)
             }
-            let hasher = Argon2PasswordHasher()
+            let hasher = Argon2PasswordHasher(metrics: metrics.hashing)
             for app in configuration.apps { try await hasher.prepare(app.passwordHash) }
             // The warm-up hashes are not traffic: their matrix need not wait for the trim service to go.
             Argon2.releaseIdleMemory(force: true)
@@ -104,15 +110,16 @@ public final class AuthServer: Sendable {
             for app in configuration.apps {
                 if let settings = app.customToken { customTokenKeys[app.id] = try settings.verificationKeys() }
             }
-            let env = AuthEnvironment(
+            var env = AuthEnvironment(
                 store: store, clock: clock, hasher: hasher, keys: keys, configuration: configuration,
                 publicURLBox: publicURL, logger: logger, templates: templates,
                 outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock), customTokenKeys: customTokenKeys, functions: functions,
                 auditWriter: AuditWriter(store: store)
             )
+            env.metrics = metrics.factory
             return AuthServer(
                 configuration: configuration, env: env, database: database, publicURL: publicURL, mailTransport: transport,
-                readiness: readiness, retry: retry
+                readiness: readiness, retry: retry, metrics: metrics
             )
         } catch {
             try? await database.close()
@@ -313,12 +320,14 @@ public final class AuthServer: Sendable {
         }
     }
 
-    private static func openDatabase(_ url: DatabaseURL, logger: Logger, connect: Bool = true) async throws -> any SQLDatabase {
+    private static func openDatabase(
+        _ url: DatabaseURL, logger: Logger, connect: Bool = true, metrics: DatabaseMetrics = .none
+    ) async throws -> any SQLDatabase {
         switch url {
         case .sqliteFile, .sqliteMemory:
-            try await SQLiteDatabase.open(url, logger: logger)
+            try await SQLiteDatabase.open(url, logger: logger, metrics: metrics)
         case .postgres(let settings):
-            try await PostgresDatabase.open(settings, logger: logger, connect: connect)
+            try await PostgresDatabase.open(settings, logger: logger, connect: connect, metrics: metrics)
         }
     }
 
@@ -326,7 +335,7 @@ public final class AuthServer: Sendable {
     /// - Parameter onServerRunning: called once the server listens, with the bound port.
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let router = Router(context: GatehouseRequestContext.self)
-        router.add(middleware: RequestLogMiddleware())
+        router.add(middleware: RequestLogMiddleware(metrics: metrics))
         router.add(middleware: NoSniffMiddleware())
         router.add(middleware: RequestOriginMiddleware(clientIPHeader: configuration.server.clientIPHeader.flatMap { HTTPField.Name($0) }))
         // Outside the error middleware: refusals carry the CORS headers too, so browser clients can read them.
@@ -337,6 +346,13 @@ public final class AuthServer: Sendable {
         NativeAuthRoutes(env: env).register(on: router)
         ServiceRoutes(env: env, readiness: readiness, probe: ReadinessProbe(write: { [store = SQLStore(db: database)] in try await store.probeWrite() })).register(on: router)
         HostedPages(env: env).register(on: router)
+        if configuration.server.metrics.enabled {
+            MetricsRoutes(
+                metrics: metrics, settings: configuration.server.metrics,
+                clientIPHeader: configuration.server.clientIPHeader.flatMap { HTTPField.Name($0) },
+                outboxDepth: OutboxDepth(gauge: metrics.outboxPending) { [store = SQLStore(db: database)] in try await store.pendingMailCount() }
+            ).register(on: router)
+        }
         if configuration.dev.mailbox {
             DevMailboxRoutes(store: env.store).register(on: router)
         }
@@ -344,7 +360,9 @@ public final class AuthServer: Sendable {
         var services: [any Service] = [HashMemoryTrimService()]
         if configuration.retention.enabled { services.append(RetentionRunner(env: env)) }
         if let transport = mailTransport {
-            services.append(OutboxDeliveryService(store: env.store, transport: transport, clock: env.clock, logger: env.logger))
+            var delivery = OutboxDeliveryService(store: env.store, transport: transport, clock: env.clock, logger: env.logger)
+            delivery.metrics = metrics
+            services.append(delivery)
         } else {
             env.logger.notice("no mail transport is configured (mail.smtp or dev.mailbox): emails wait in the outbox")
         }

@@ -77,7 +77,9 @@ struct ReadinessMiddleware<Context: RequestContext>: RouterMiddleware {
     let readiness: DatabaseReadiness
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if !readiness.isReady, request.uri.path != "/healthz", request.uri.path != "/readyz" {
+        if !readiness.isReady, request.uri.path != "/healthz", request.uri.path != "/readyz",
+            request.uri.path != "/metrics"
+        {
             throw StoreError.unavailable("starting: the database has not been reached yet")
         }
         return try await next(request, context)

@@ -76,6 +76,8 @@ public struct ServerSettings: Sendable, Hashable {
     public var maxConnections: Int?
     /// Seconds a graceful shutdown (SIGTERM, SIGINT) waits for requests in flight before it cancels them. Default 25.
     public var shutdownTimeout = 25
+    /// `server.metrics`: Prometheus metrics at `/metrics`.
+    public var metrics = MetricsSettings()
 
     public init(host: String = "127.0.0.1", port: Int = 9090, publicURL: String? = nil, location: String = "self-hosted") {
         self.host = host
@@ -89,6 +91,21 @@ public struct ServerSettings: Sendable, Hashable {
         if let publicURL { return publicURL }
         let visibleHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host
         return "http://\(visibleHost):\(boundPort ?? port)"
+    }
+}
+
+/// `server.metrics.*`: who may read `/metrics`. Off by default. With a `token`, every request needs
+/// `Authorization: Bearer TOKEN` (others get 401); without one, only connections from a loopback address that carry no
+/// proxy header (`X-Forwarded-For`, `Forwarded`, `X-Real-IP`, `server.clientIPHeader`) may, and others get 404.
+public struct MetricsSettings: Sendable, Hashable {
+    /// Serve `/metrics` (and record the metrics). Default false.
+    public var enabled: Bool
+    /// The bearer token a scraper must send; at least 16 characters. Nil: loopback peers only.
+    public var token: String?
+
+    public init(enabled: Bool = false, token: String? = nil) {
+        self.enabled = enabled
+        self.token = token
     }
 }
 

@@ -63,8 +63,12 @@ public struct ConfigurationLoader: Sendable {
         var config = GatehouseConfiguration(apps: [])
         if let server = try top.optionalMapping(
             "server",
-            allowed: ["host", "port", "publicURL", "location", "clientIPHeader", "idleTimeout", "headerTimeout", "bodyTimeout", "maxConnections", "shutdownTimeout"]
+            allowed: ["host", "port", "publicURL", "location", "clientIPHeader", "idleTimeout", "headerTimeout", "bodyTimeout", "maxConnections", "shutdownTimeout", "metrics"]
         ) {
+            if let metrics = try server.optionalMapping("metrics", allowed: ["enabled", "token"]) {
+                if let value = try metrics.optionalBool("enabled") { config.server.metrics.enabled = value }
+                config.server.metrics.token = try metrics.optionalString("token")
+            }
             if let value = try server.optionalInt("idleTimeout") { config.server.idleTimeout = value }
             if let value = try server.optionalInt("headerTimeout") { config.server.headerTimeout = value }
             if let value = try server.optionalInt("bodyTimeout") { config.server.bodyTimeout = value }
@@ -419,6 +423,7 @@ public struct ConfigurationLoader: Sendable {
         }
         if let url = environment["GATEHOUSE_PUBLIC_URL"] { config.server.publicURL = url }
         if let smtp = environment["GATEHOUSE_SMTP_URL"] { config.mail.smtpURL = smtp }
+        if let token = environment["GATEHOUSE_METRICS_TOKEN"] { config.server.metrics.token = token }
         if let database = flags.database {
             config.database.url = try DatabaseURL(parsing: database, key: "--database")
         } else if let database = environment["GATEHOUSE_DATABASE_URL"] {
@@ -446,6 +451,10 @@ public struct ConfigurationLoader: Sendable {
             ("bodyTimeout", config.server.bodyTimeout, 1...3600), ("shutdownTimeout", config.server.shutdownTimeout, 1...3600),
         ] where !range.contains(value) {
             throw ConfigurationError(key: "server.\(key)", message: "expected \(range.lowerBound)…\(range.upperBound) seconds, found \(value)")
+        }
+        if let token = config.server.metrics.token, token.count < 16 || token.contains(where: { $0.isWhitespace || $0.isNewline }) {
+            // A short token is guessable; one with spaces could never be sent in an Authorization header.
+            throw ConfigurationError(key: "server.metrics.token", message: "expected at least 16 characters without spaces, found \(token.count)")
         }
         if let value = config.server.maxConnections, !(1...1_000_000).contains(value) {
             throw ConfigurationError(key: "server.maxConnections", message: "expected 1…1000000, found \(value)")

@@ -8,7 +8,14 @@ import Logging
 /// `status`, `ms` and `app` — and the request's id in `X-Request-Id` on the answer and on every line logged while
 /// it runs. An incoming `X-Request-Id` of up to 128 letters, digits, `-`, `_`, `.` and `:` is kept (a proxy's id then
 /// ties its logs to Gatehouse's); anything else is replaced by a new one.
+///
+/// The same facts feed the request metrics (`gatehouse_http_requests_total`, `gatehouse_http_request_duration_seconds`),
+/// labelled by route template, method and status only: their values are bounded by the routes Gatehouse has, whatever
+/// paths clients send. (Hummingbird's `MetricsMiddleware` would report to the process-wide `MetricsSystem`, not to the
+/// server's own registry.)
 struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
+    var metrics: GatehouseMetrics? = nil
+
     static var header: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -21,8 +28,11 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         response.headers[Self.header] = id
         let elapsed = ContinuousClock.now - start
         let ms = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
+        // Hummingbird names the endpoint of a path no route has `NotFound`.
+        let route = context.endpointPath.flatMap { $0 == "NotFound" ? nil : Self.template($0) } ?? "unmatched"
+        metrics?.request(method: request.method, route: route, status: response.status.code, elapsed: elapsed)
         var metadata: Logger.Metadata = [
-            "method": .string(request.method.rawValue), "route": .string(context.endpointPath.map(Self.template) ?? "unmatched"),
+            "method": .string(request.method.rawValue), "route": .string(route),
             "status": .stringConvertible(response.status.code), "ms": .string(String(format: "%.1f", ms)),
         ]
         if let app = context.parameters.get("appId"), app.utf8.count <= 64 { metadata["app"] = .string(app) }

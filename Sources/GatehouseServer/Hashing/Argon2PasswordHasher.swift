@@ -9,8 +9,18 @@ import ServiceLifecycle
 final class Argon2PasswordHasher: PasswordHasher {
     private let pool: NIOThreadPool
     private let dummies = NIOLockedValueBox<[Argon2Parameters: String]>([:])
+    private let metrics: HashMetrics
 
-    init(pool: NIOThreadPool = .singleton) { self.pool = pool }
+    init(pool: NIOThreadPool = .singleton, metrics: HashMetrics = .none) {
+        self.pool = pool
+        self.metrics = metrics
+    }
+
+    /// Runs `work` on the pool, measuring its wait for a thread and its run.
+    private func onPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        let (queued, metrics) = (ContinuousClock.now, metrics)
+        return try await pool.runIfActive { try metrics.run(since: queued, work) }
+    }
 
     /// The largest memory cost a stored hash may ask for: a tampered row must not make the server allocate
     /// gigabytes.
@@ -21,18 +31,18 @@ final class Argon2PasswordHasher: PasswordHasher {
 
     func hash(_ password: String, parameters: Argon2Parameters) async throws -> String {
         let password = Self.normalized(password)
-        return try await pool.runIfActive { try Argon2.hashPHC(password: password, parameters: parameters) }
+        return try await onPool { try Argon2.hashPHC(password: password, parameters: parameters) }
     }
 
     /// Verifies an Argon2id hash, or a ``ForeignPasswordHash`` an import brought (the password as typed, since the
     /// other system hashed it so); anything else is a wrong password.
     func verify(_ password: String, against hash: String) async throws -> Bool {
         if let foreign = ForeignPasswordHash(hash) {
-            return try await pool.runIfActive { (try? foreign.verify(password)) ?? false }
+            return try await onPool { (try? foreign.verify(password)) ?? false }
         }
         guard let stored = try? Argon2.parseParameters(phc: hash), stored.memoryKiB <= Self.maxMemoryKiB else { return false }
         let password = Self.normalized(password)
-        return try await pool.runIfActive { (try? Argon2.verifyPHC(password: password, phc: hash)) ?? false }
+        return try await onPool { (try? Argon2.verifyPHC(password: password, phc: hash)) ?? false }
     }
 
     /// True for a hash of other parameters, and for every foreign hash: the next successful login stores Argon2id.

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import GatehouseDomain
 import Logging
@@ -39,6 +40,8 @@ struct OutboxDeliveryService: Service {
     var retryBudget: TimeInterval = 86_400
     /// How long a claimed message stays invisible to other instances: longer than one delivery can take.
     var lease: TimeInterval = 300
+    /// `gatehouse_outbox_sent_total`, `gatehouse_outbox_delivery_failures_total{outcome}`.
+    var metrics: GatehouseMetrics?
 
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
@@ -61,8 +64,10 @@ struct OutboxDeliveryService: Service {
                 try await transport.deliver(message)
                 try await store.markDelivered(id: message.id, at: clock.now)
                 delivered += 1
+                metrics?.outboxSent.increment()
                 logger.info("mail delivered", metadata: meta)
             } catch MailDeliveryError.permanent(let reason) {
+                metrics?.outboxFailed.increment()
                 try await store.markAttemptFailed(id: message.id, error: reason, retryAt: nil)
                 logger.error(
                     "mail failed permanently; kept as failed (gatehouse mail failed lists it, gatehouse mail retry sends it again)",
@@ -74,12 +79,14 @@ struct OutboxDeliveryService: Service {
                 let now = clock.now
                 let retryAt = now.addingTimeInterval(min(maxRetryDelay, pow(2, Double(min(attempts, 30))) * 5))
                 if retryAt.timeIntervalSince(message.createdAt) > retryBudget {
+                    metrics?.outboxFailed.increment()
                     try await store.markAttemptFailed(id: message.id, error: reason, retryAt: nil)
                     logger.error(
                         "mail given up after its retry budget; kept as failed (gatehouse mail failed lists it, gatehouse mail retry sends it again)",
                         metadata: meta.merging(["reason": "\(reason)", "attempts": "\(attempts)"]) { $1 }
                     )
                 } else {
+                    metrics?.outboxRetrying.increment()
                     try await store.markAttemptFailed(id: message.id, error: reason, retryAt: retryAt)
                     logger.warning(
                         "mail delivery failed; will be retried",

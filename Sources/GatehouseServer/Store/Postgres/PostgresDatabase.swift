@@ -26,8 +26,15 @@ final class PostgresDatabase: SQLDatabase {
     static let deadlineGrace: Duration = .seconds(2)
     /// Set while migrations run: their statements (an index on a large table) may take as long as they need.
     @TaskLocal static var unbounded = false
+    /// The wait for a connection, the work on it, and the connections in use (the pool's own events go to postgres-nio's
+    /// logger, not to swift-metrics).
+    private let metrics: DatabaseMetrics
 
-    private init(client: PostgresClient, runner: Task<Void, Never>, logger: Logger, leaseTimeout: Duration, workDeadline: Duration) {
+    private init(
+        client: PostgresClient, runner: Task<Void, Never>, logger: Logger, leaseTimeout: Duration, workDeadline: Duration,
+        metrics: DatabaseMetrics
+    ) {
+        self.metrics = metrics
         self.client = client
         self.runner = runner
         self.logger = logger
@@ -37,7 +44,9 @@ final class PostgresDatabase: SQLDatabase {
 
     /// Starts the connection pool. With `connect` (the default) it also makes one round trip, so an unreachable
     /// server fails here; without, connections are made when first needed.
-    static func open(_ settings: PostgresSettings, logger: Logger, connect: Bool = true) async throws -> PostgresDatabase {
+    static func open(
+        _ settings: PostgresSettings, logger: Logger, connect: Bool = true, metrics: DatabaseMetrics = .none
+    ) async throws -> PostgresDatabase {
         let tls: PostgresClient.Configuration.TLS
         switch settings.sslMode {
         case .disable:
@@ -68,7 +77,7 @@ final class PostgresDatabase: SQLDatabase {
         let runner = Task { await client.run() }
         let db = PostgresDatabase(
             client: client, runner: runner, logger: clientLogger, leaseTimeout: .seconds(Int64(settings.connectTimeout)),
-            workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace
+            workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace, metrics: metrics
         )
         guard connect else { return db }
         do {
@@ -134,7 +143,8 @@ final class PostgresDatabase: SQLDatabase {
         writing: Bool, committing: NIOLockedValueBox<Bool> = NIOLockedValueBox(false),
         _ work: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let (client, logger, timeout) = (self.client, self.logger, leaseTimeout)
+        let (client, logger, timeout, metrics) = (self.client, self.logger, leaseTimeout, metrics)
+        let queued = ContinuousClock.now
         // Migrations and database administration (`unbounded`): the same wait for a connection, then no deadline, and
         // no server-side limit either, for this work only.
         let unbounded = Self.unbounded
@@ -179,7 +189,7 @@ final class PostgresDatabase: SQLDatabase {
                             return true
                         }
                         guard started else { throw StoreError.unavailable("no database connection within \(timeout)") }
-                        return try await job(connection)
+                        return try await metrics.leased(since: queued) { try await job(connection) }
                     }
                     timer.withLockedValue { $0?.cancel() }
                     answer(.success(value))

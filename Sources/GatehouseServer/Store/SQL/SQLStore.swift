@@ -756,6 +756,12 @@ struct SQLStore: GatehouseStore {
         ).sorted { (try? $0.int("seq")) ?? 0 < (try? $1.int("seq")) ?? 0 }.map(Self.mail)
     }
 
+    /// Messages waiting to be sent (`gatehouse_outbox_pending`): due or waiting for a retry, not failed.
+    func pendingMailCount() async throws -> Int {
+        let rows = try await db.query("SELECT COUNT(*) AS n FROM outbox WHERE status = 'pending'")
+        return Int(try rows.first?.int("n") ?? 0)
+    }
+
     func markDelivered(id: String, at: Date) async throws {
         try await db.query(
             "UPDATE outbox SET status = 'delivered', delivered_at = $1, attempts = attempts + 1, claimed_until = NULL WHERE id = $2",

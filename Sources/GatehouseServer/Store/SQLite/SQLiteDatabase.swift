@@ -13,13 +13,16 @@ final class SQLiteDatabase: SQLDatabase {
     let dialect = SQLDialect.sqlite
     private let connection: SQLiteConnection
     private let lock = AsyncLock()
+    /// The wait for the connection (its lock), the work on it, and whether it is in use.
+    private let metrics: DatabaseMetrics
 
-    private init(connection: SQLiteConnection) {
+    private init(connection: SQLiteConnection, metrics: DatabaseMetrics) {
         self.connection = connection
+        self.metrics = metrics
     }
 
     /// Opens (creating if needed) the database at `url`; creates the parent folder of a file database.
-    static func open(_ url: DatabaseURL, logger: Logger) async throws -> SQLiteDatabase {
+    static func open(_ url: DatabaseURL, logger: Logger, metrics: DatabaseMetrics = .none) async throws -> SQLiteDatabase {
         let storage: SQLiteConnection.Storage
         switch url {
         case .sqliteMemory:
@@ -34,7 +37,7 @@ final class SQLiteDatabase: SQLDatabase {
         var sqliteLogger = logger
         sqliteLogger.logLevel = max(logger.logLevel, .notice)
         let connection = try await SQLiteConnection.open(storage: storage, logger: sqliteLogger)
-        let db = SQLiteDatabase(connection: connection)
+        let db = SQLiteDatabase(connection: connection, metrics: metrics)
         do {
             // The busy timeout first: another process opening the same file may hold it for a moment.
             try await db.raw("PRAGMA busy_timeout = 5000")
@@ -73,19 +76,23 @@ final class SQLiteDatabase: SQLDatabase {
 
     @discardableResult
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-        try await lock.withLock { try await self.raw(sql, binds) }
+        let queued = ContinuousClock.now
+        return try await lock.withLock { try await self.metrics.leased(since: queued) { try await self.raw(sql, binds) } }
     }
 
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
-        try await lock.withLock {
-            _ = try await self.raw("BEGIN IMMEDIATE")
-            do {
-                let result = try await body(Transaction(db: self))
-                _ = try await self.raw("COMMIT")
-                return result
-            } catch {
-                _ = try? await self.raw("ROLLBACK")
-                throw error
+        let queued = ContinuousClock.now
+        return try await lock.withLock {
+            try await self.metrics.leased(since: queued) {
+                _ = try await self.raw("BEGIN IMMEDIATE")
+                do {
+                    let result = try await body(Transaction(db: self))
+                    _ = try await self.raw("COMMIT")
+                    return result
+                } catch {
+                    _ = try? await self.raw("ROLLBACK")
+                    throw error
+                }
             }
         }
     }

@@ -1,0 +1,252 @@
+import CoreMetrics
+import Foundation
+import GatehouseDomain
+import HTTPTypes
+import Hummingbird
+import NIOConcurrencyHelpers
+import NIOCore
+import Prometheus
+
+/// One server's metrics: a Prometheus registry of its own, fed through swift-metrics' API with a factory over it.
+///
+/// No `MetricsSystem.bootstrap`: an ``AuthServer`` is a library too, and a process may open many (the tests do) or
+/// bootstrap swift-metrics for its own purposes; each server's `/metrics` shows what that server measured. Metrics
+/// that libraries report to the global `MetricsSystem` are not in it. With `server.metrics.enabled` false the
+/// factory is swift-metrics' no-op one and nothing is kept.
+final class GatehouseMetrics: Sendable {
+    let registry: PrometheusCollectorRegistry
+    let factory: any MetricsFactory
+    let enabled: Bool
+    /// What the databases, the hasher and the outbox record (made at start, so that a scrape shows them at zero).
+    let database: DatabaseMetrics
+    let hashing: HashMetrics
+    let outboxPending: CoreMetrics.Gauge
+    let outboxSent: CoreMetrics.Counter
+    let outboxRetrying: CoreMetrics.Counter
+    let outboxFailed: CoreMetrics.Counter
+
+    static let requestsTotal = "gatehouse_http_requests_total"
+    static let requestDuration = "gatehouse_http_request_duration_seconds"
+
+    init(enabled: Bool) {
+        self.enabled = enabled
+        let registry = PrometheusCollectorRegistry()
+        self.registry = registry
+        if enabled {
+            var factory = PrometheusMetricsFactory(registry: registry)
+            // Statements and hash waits are short: finer buckets at the low end.
+            let fine: [Duration] = [
+                .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5),
+                .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+                .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
+            ]
+            for name in [Self.databaseWait, Self.databaseStatement, Self.hashWait, Self.hashDuration] {
+                factory.durationHistogramBuckets[name] = fine
+            }
+            self.factory = factory
+        } else {
+            self.factory = NOOPMetricsHandler.instance
+        }
+        database = DatabaseMetrics(factory: factory)
+        hashing = HashMetrics(factory: factory)
+        outboxPending = CoreMetrics.Gauge(label: Self.outboxPendingName, factory: factory)
+        outboxSent = CoreMetrics.Counter(label: Self.outboxSentName, factory: factory)
+        outboxRetrying = CoreMetrics.Counter(label: Self.outboxFailuresName, dimensions: [("outcome", "retrying")], factory: factory)
+        outboxFailed = CoreMetrics.Counter(label: Self.outboxFailuresName, dimensions: [("outcome", "failed")], factory: factory)
+    }
+
+    /// The Prometheus text format (version 0.0.4).
+    func text() -> [UInt8] {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(16 * 1024)
+        registry.emit(into: &buffer)
+        return buffer
+    }
+
+    // MARK: requests
+
+    private static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+    /// Counts a request and records its duration. `route` is a route template (or `unmatched`), never a path.
+    func request(method: HTTPRequest.Method, route: String, status: Int, elapsed: Duration) {
+        guard enabled else { return }
+        let method = Self.methods.contains(method.rawValue) ? method.rawValue : "other"
+        CoreMetrics.Counter(label: Self.requestsTotal, dimensions: [("route", route), ("method", method), ("status", "\(status)")], factory: factory)
+            .increment()
+        CoreMetrics.Timer(label: Self.requestDuration, dimensions: [("route", route), ("method", method)], factory: factory)
+            .recordNanoseconds(Self.nanoseconds(elapsed))
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    // MARK: names the stores, the outbox and the hasher use
+
+    static let databaseWait = "gatehouse_db_connection_wait_seconds"
+    static let databaseStatement = "gatehouse_db_statement_duration_seconds"
+    static let databaseInUse = "gatehouse_db_connections_in_use"
+    static let hashWait = "gatehouse_password_hash_wait_seconds"
+    static let hashDuration = "gatehouse_password_hash_duration_seconds"
+    static let hashesRunning = "gatehouse_password_hashes_running"
+    static let outboxPendingName = "gatehouse_outbox_pending"
+    static let outboxFailuresName = "gatehouse_outbox_delivery_failures_total"
+    static let outboxSentName = "gatehouse_outbox_sent_total"
+}
+
+/// Who may read `/metrics` (`server.metrics`): see ``MetricsSettings``.
+enum MetricsAccess: Equatable {
+    case allowed
+    /// A token is configured and the request lacks it: 401.
+    case unauthorized
+    /// No token, and not a loopback peer without proxy headers: 404, as if there were no such route.
+    case hidden
+
+    /// Headers a proxy adds: a request with any of them came through one, whatever its peer address says.
+    static let proxyHeaders: [HTTPField.Name] = [
+        HTTPField.Name("X-Forwarded-For")!, HTTPField.Name("Forwarded")!, HTTPField.Name("X-Real-IP")!,
+    ]
+
+    static func decide(settings: MetricsSettings, headers: HTTPFields, peerIP: String?, clientIPHeader: HTTPField.Name?) -> MetricsAccess {
+        if let token = settings.token {
+            let given = headers[.authorization].flatMap { value -> String? in
+                let parts = value.split(separator: " ", maxSplits: 1)
+                guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+                return parts[1].trimmingCharacters(in: .whitespaces)
+            }
+            guard let given else { return .unauthorized }
+            // Hashes first: the compare's time then depends on neither token's length.
+            return Secrets.constantTimeEquals(Secrets.sha256(given), Secrets.sha256(token)) ? .allowed : .unauthorized
+        }
+        guard let peerIP, isLoopback(peerIP) else { return .hidden }
+        let forwarded = (proxyHeaders + (clientIPHeader.map { [$0] } ?? [])).contains { headers[$0] != nil }
+        return forwarded ? .hidden : .allowed
+    }
+
+    /// 127.0.0.0/8, ::1, and IPv4-mapped 127.x addresses (the connection's peer, never a header).
+    static func isLoopback(_ ip: String) -> Bool {
+        var ip = ip.lowercased()
+        if ip.hasPrefix("::ffff:") { ip = String(ip.dropFirst(7)) }
+        return ip != "localhost" && Loopback.contains(host: ip)
+    }
+}
+
+/// `GET /metrics`.
+struct MetricsRoutes {
+    let metrics: GatehouseMetrics
+    let settings: MetricsSettings
+    let clientIPHeader: HTTPField.Name?
+    /// Brings the gauges read at scrape time up to date.
+    let outboxDepth: OutboxDepth
+
+    func register(on router: Router<GatehouseRequestContext>) {
+        router.get("metrics") { request, context in
+            switch MetricsAccess.decide(settings: settings, headers: request.headers, peerIP: context.peerIP, clientIPHeader: clientIPHeader) {
+            case .hidden:
+                throw HTTPError(.notFound)
+            case .unauthorized:
+                throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer"])
+            case .allowed:
+                await outboxDepth.refresh()
+                return Response(
+                    status: .ok,
+                    headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.text()))
+                )
+            }
+        }
+    }
+}
+
+/// `gatehouse_outbox_pending`, counted in the database when `/metrics` is read: one count at a time, waited for at
+/// most ``deadline``. A scrape while the database is slow or away answers at once with the last depth, instead of
+/// waiting `connect_timeout` for a connection (and past the scraper's own timeout) just when metrics matter most.
+final class OutboxDepth: Sendable {
+    static let deadline: Duration = .seconds(1)
+    private let count: @Sendable () async throws -> Int
+    private let gauge: CoreMetrics.Gauge
+    private let inFlight = NIOLockedValueBox(false)
+
+    init(gauge: CoreMetrics.Gauge, count: @escaping @Sendable () async throws -> Int) {
+        self.gauge = gauge
+        self.count = count
+    }
+
+    func refresh(within deadline: Duration = OutboxDepth.deadline) async {
+        guard inFlight.withLockedValue({ busy in defer { busy = true }; return !busy }) else { return }
+        let (count, gauge, inFlight) = (count, gauge, inFlight)
+        let answered = NIOLockedValueBox(false)
+        let timer = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let finish: @Sendable () -> Void = {
+                if answered.withLockedValue({ done in defer { done = true }; return !done }) { continuation.resume() }
+            }
+            // Unstructured: a count stuck on an unreachable database must not hold the scrape; it ends on its own.
+            Task {
+                if let pending = try? await count() { gauge.record(pending) }
+                inFlight.withLockedValue { $0 = false }
+                finish()
+            }
+            timer.withLockedValue { $0 = Task { try? await Task.sleep(for: deadline); finish() } }
+        }
+        timer.withLockedValue { $0?.cancel() }
+    }
+}
+
+/// `gatehouse_db_connection_wait_seconds` (a statement's or transaction's wait for a connection: PostgreSQL's pool,
+/// SQLite's one connection), `gatehouse_db_statement_duration_seconds` (from then until the connection is given back:
+/// one statement, or a whole transaction) and `gatehouse_db_connections_in_use`.
+struct DatabaseMetrics: Sendable {
+    let wait: CoreMetrics.Timer
+    let work: CoreMetrics.Timer
+    let inUse: CoreMetrics.Meter
+
+    init(factory: any MetricsFactory) {
+        wait = CoreMetrics.Timer(label: GatehouseMetrics.databaseWait, factory: factory)
+        work = CoreMetrics.Timer(label: GatehouseMetrics.databaseStatement, factory: factory)
+        inUse = CoreMetrics.Meter(label: GatehouseMetrics.databaseInUse, factory: factory)
+    }
+
+    static let none = DatabaseMetrics(factory: NOOPMetricsHandler.instance)
+
+    /// Runs `body` on a connection that was asked for at `queued`.
+    func leased<T>(since queued: ContinuousClock.Instant, _ body: () async throws -> T) async throws -> T {
+        let start = ContinuousClock.now
+        wait.recordNanoseconds(GatehouseMetrics.nanoseconds(start - queued))
+        inUse.increment()
+        defer {
+            inUse.decrement()
+            work.recordNanoseconds(GatehouseMetrics.nanoseconds(.now - start))
+        }
+        return try await body()
+    }
+}
+
+/// `gatehouse_password_hash_wait_seconds` (how long a hash waited for a thread of the blocking pool),
+/// `gatehouse_password_hash_duration_seconds` (how long it ran) and `gatehouse_password_hashes_running`.
+struct HashMetrics: Sendable {
+    let wait: CoreMetrics.Timer
+    let duration: CoreMetrics.Timer
+    let running: CoreMetrics.Meter
+
+    init(factory: any MetricsFactory) {
+        wait = CoreMetrics.Timer(label: GatehouseMetrics.hashWait, factory: factory)
+        duration = CoreMetrics.Timer(label: GatehouseMetrics.hashDuration, factory: factory)
+        running = CoreMetrics.Meter(label: GatehouseMetrics.hashesRunning, factory: factory)
+    }
+
+    static let none = HashMetrics(factory: NOOPMetricsHandler.instance)
+
+    /// Runs `work` (on a pool thread) for a hash that was asked for at `queued`.
+    func run<T>(since queued: ContinuousClock.Instant, _ work: () throws -> T) rethrows -> T {
+        let start = ContinuousClock.now
+        wait.recordNanoseconds(GatehouseMetrics.nanoseconds(start - queued))
+        running.increment()
+        defer {
+            running.decrement()
+            duration.recordNanoseconds(GatehouseMetrics.nanoseconds(.now - start))
+        }
+        return try work()
+    }
+}

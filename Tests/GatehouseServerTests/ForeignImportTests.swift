@@ -355,7 +355,7 @@ import Testing
             #expect(summary.read == 8 && summary.imported == 5 && summary.skipped == 3, "\(summary)")
             #expect(skipped.map(\.record) == [6, 7, 8])
             #expect(skipped[0].reason.contains("cannot verify") && skipped[1].reason.contains("not an email address"))
-            #expect(skipped[2].reason == "its address is the address of record 1")
+            #expect(skipped[2].reason == "an earlier record has the same address")
             try await withGatehouse(target, clock: clock) { gatehouse, client in
                 try await Self.expectLogins(
                     [
@@ -375,6 +375,20 @@ import Testing
             let line = try #require(skipped.first).description
             #expect(!line.contains("\n") && line.split(separator: "\t").count == 4, "\(line)")
             #expect(line.contains(#"email=x\nrecord 99\tid=forged"#), "\(line)")
+        }
+    }
+
+    /// A person the source lists twice — the same id under two addresses, or one address twice — becomes one user, even
+    /// when the two records are batches apart, in a dry run as in the real one.
+    @Test(arguments: [true, false]) func aRecordRepeatingAnEarlierOnesIdOrAddressIsNotASecondUser(dryRun: Bool) async throws {
+        try await Self.withTarget { target, clock in
+            var rows = ["email,id"] + (0..<600).map { "user\($0)@example.com,id-\($0)" }
+            rows.append("someone.else@example.com,id-10")  // record 601: the id of record 11, another address
+            rows.append("USER20@example.com,id-new")  // record 602: the address of record 21
+            let (summary, skipped) = try await Self.importFile(rows.joined(separator: "\n"), as: .csv, into: target, dryRun: dryRun, clock: clock)
+            #expect(summary.imported == 600 && summary.skipped == 2, "\(summary)")
+            #expect(skipped.map(\.record) == [601, 602])
+            #expect(skipped.map(\.reason) == ["an earlier record has the same id", "an earlier record has the same address"])
         }
     }
 

@@ -63,10 +63,10 @@ struct ForeignImport {
         _ reader: inout ForeignExportReader, now: Date, progress: (ImportProgress) -> Void, skipped: (SkippedRecord) -> Void
     ) async throws -> ForeignImportSummary {
         var summary = ForeignImportSummary()
-        // The addresses and ids read so far, to tell a duplicate within the file: as 128-bit digests, so that a million
-        // records hold some 40 MB rather than their text.
-        var seenEmails: [Fingerprint: Int] = [:]
-        var seenIds: [Fingerprint: Int] = [:]
+        // The addresses and ids read so far, to tell a duplicate within the file (the database cannot: a source id is
+        // not a column, and a dry run's batches are rolled back): 128-bit digests, some 50 bytes a record.
+        var seenEmails: Set<Fingerprint> = []
+        var seenIds: Set<Fingerprint> = []
         var ended = false
         func skip(_ record: Int, _ sourceId: String?, _ email: String?, _ reason: String) {
             summary.skipped += 1
@@ -85,17 +85,17 @@ struct ForeignImport {
                     skip(summary.read, sourceId, email, reason)
                 case .user(let user):
                     let email = Fingerprint(user.email.normalized)
-                    if let earlier = seenEmails[email] {
-                        skip(summary.read, user.sourceId, user.email.display, "its address is the address of record \(earlier)")
+                    if seenEmails.contains(email) {
+                        skip(summary.read, user.sourceId, user.email.display, "an earlier record has the same address")
                         continue
                     }
                     let id = user.sourceId.map(Fingerprint.init)
-                    if let id, let earlier = seenIds[id] {
-                        skip(summary.read, user.sourceId, user.email.display, "its id is the id of record \(earlier)")
+                    if let id, seenIds.contains(id) {
+                        skip(summary.read, user.sourceId, user.email.display, "an earlier record has the same id")
                         continue
                     }
-                    seenEmails[email] = summary.read
-                    if let id { seenIds[id] = summary.read }
+                    seenEmails.insert(email)
+                    if let id { seenIds.insert(id) }
                     batch.append(Row(record: summary.read, user: user))
                 }
             }

@@ -176,8 +176,12 @@ public final class AuthServer: Sendable {
         logger: Logger = Logger(label: "gatehouse"),
         write: @escaping @Sendable (String) throws -> Void
     ) async throws -> TransferSummary {
-        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
-            try await UserTransfer(db: database).export(apps: apps, sessions: includeSessions, now: clock.now, write: write)
+        // Administration, as migrations are: one transaction as long as the file takes, not the request deadline
+        // (`query_timeout`) that bounds a statement of the running server.
+        try await PostgresDatabase.$unbounded.withValue(true) {
+            try await withMigratedDatabase(configuration, logger: logger) { database, _ in
+                try await UserTransfer(db: database).export(apps: apps, sessions: includeSessions, now: clock.now, write: write)
+            }
         }
     }
 
@@ -189,8 +193,11 @@ public final class AuthServer: Sendable {
         logger: Logger = Logger(label: "gatehouse"),
         next: @escaping @Sendable () throws -> String?
     ) async throws -> TransferSummary {
-        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
-            try await UserTransfer(db: database).importLines(apps: Set(configuration.apps.map(\.id)), next: next)
+        // All of the file in one transaction, however long it takes to read: no request deadline (see exportUsers).
+        try await PostgresDatabase.$unbounded.withValue(true) {
+            try await withMigratedDatabase(configuration, logger: logger) { database, _ in
+                try await UserTransfer(db: database).importLines(apps: Set(configuration.apps.map(\.id)), next: next)
+            }
         }
     }
 

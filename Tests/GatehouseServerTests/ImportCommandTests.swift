@@ -90,4 +90,27 @@ extension CLITests {
         let missingFile = try await run(base + ["--from", "csv", "--app", "cli-app", "absent.csv"], in: folder)
         #expect(missingFile.status == 66)
     }
+
+    /// An export or import is one transaction as long as the file takes, not bound by `query_timeout`, which bounds a
+    /// running server's statements (plus two seconds' grace): a large deployment moving to PostgreSQL must not fail
+    /// after ten seconds. The file arrives slowly here, as from a slow disk or a network copy: the shell that feeds it
+    /// pauses four seconds after the header, past the deadline of a one-second timeout (three seconds with the grace).
+    @Test(.enabled(if: TestDatabase.postgresAdmin != nil, "PostgreSQL only: SQLite has no statement deadline"))
+    func anImportOutlastsTheStatementDeadline() async throws {
+        let source = try await TransferTests.makeSource()
+        defer { try? FileManager.default.removeItem(at: source.folder) }
+        let lines = try await TransferTests.export(source.configuration, clock: source.clock, sessions: false)
+        try lines.joined(separator: "\n").appending("\n").write(to: source.folder.appendingPathComponent("export.jsonl"), atomically: true, encoding: .utf8)
+        let (target, drop) = try await TransferTests.target(in: source.folder.appendingPathComponent("slow"))
+        let url = target.database.url.commandLineValue + "&query_timeout=1&connect_timeout=1"
+        let yaml = "apps:\n  - id: test-app\n    providers: { local-userpass: { confirmation: email } }\n  - id: auto-app\n    providers: { local-userpass: { confirmation: auto } }\n"
+        try yaml.write(to: source.folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
+        let command = "(head -n 1 export.jsonl; sleep 4; tail -n +2 export.jsonl) | \"$0\" import --config gatehouse.yaml --database \"$1\""
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: "/bin/sh"), ["-c", command, Self.binary.path, url], environment: Self.environment, directory: source.folder
+        )
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("imported 3 users"), "\(result.stderr)")
+        await drop()
+    }
 }

@@ -23,35 +23,14 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-nice=(nice -n "${BENCH_NICE:-19}")
 users=${IMPORT_USERS:-100000}
 small=${IMPORT_USERS_SMALL:-20000}
 databases=${IMPORT_DATABASES:-sqlite,postgres}
 [ "$small" -lt "$users" ] || small=$((users / 5))
 [ -x /usr/bin/time ] || bash scripts/apt-install.sh import-bench time
 
-descendants() {
-    local p
-    for p in $(ps -o pid= --ppid "$1"); do
-        echo "$p"
-        descendants "$p"
-    done
-}
-
-# Runs "$@" niced and keeps its descendants niced too: swift-build starts its compilers at nice 0 whatever its
-# own priority is.
-niced() {
-    "${nice[@]}" "$@" &
-    local pid=$! pids
-    while kill -0 "$pid" 2>/dev/null; do
-        if [ "${BENCH_NICE:-19}" != "0" ]; then
-            pids=$(descendants "$pid")
-            [ -z "$pids" ] || renice -n "${BENCH_NICE:-19}" -p $pids >/dev/null 2>&1 || true
-        fi
-        sleep 1
-    done
-    wait "$pid"
-}
+# niced: runs a command under BENCH_NICE, its compilers included.
+source Benchmarks/niced.sh
 
 if [ -z "${IMPORT_GATEHOUSE:-}" ] && [ "${BENCH_SKIP_BUILD:-0}" != "1" ]; then
     echo "import-bench: building gatehouse in release mode (.build-release)" >&2

@@ -15,32 +15,11 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-nice=(nice -n "${BENCH_NICE:-19}")
 
 command -v wrk >/dev/null 2>&1 || bash scripts/apt-install.sh bench wrk
 
-descendants() {
-    local p
-    for p in $(ps -o pid= --ppid "$1"); do
-        echo "$p"
-        descendants "$p"
-    done
-}
-
-# Runs "$@" niced and keeps its descendants niced too: swift-build starts its compilers at nice 0 whatever its
-# own priority is.
-niced() {
-    "${nice[@]}" "$@" &
-    local pid=$! pids
-    while kill -0 "$pid" 2>/dev/null; do
-        if [ "${BENCH_NICE:-19}" != "0" ]; then
-            pids=$(descendants "$pid")
-            [ -z "$pids" ] || renice -n "${BENCH_NICE:-19}" -p $pids >/dev/null 2>&1 || true
-        fi
-        sleep 1
-    done
-    wait "$pid"
-}
+# niced: runs a command under BENCH_NICE, its compilers included.
+source Benchmarks/niced.sh
 
 if [ "${BENCH_SKIP_BUILD:-0}" != "1" ]; then
     echo "bench: building gatehouse and argon2-bench in release mode (.build-release)" >&2

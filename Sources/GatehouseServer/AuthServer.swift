@@ -328,7 +328,7 @@ public final class AuthServer: Sendable {
     }
 
     private static func openDatabase(
-        _ url: DatabaseURL, logger: Logger, connect: Bool = true, metrics: DatabaseMetrics = .none
+        _ url: DatabaseURL, logger: Logger, connect: Bool = true, metrics: QueuedWorkMetrics = .none
     ) async throws -> any SQLDatabase {
         switch url {
         case .sqliteFile, .sqliteMemory:

@@ -11,17 +11,6 @@ import FoundationNetworking
 /// What the deployment guide tells an operator to do, done to a real `gatehouse serve`: an online backup of its SQLite
 /// database and a restore, and JSON logs for a collector.
 extension CLITests {
-    func writeServeConfiguration(in folder: URL) throws {
-        let yaml = """
-            database: { url: "sqlite:\(folder.path)/gatehouse.sqlite" }
-            apps:
-              - id: deploy-app
-                providers: { local-userpass: { confirmation: auto } }
-                passwordHash: { memoryKiB: 64, iterations: 1, parallelism: 1 }
-            """
-        try yaml.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
-    }
-
     /// Starts `gatehouse serve` in `folder`: the process and its base URL.
     func startServer(in folder: URL, _ extra: [String] = []) async throws -> (ChildProcess, String) {
         let server = try ChildProcess(
@@ -45,7 +34,7 @@ extension CLITests {
     @Test func anOnlineBackupOfSQLiteRestoresTheAccountsItHeld() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        try writeServeConfiguration(in: folder)
+        try writeConfiguration(in: folder, app: "deploy-app", confirmation: "auto")
         let (server, base) = try await startServer(in: folder)
         defer { server.signal(SIGKILL) }
         let local = "\(base)/api/client/v2.0/app/deploy-app/auth/providers/local-userpass"
@@ -81,7 +70,7 @@ extension CLITests {
     @Test func serveWritesJSONLogLinesWhenAskedAndRefusesAnUnknownFormat() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        try writeServeConfiguration(in: folder)
+        try writeConfiguration(in: folder, app: "deploy-app", confirmation: "auto")
         let (server, base) = try await startServer(in: folder, ["--log-format", "json"])
         defer { server.signal(SIGKILL) }
         var request = URLRequest(url: URL(string: "\(base)/healthz")!)

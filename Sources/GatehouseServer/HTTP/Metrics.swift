@@ -18,8 +18,8 @@ final class GatehouseMetrics: Sendable {
     let factory: any MetricsFactory
     let enabled: Bool
     /// What the databases, the hasher and the outbox record (made at start, so that a scrape shows them at zero).
-    let database: DatabaseMetrics
-    let hashing: HashMetrics
+    let database: QueuedWorkMetrics
+    let hashing: QueuedWorkMetrics
     let outboxPending: CoreMetrics.Gauge
     let outboxSent: CoreMetrics.Counter
     let outboxRetrying: CoreMetrics.Counter
@@ -47,8 +47,8 @@ final class GatehouseMetrics: Sendable {
         } else {
             self.factory = NOOPMetricsHandler.instance
         }
-        database = DatabaseMetrics(factory: factory)
-        hashing = HashMetrics(factory: factory)
+        database = .database(factory)
+        hashing = .hashing(factory)
         outboxPending = CoreMetrics.Gauge(label: Self.outboxPendingName, factory: factory)
         outboxSent = CoreMetrics.Counter(label: Self.outboxSentName, factory: factory)
         outboxRetrying = CoreMetrics.Counter(label: Self.outboxFailuresName, dimensions: [("outcome", "retrying")], factory: factory)
@@ -194,59 +194,57 @@ final class OutboxDepth: Sendable {
     }
 }
 
-/// `gatehouse_db_connection_wait_seconds` (a statement's or transaction's wait for a connection: PostgreSQL's pool,
-/// SQLite's one connection), `gatehouse_db_statement_duration_seconds` (from then until the connection is given back:
-/// one statement, or a whole transaction) and `gatehouse_db_connections_in_use`.
-struct DatabaseMetrics: Sendable {
+/// Work that waits in a queue for a scarce resource, then holds it: how long it waited, how long it held it, and how
+/// many hold it now. The databases record `gatehouse_db_connection_wait_seconds`,
+/// `gatehouse_db_statement_duration_seconds` and `gatehouse_db_connections_in_use` (``database``: a statement or a
+/// transaction waiting for PostgreSQL's pool or SQLite's one connection); the hasher
+/// `gatehouse_password_hash_wait_seconds`, `gatehouse_password_hash_duration_seconds` and
+/// `gatehouse_password_hashes_running` (``hashing``: a hash waiting for a thread of the blocking pool).
+struct QueuedWorkMetrics: Sendable {
     let wait: CoreMetrics.Timer
     let work: CoreMetrics.Timer
     let inUse: CoreMetrics.Meter
 
-    init(factory: any MetricsFactory) {
-        wait = CoreMetrics.Timer(label: GatehouseMetrics.databaseWait, factory: factory)
-        work = CoreMetrics.Timer(label: GatehouseMetrics.databaseStatement, factory: factory)
-        inUse = CoreMetrics.Meter(label: GatehouseMetrics.databaseInUse, factory: factory)
+    init(wait: String, work: String, inUse: String, factory: any MetricsFactory) {
+        self.wait = CoreMetrics.Timer(label: wait, factory: factory)
+        self.work = CoreMetrics.Timer(label: work, factory: factory)
+        self.inUse = CoreMetrics.Meter(label: inUse, factory: factory)
     }
 
-    static let none = DatabaseMetrics(factory: NOOPMetricsHandler.instance)
+    static func database(_ factory: any MetricsFactory) -> QueuedWorkMetrics {
+        QueuedWorkMetrics(wait: GatehouseMetrics.databaseWait, work: GatehouseMetrics.databaseStatement, inUse: GatehouseMetrics.databaseInUse, factory: factory)
+    }
 
-    /// Runs `body` on a connection that was asked for at `queued`.
-    func leased<T>(since queued: ContinuousClock.Instant, _ body: () async throws -> T) async throws -> T {
+    static func hashing(_ factory: any MetricsFactory) -> QueuedWorkMetrics {
+        QueuedWorkMetrics(wait: GatehouseMetrics.hashWait, work: GatehouseMetrics.hashDuration, inUse: GatehouseMetrics.hashesRunning, factory: factory)
+    }
+
+    static let none = QueuedWorkMetrics.database(NOOPMetricsHandler.instance)
+
+    /// Records the wait since `queued`, then runs `body` counted as holding the resource.
+    private func begin(since queued: ContinuousClock.Instant) -> ContinuousClock.Instant {
         let start = ContinuousClock.now
         wait.recordNanoseconds(GatehouseMetrics.nanoseconds(start - queued))
         inUse.increment()
-        defer {
-            inUse.decrement()
-            work.recordNanoseconds(GatehouseMetrics.nanoseconds(.now - start))
-        }
+        return start
+    }
+
+    private func end(_ start: ContinuousClock.Instant) {
+        inUse.decrement()
+        work.recordNanoseconds(GatehouseMetrics.nanoseconds(.now - start))
+    }
+
+    /// Runs `body` on a resource (a database connection) that was asked for at `queued`.
+    func leased<T>(since queued: ContinuousClock.Instant, _ body: () async throws -> T) async throws -> T {
+        let start = begin(since: queued)
+        defer { end(start) }
         return try await body()
     }
-}
 
-/// `gatehouse_password_hash_wait_seconds` (how long a hash waited for a thread of the blocking pool),
-/// `gatehouse_password_hash_duration_seconds` (how long it ran) and `gatehouse_password_hashes_running`.
-struct HashMetrics: Sendable {
-    let wait: CoreMetrics.Timer
-    let duration: CoreMetrics.Timer
-    let running: CoreMetrics.Meter
-
-    init(factory: any MetricsFactory) {
-        wait = CoreMetrics.Timer(label: GatehouseMetrics.hashWait, factory: factory)
-        duration = CoreMetrics.Timer(label: GatehouseMetrics.hashDuration, factory: factory)
-        running = CoreMetrics.Meter(label: GatehouseMetrics.hashesRunning, factory: factory)
-    }
-
-    static let none = HashMetrics(factory: NOOPMetricsHandler.instance)
-
-    /// Runs `work` (on a pool thread) for a hash that was asked for at `queued`.
+    /// Runs `work` (a hash, on a pool thread) that was asked for at `queued`.
     func run<T>(since queued: ContinuousClock.Instant, _ work: () throws -> T) rethrows -> T {
-        let start = ContinuousClock.now
-        wait.recordNanoseconds(GatehouseMetrics.nanoseconds(start - queued))
-        running.increment()
-        defer {
-            running.decrement()
-            duration.recordNanoseconds(GatehouseMetrics.nanoseconds(.now - start))
-        }
+        let start = begin(since: queued)
+        defer { end(start) }
         return try work()
     }
 }

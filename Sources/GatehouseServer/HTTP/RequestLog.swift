@@ -5,8 +5,8 @@ import Logging
 
 /// One log line per request — `request` with `request_id`, `method`, `route` (the route's template, such as
 /// `/api/client/v2.0/app/{appId}/auth/providers/local-userpass/login`: never the path or query, which may carry a token),
-/// `status`, `ms` and `app` — and the request's id in `X-Request-Id` on the answer and on every line logged while
-/// it runs. An incoming `X-Request-Id` of up to 128 letters, digits, `-`, `_`, `.` and `:` is kept (a proxy's id then
+/// `status`, `ms` and `app` — and the request's id in `X-Request-Id` on the answer and on the lines logged through the
+/// request's logger (the routes'). The domain logs through the server's logger, whose lines do not carry it. An incoming `X-Request-Id` of up to 128 letters, digits, `-`, `_`, `.` and `:` is kept (a proxy's id then
 /// ties its logs to Gatehouse's); anything else is replaced by a new one.
 ///
 /// The same facts feed the request metrics (`gatehouse_http_requests_total`, `gatehouse_http_request_duration_seconds`),

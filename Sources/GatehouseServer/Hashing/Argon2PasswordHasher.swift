@@ -9,9 +9,9 @@ import ServiceLifecycle
 final class Argon2PasswordHasher: PasswordHasher {
     private let pool: NIOThreadPool
     private let dummies = NIOLockedValueBox<[Argon2Parameters: String]>([:])
-    private let metrics: HashMetrics
+    private let metrics: QueuedWorkMetrics
 
-    init(pool: NIOThreadPool = .singleton, metrics: HashMetrics = .none) {
+    init(pool: NIOThreadPool = .singleton, metrics: QueuedWorkMetrics = .none) {
         self.pool = pool
         self.metrics = metrics
     }
@@ -37,12 +37,14 @@ final class Argon2PasswordHasher: PasswordHasher {
     /// Verifies an Argon2id hash, or a ``ForeignPasswordHash`` an import brought (the password as typed, since the
     /// other system hashed it so); anything else is a wrong password.
     func verify(_ password: String, against hash: String) async throws -> Bool {
-        if let foreign = ForeignPasswordHash(hash) {
-            return try await onPool { (try? foreign.verify(password)) ?? false }
+        // Gatehouse's own form first: every login but an imported user's first is this one, parsed once.
+        if let stored = try? Argon2.parseParameters(phc: hash) {
+            guard stored.memoryKiB <= Self.maxMemoryKiB else { return false }
+            let password = Self.normalized(password)
+            return try await onPool { (try? Argon2.verifyPHC(password: password, phc: hash)) ?? false }
         }
-        guard let stored = try? Argon2.parseParameters(phc: hash), stored.memoryKiB <= Self.maxMemoryKiB else { return false }
-        let password = Self.normalized(password)
-        return try await onPool { (try? Argon2.verifyPHC(password: password, phc: hash)) ?? false }
+        guard let foreign = ForeignPasswordHash(hash) else { return false }
+        return try await onPool { (try? foreign.verify(password)) ?? false }
     }
 
     /// True for a hash of other parameters, and for every foreign hash: the next successful login stores Argon2id.

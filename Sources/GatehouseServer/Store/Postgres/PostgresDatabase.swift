@@ -28,11 +28,11 @@ final class PostgresDatabase: SQLDatabase {
     @TaskLocal static var unbounded = false
     /// The wait for a connection, the work on it, and the connections in use (the pool's own events go to postgres-nio's
     /// logger, not to swift-metrics).
-    private let metrics: DatabaseMetrics
+    private let metrics: QueuedWorkMetrics
 
     private init(
         client: PostgresClient, runner: Task<Void, Never>, logger: Logger, leaseTimeout: Duration, workDeadline: Duration,
-        metrics: DatabaseMetrics
+        metrics: QueuedWorkMetrics
     ) {
         self.metrics = metrics
         self.client = client
@@ -45,7 +45,7 @@ final class PostgresDatabase: SQLDatabase {
     /// Starts the connection pool. With `connect` (the default) it also makes one round trip, so an unreachable
     /// server fails here; without, connections are made when first needed.
     static func open(
-        _ settings: PostgresSettings, logger: Logger, connect: Bool = true, metrics: DatabaseMetrics = .none
+        _ settings: PostgresSettings, logger: Logger, connect: Bool = true, metrics: QueuedWorkMetrics = .none
     ) async throws -> PostgresDatabase {
         let tls: PostgresClient.Configuration.TLS
         switch settings.sslMode {

@@ -14,15 +14,15 @@ final class SQLiteDatabase: SQLDatabase {
     private let connection: SQLiteConnection
     private let lock = AsyncLock()
     /// The wait for the connection (its lock), the work on it, and whether it is in use.
-    private let metrics: DatabaseMetrics
+    private let metrics: QueuedWorkMetrics
 
-    private init(connection: SQLiteConnection, metrics: DatabaseMetrics) {
+    private init(connection: SQLiteConnection, metrics: QueuedWorkMetrics) {
         self.connection = connection
         self.metrics = metrics
     }
 
     /// Opens (creating if needed) the database at `url`; creates the parent folder of a file database.
-    static func open(_ url: DatabaseURL, logger: Logger, metrics: DatabaseMetrics = .none) async throws -> SQLiteDatabase {
+    static func open(_ url: DatabaseURL, logger: Logger, metrics: QueuedWorkMetrics = .none) async throws -> SQLiteDatabase {
         let storage: SQLiteConnection.Storage
         switch url {
         case .sqliteMemory:

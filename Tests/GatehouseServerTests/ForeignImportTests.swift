@@ -445,6 +445,33 @@ import Testing
         }
     }
 
+    /// Someone registers the victim's address here before the move and never confirms it. The import's verified record
+    /// of the victim is not kept out by that: the pending registration goes (as a confirmation would end it), the
+    /// victim signs in with their old password, and the squatter's password opens nothing. A confirmed holder keeps
+    /// the address (the test above), and an unverified record never displaces anyone.
+    @Test func aPendingRegistrationOfTheVictimsAddressDoesNotKeepTheirImportOut() async throws {
+        try await Self.withTarget { target, clock in
+            let old = try #require(try await ForeignPasswordHashTests.referenceHashes(of: "the victim's old one").first { $0.0 == "django_pbkdf2_sha256" }?.1)
+            try await withGatehouse(target, clock: clock) { _, client in
+                let victim = try await client.register("victim@example.com", "the squatter's")
+                let other = try await client.register("other@example.com", "another squatter")
+                #expect(victim.status == .created && other.status == .created)
+            }
+            let file = "email,password_hash,email_verified\nvictim@example.com,\(old),true\nother@example.com,\(old),false\n"
+            let (summary, skipped) = try await Self.importFile(file, as: .csv, into: target, clock: clock)
+            #expect(summary.imported == 1 && skipped.map(\.email) == ["other@example.com"], "\(summary) \(skipped)")
+            try await withGatehouse(target, clock: clock) { gatehouse, client in
+                #expect(try await client.login("victim@example.com", "the victim's old one").status == .ok)
+                #expect(try await client.login("victim@example.com", "the squatter's").status == .unauthorized)
+                // The squatter's confirmation link died with their registration.
+                let link = try await client.latestLink("victim@example.com")
+                #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status != .ok)
+                let users = try await (gatehouse.env.store as! SQLStore).db.query("SELECT COUNT(*) AS n FROM users WHERE app_id = 'test-app'", [])
+                #expect(try users.first?.int("n") == 2, "the squatter's user went; the other pending one stays")
+            }
+        }
+    }
+
     @Test func aDryRunWritesNothing() async throws {
         let files = try await Self.exports()
         try await Self.withTarget { target, clock in

@@ -123,7 +123,7 @@ struct SQLStore: GatehouseStore {
 
     /// Deletes the address's email account if it is pending (and of `userId`, when given), with its identity, the
     /// user's tokens, and the user unless it has other identities. The users whose pending account went.
-    private static func deletePendingAccount(appId: String, email: String, userId: String?, _ tx: any SQLExecutor) async throws -> [String] {
+    static func deletePendingAccount(appId: String, email: String, userId: String?, _ tx: any SQLExecutor) async throws -> [String] {
         let delete = "DELETE FROM email_accounts WHERE app_id = $1 AND email = $2 AND confirmed_at IS NULL"
         let pending = try await (
             userId == nil

@@ -165,17 +165,17 @@ struct ForeignImport {
         // Which addresses the app has, with the source id their identity came with (one statement for the batch).
         let emails = batch.map { SQLValue.text($0.user.email.normalized) }
         let placeholders = (0..<emails.count).map { "$\($0 + 3)" }.joined(separator: ", ")
-        var present: [String: String?] = [:]
+        var present: [String: (sourceId: String?, pending: Bool)] = [:]
         for row in try await tx.query(
             """
-            SELECT e.email, i.data FROM email_accounts e
+            SELECT e.email, CASE WHEN e.confirmed_at IS NULL THEN 1 ELSE 0 END AS pending, i.data FROM email_accounts e
             LEFT JOIN identities i ON i.app_id = e.app_id AND i.provider_type = $2 AND i.external_id = e.email
             WHERE e.app_id = $1 AND e.email IN (\(placeholders))
             """,
             [.text(appId), .text(EmailPasswordService.providerType)] + emails
         ) {
             let data = try row.optionalText("data").map(JSONColumn.decode) ?? [:]
-            present[try row.text("email")] = data[Self.sourceIdKey]?.stringValue
+            present[try row.text("email")] = (data[Self.sourceIdKey]?.stringValue, try row.int("pending") != 0)
         }
         var refused: [Int: String] = [:]
         var users: [UserRecord] = []
@@ -184,11 +184,18 @@ struct ForeignImport {
         for row in batch {
             let user = row.user
             if let existing = present[user.email.normalized] {
-                refused[row.record] =
-                    existing != nil && existing == user.sourceId
-                    ? "already imported (the app has this address, from this source id)"
-                    : "the app has a user with this address already"
-                continue
+                if existing.sourceId != nil && existing.sourceId == user.sourceId {
+                    refused[row.record] = "already imported (the app has this address, from this source id)"
+                    continue
+                }
+                // Someone registered the address here and never confirmed it; the source verified it for this user.
+                // The verified owner wins, as a confirmation would: the pending registration goes, with its user and
+                // links, in this transaction. Anything else keeps what the app has.
+                guard existing.pending, user.emailVerified else {
+                    refused[row.record] = "the app has a user with this address already"
+                    continue
+                }
+                _ = try await SQLStore.deletePendingAccount(appId: appId, email: user.email.normalized, userId: nil, tx)
             }
             let createdAt = user.createdAt ?? now
             let userId = Secrets.objectID(at: createdAt)

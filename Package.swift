@@ -72,8 +72,9 @@ let package = Package(
                 // The metrics API only (counters), never a backend: the server chooses where they go.
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
-            resources: [.copy("Resources/common-passwords.txt")],
-            swiftSettings: swiftSettings
+            exclude: ["Resources"],
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedResources"]
         ),
 
         // The server as a library: configuration loading, HTTP façades, store implementations, mail delivery.
@@ -107,9 +108,15 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            resources: [.copy("Resources/openapi.yaml")],
-            swiftSettings: swiftSettings
+            exclude: ["Resources"],
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedResources"]
         ),
+
+        // Compiles a target's `Resources/` files into it as string constants (`EmbeddedResources`), so the `gatehouse`
+        // binary is one file that runs wherever it is copied (a resource bundle must sit beside the executable).
+        .plugin(name: "EmbedResources", capability: .buildTool(), dependencies: ["EmbedResourcesTool"]),
+        .executableTarget(name: "EmbedResourcesTool"),
 
         // `gatehouse` executable: parses the command line and wires configuration to GatehouseServer.
         .executableTarget(

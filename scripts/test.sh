@@ -11,7 +11,8 @@
 #   - a throwaway PostgreSQL cluster on a free loopback port (scripts/postgres-env.sh), stopped and removed at the end.
 # Every server a test needs (Gatehouse, SMTP) is started by that test on 127.0.0.1 and stopped by it. The suite runs
 # twice: on SQLite, then on PostgreSQL (each test in a database of its own). Between the two, scripts/fuzz.sh fuzzes
-# the HTTP API of the built server against openapi.yaml with schemathesis.
+# the HTTP API of the built server against openapi.yaml with schemathesis, and scripts/release.sh builds the release
+# binary, which ReleaseBinaryTests then runs alone, with no toolchain in its environment.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -72,9 +73,17 @@ run_suite
 echo "== fuzzing the API (schemathesis)"
 bash scripts/fuzz.sh
 
+releasedir="$(mktemp -d)"
 pgdir="$(mktemp -d)"
-cleanup() { bash scripts/postgres-env.sh stop "$pgdir"; rm -rf "$pgdir"; }
+cleanup() { bash scripts/postgres-env.sh stop "$pgdir"; rm -rf "$pgdir" "$releasedir"; }
 trap cleanup EXIT
+
+# The release binary: built as scripts/release.sh builds it (about 12 minutes from nothing), then run alone from an
+# empty folder by ReleaseBinaryTests, which the other runs skip.
+echo "== the release binary"
+bash scripts/release.sh "$releasedir"
+GATEHOUSE_RELEASE_BINARY="$releasedir/gatehouse" run_suite --filter ReleaseBinaryTests
+
 GATEHOUSE_TEST_POSTGRES_URL="$(bash scripts/postgres-env.sh start "$pgdir")"
 export GATEHOUSE_TEST_POSTGRES_URL
 echo "== tests on PostgreSQL"

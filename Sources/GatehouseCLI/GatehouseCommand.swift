@@ -11,6 +11,7 @@ struct GatehouseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatehouse",
         abstract: "A self-hosted authentication server for Swift apps.",
+        version: AuthServer.version,
         subcommands: [Serve.self, Migrate.self, Users.self, APIKeys.self, Keys.self, Audit.self, Export.self, Import.self, Purge.self, Mail.self],
         defaultSubcommand: Serve.self
     )

@@ -19,6 +19,9 @@ import NIOConcurrencyHelpers
 /// ```
 /// Tests use the same builder with an in-memory database and a ``ManualClock``.
 public final class AuthServer: Sendable {
+    /// The server's version (`gatehouse --version`); CHANGELOG.md says what each brought.
+    public static let version = "0.1.0"
+
     public let configuration: GatehouseConfiguration
     let env: AuthEnvironment
     /// Internal for the fault tests, which set SQLite pragmas on its connection.

@@ -416,19 +416,13 @@ public struct PasswordPolicy: Sendable, Hashable {
 }
 
 /// The bundled list of common passwords (`Resources/common-passwords.txt`): Django 5.2's list (BSD-3-Clause),
-/// 19,640 passwords lowercased and deduplicated, made by Royce Williams from breach corpora. Loaded once: the server
-/// loads it at start (``load()``), because a process that first reads the file while out of file descriptors would
-/// have no list to check against.
+/// 19,640 passwords lowercased and deduplicated, made by Royce Williams from breach corpora, compiled into the binary
+/// (the EmbedResources plugin). Parsed once, at start (``load()``), so the first sign-up does not pay for it.
 package enum CommonPasswords {
     /// Reads the list now if it has not been read yet.
     package static func load() { _ = list.count }
 
-    private static let list: Set<String> = {
-        guard let url = Bundle.module.url(forResource: "common-passwords", withExtension: "txt"),
-            let text = try? String(contentsOf: url, encoding: .utf8)
-        else { fatalError("the bundled common-passwords.txt is missing from the GatehouseDomain resources, or could not be opened") }
-        return Set(text.split(whereSeparator: \.isNewline).map(String.init))
-    }()
+    private static let list: Set<String> = Set(EmbeddedResources.commonPasswords.split(whereSeparator: \.isNewline).map(String.init))
 
     /// Whether `lowercased` (already folded) is on the list.
     package static func contains(_ lowercased: String) -> Bool { list.contains(lowercased) }

@@ -99,12 +99,7 @@ struct OpenIDConfiguration: Encodable {
     }
 }
 
-/// The bundled `openapi.yaml` (the repository root's file links to it).
+/// `Resources/openapi.yaml`, compiled in (the repository root's file links to it).
 enum OpenAPIDocument {
-    static let bytes: [UInt8] = {
-        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"), let data = try? Data(contentsOf: url) else {
-            return Array("openapi.yaml is missing from the build\n".utf8)
-        }
-        return Array(data)
-    }()
+    static let bytes: [UInt8] = Array(EmbeddedResources.openapi.utf8)
 }

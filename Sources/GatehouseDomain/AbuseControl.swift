@@ -21,8 +21,9 @@ extension AuthEnvironment {
         }
         guard !limits.isEmpty else { return }
         let now = clock.now
-        // Counters whose window ended are deleted by the retention service (RetentionTarget.rateLimits).
-        let counts = try await store.hitRateLimits(limits.map(\.counter), now: now)
+        // Counted by this instance's RateLimiter against the database's shared counts; counters whose window ended
+        // are deleted by the retention service (RetentionTarget.rateLimits).
+        let counts = try await rateLimiter.hit(limits.map { ($0.counter, $0.limit.count) }, now: now)
         var wait: TimeInterval = 0
         var firstRefusal = false
         for (counter, limit) in limits {

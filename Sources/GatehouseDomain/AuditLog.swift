@@ -41,7 +41,30 @@ package enum AuditKind: String, Sendable, CaseIterable {
     case userMigrated = "user_migrated"
 }
 
+/// `audit`: the routine events the audit log records besides the security events, which it always records.
+public struct AuditSettings: Sendable, Hashable {
+    /// `audit.refreshes`: a row for every refresh that succeeded (an access token for a refresh token, a native
+    /// refresh grant). Off by default: a session is refreshed every few minutes for as long as it lives, and its
+    /// rows would outnumber every other event; each one is still counted in `gatehouse_auth_events_total`, and the
+    /// session's start (a login) and end (a logout, a reuse detection) are recorded. Refused, reused and invalid
+    /// refresh tokens are always recorded.
+    public var refreshes: Bool
+
+    public init(refreshes: Bool = false) {
+        self.refreshes = refreshes
+    }
+}
+
 extension AuthEnvironment {
+    /// Records a refresh that succeeded: in the audit log when `audit.refreshes` asks for it, in the metrics always.
+    package func auditRefresh(app: String, user: String, session: String) async {
+        if configuration.audit.refreshes {
+            await audit(.refresh, app: app, user: user, detail: ["session": session])
+        } else {
+            countAuthEvent(.refresh, app: app, detail: ["session": session])
+        }
+    }
+
     /// The app id of events that belong to the server rather than one app (signing keys).
     package static let serverWideApp = "*"
 

@@ -26,6 +26,8 @@ package struct AuthEnvironment: Sendable {
     package var functions: FunctionHandlers = FunctionHandlers()
     /// Audit rows, written in groups under load.
     package var auditWriter: AuditWriter
+    /// Rate-limit counts: shared through the database, most hits admitted without a write.
+    package var rateLimiter: RateLimiter
     /// Work requests start and do not wait for.
     package var background = BackgroundWork()
     /// Where the domain's metrics go (see ``countAuthEvent(_:app:detail:)``): the server's own registry, or nowhere.
@@ -72,6 +74,7 @@ package struct AuthEnvironment: Sendable {
         self.customTokenKeys = customTokenKeys
         self.functions = functions
         self.auditWriter = auditWriter
+        self.rateLimiter = RateLimiter(store: store)
     }
 }
 
@@ -324,7 +327,7 @@ package struct SessionService: Sendable {
     /// `POST auth/session`: a fresh access token (with current custom data) for a valid refresh token.
     package func refresh(_ refreshToken: String) async throws -> String {
         let caller = try await authenticate(refreshToken, as: .refresh)
-        await env.audit(.refresh, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id])
+        await env.auditRefresh(app: caller.app.id, user: caller.user.id, session: caller.session.id)
         return try accessToken(for: caller.user, session: caller.session, app: caller.app)
     }
 

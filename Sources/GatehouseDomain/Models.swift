@@ -250,10 +250,16 @@ package struct RateCounter: Sendable, Hashable {
     package var key: String
     /// Seconds.
     package var window: Int
+    /// How many requests this write counts (more than one when an instance writes hits it admitted on its own).
+    package var hits: Int
+    /// When the window these hits fall in started, as the writer knows it; nil: at the write.
+    package var windowStart: Date?
 
-    package init(key: String, window: Int) {
+    package init(key: String, window: Int, hits: Int = 1, windowStart: Date? = nil) {
         self.key = key
         self.window = window
+        self.hits = hits
+        self.windowStart = windowStart
     }
 }
 

@@ -132,9 +132,9 @@ package protocol GatehouseStore: Sendable {
     func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date?
 
     // MARK: Rate limits and login backoff
-    /// Counts one request against each counter (a key and its window in seconds), all in one statement, and returns
-    /// per key the requests counted in its current window and when the window started. A window that has run out
-    /// starts again at `now`.
+    /// Counts each counter's `hits` (a key and its window in seconds), all in one statement, and returns per key the
+    /// requests counted in its current window and when the window started. A window that has run out by the
+    /// counter's `windowStart` (by `now` when it has none) starts again there with these hits.
     func hitRateLimits(_ counters: [RateCounter], now: Date) async throws -> [String: RateCount]
     /// The current run of failed password checks for `key`, if any.
     func loginFailures(key: String) async throws -> LoginFailureRecord?

@@ -367,7 +367,7 @@ public final class AuthServer: Sendable {
             DevMailboxRoutes(store: env.store).register(on: router)
         }
 
-        var services: [any Service] = [HashMemoryTrimService()]
+        var services: [any Service] = [HashMemoryTrimService(), RateLimitFlusher(env: env)]
         if configuration.retention.enabled { services.append(RetentionRunner(env: env)) }
         if let transport = mailTransport {
             var delivery = OutboxDeliveryService(store: env.store, transport: transport, clock: env.clock, logger: env.logger)
@@ -533,6 +533,8 @@ public final class AuthServer: Sendable {
     /// Closes the database. Call after the application has stopped.
     public func close() async throws {
         await env.background.drain()
+        // The rate-limit hits admitted since the last flush, so that a restart forgets none.
+        try? await env.rateLimiter.flush(now: env.clock.now)
         if let outbound = env.outbound as? HTTPClientOutbound { await outbound.shutdown() }
         try await database.close()
     }

@@ -29,7 +29,8 @@ import Testing
 
             let events = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 50)
             let kinds = events.map(\.kind)
-            #expect(kinds == ["registration", "confirmation", "login_succeeded", "login_failed", "login_succeeded", "refresh", "logout"])
+            // The refresh is routine: not recorded unless `audit.refreshes` asks (below).
+            #expect(kinds == ["registration", "confirmation", "login_succeeded", "login_failed", "login_succeeded", "logout"])
             let userId = login.userId
             #expect(events.filter { $0.kind != "login_failed" }.allSatisfy { $0.userId == userId })
             let second = try #require(events.last { $0.kind == "login_succeeded" })
@@ -41,14 +42,37 @@ import Testing
             for secret in ["hal's passphrase", login.refreshToken, login.accessToken, String(login.refreshToken.split(separator: ".")[2])] {
                 #expect(!everything.contains(secret))
             }
-            #expect(try await gatehouse.env.store.auditEvents(appId: nil, userId: userId, afterSeq: nil, limit: 2).map(\.kind) == ["refresh", "logout"])
+            #expect(try await gatehouse.env.store.auditEvents(appId: nil, userId: userId, afterSeq: nil, limit: 2).map(\.kind) == ["login_succeeded", "logout"])
+        }
+    }
+
+    /// Successful refreshes are rows only with `audit.refreshes: true`; by default they are counted in the metrics
+    /// alone, on both protocols. Refused ones are always rows.
+    @Test(arguments: [false, true])
+    func refreshesAreRecordedWhenAsked(recorded: Bool) async throws {
+        var config = nativeConfiguration()
+        config.audit.refreshes = recorded
+        try await withGatehouse(config) { gatehouse, client in
+            let login = try await client.signUp("ray@example.com")
+            #expect(try await client.call(Path.session, .post, bearer: login.refreshToken).status == .created)
+            let ct = try await client.nativeSignUp("rey@example.com", password: "a fine passphrase")
+            let tokens = try await client.nativeTokens(ct, username: "rey@example.com")
+            #expect(try await client.native(.token, ["grant_type": "refresh_token", "refresh_token": try #require(tokens.refreshToken)]).status == .ok)
+            #expect(try await client.call(Path.session, .post, bearer: login.refreshToken + "x").status == .unauthorized)
+
+            // A token that fails its signature names no app it could be trusted for: its event is server-wide.
+            let kinds = try await gatehouse.env.store.auditEvents(appId: nil, userId: nil, afterSeq: nil, limit: 100).map(\.kind)
+            #expect(kinds.filter { $0 == "refresh" }.count == (recorded ? 2 : 0), "\(kinds)")
+            #expect(kinds.contains("refresh_token_invalid"), "\(kinds)")
         }
     }
 
     /// Audit rows are written in groups under load (AuditWriter): every event of many racing requests is written
     /// exactly once, before its request returns, and the refreshes behind them all succeed.
     @Test func racingRefreshesEachWriteTheirOwnAuditRow() async throws {
-        try await withGatehouse(testConfiguration()) { gatehouse, client in
+        var config = testConfiguration()
+        config.audit.refreshes = true
+        try await withGatehouse(config) { gatehouse, client in
             let login = try await client.signUp("ivy@example.com", "ivy's passphrase")
             let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
                 for _ in 0..<40 {
@@ -101,7 +125,7 @@ import Testing
             let kinds = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100).map(\.kind)
             for expected in [
                 "api_key_created", "api_key_disabled", "api_key_deleted", "reset_requested", "reset_completed", "logout_everywhere",
-                "refresh", "refresh_token_reused",
+                "refresh_token_reused",
             ] {
                 #expect(kinds.contains(expected), "\(expected) missing from \(kinds)")
             }

@@ -1,6 +1,7 @@
 /// `rateLimits`: how many requests of each kind one client address, and one identifier, may make in a window.
 ///
-/// Counted in the database, so every instance sharing it enforces the same limits. A request over a limit is refused
+/// Counted in the database, so every instance sharing it enforces the same limits (``RateLimiter`` says how, and how
+/// far several instances together may overshoot: a tenth of a limit per further instance). A request over a limit is refused
 /// with HTTP 429 and `Retry-After` before any work is done for it. Windows are fixed (they start at the first
 /// request and last `window` seconds), so a client can make at most twice a limit across a window boundary.
 public struct RateLimitSettings: Sendable, Hashable {

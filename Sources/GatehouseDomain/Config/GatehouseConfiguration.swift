@@ -12,6 +12,8 @@ public struct GatehouseConfiguration: Sendable {
     public var apps: [AppSettings]
     /// How long data that is only kept for a while stays (`retention`).
     public var retention: RetentionSettings
+    /// Which routine events the audit log records besides the security events (`audit`).
+    public var audit = AuditSettings()
 
     public init(
         server: ServerSettings = .init(),

@@ -288,7 +288,7 @@ extension NativeAuthService {
             else { try await endSession(session) }
             secret = next
         }
-        await env.audit(.refresh, app: client.app.id, user: user.id, detail: ["session": session.id])
+        await env.auditRefresh(app: client.app.id, user: user.id, session: session.id)
         return try await tokens(user: user, session: session, refreshSecret: secret!, client: client, scopes: scopes)
     }
 

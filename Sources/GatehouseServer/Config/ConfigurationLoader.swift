@@ -58,7 +58,7 @@ public struct ConfigurationLoader: Sendable {
             throw ConfigurationError(key: "", message: "the configuration file is not valid YAML or JSON: \(error)")
         }
         guard let root else { throw ConfigurationError(key: "", message: "the configuration file is empty") }
-        let top = try ConfigNode(node: root, path: "").mapping(allowed: ["server", "database", "dev", "mail", "apps", "retention"])
+        let top = try ConfigNode(node: root, path: "").mapping(allowed: ["server", "database", "dev", "mail", "apps", "retention", "audit"])
 
         var config = GatehouseConfiguration(apps: [])
         if let server = try top.optionalMapping(
@@ -105,6 +105,9 @@ public struct ConfigurationLoader: Sendable {
             if let value = try retention.optionalInt("endedSessions") { config.retention.endedSessions = value }
             if let value = try retention.optionalInt("sentMail") { config.retention.sentMail = value }
             if let value = try retention.optionalInt("auditEvents") { config.retention.auditEvents = value }
+        }
+        if let audit = try top.optionalMapping("audit", allowed: ["refreshes"]) {
+            if let value = try audit.optionalBool("refreshes") { config.audit.refreshes = value }
         }
         guard let apps = try top.optionalSequence("apps") else {
             throw ConfigurationError(key: "apps", message: "at least one app is required")

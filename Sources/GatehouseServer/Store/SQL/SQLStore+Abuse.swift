@@ -8,21 +8,25 @@ extension SQLStore {
 
     func hitRateLimits(_ counters: [RateCounter], now: Date) async throws -> [String: RateCount] {
         guard !counters.isEmpty else { return [:] }
-        // One multi-row upsert: a counter whose window has ended restarts at now with one hit; otherwise it counts
-        // up. Both SQLite and PostgreSQL evaluate every SET expression against the row as it was.
-        var binds: [SQLValue] = [SQLValue(now)]
+        // One multi-row upsert: a counter whose window had ended by the row's start restarts there with these
+        // hits; otherwise it counts up. Both SQLite and PostgreSQL evaluate every SET expression against the row as
+        // it was.
+        var binds: [SQLValue] = []
         var rows: [String] = []
         for counter in counters {
             binds.append(.text(counter.key))
+            binds.append(SQLValue(counter.windowStart ?? now))
             binds.append(.int(Int64(counter.window) * 1000))
-            rows.append("($\(binds.count - 1), $1, $\(binds.count), 1)")
+            binds.append(.int(Int64(counter.hits)))
+            let n = binds.count
+            rows.append("($\(n - 3), $\(n - 2), $\(n - 1), $\(n))")
         }
         let expired = "rate_limits.window_start + rate_limits.window_ms <= excluded.window_start"
         let result = try await db.query(
             """
             INSERT INTO rate_limits (key, window_start, window_ms, hits) VALUES \(rows.joined(separator: ", "))
             ON CONFLICT (key) DO UPDATE SET
-                hits = CASE WHEN \(expired) THEN 1 ELSE rate_limits.hits + 1 END,
+                hits = CASE WHEN \(expired) THEN excluded.hits ELSE rate_limits.hits + excluded.hits END,
                 window_start = CASE WHEN \(expired) THEN excluded.window_start ELSE rate_limits.window_start END,
                 window_ms = excluded.window_ms
             RETURNING key, hits, window_start

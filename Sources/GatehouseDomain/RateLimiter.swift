@@ -1,0 +1,183 @@
+import Foundation
+
+/// Counts requests against rate limits (``AuthEnvironment/checkRateLimit(_:app:identifier:countingAddress:)``) with
+/// the database as the count every instance shares, without a database write for most requests.
+///
+/// The database holds each counter's count in its window. Each instance also keeps, per counter, the count the
+/// database last gave it (`known`) and the hits it has admitted since without writing them (`pending`). A hit is
+/// admitted here, with no statement, while both hold:
+/// - `pending` is below the counter's **share**: a tenth of its limit, at least 1;
+/// - `known + pending + 1` (with hits on their way to the database) stays a share or more below the limit.
+///
+/// Otherwise the hit and everything pending go to the database in one upsert, and its answer, the shared count,
+/// decides, as it does for every hit of a counter near its limit. A counter the database says is over its limit is
+/// refused here until its window ends, so a flood of refused requests costs no writes either. ``flush(now:)`` writes
+/// every pending count; the server calls it every second and when it stops.
+///
+/// **Error bound.** One instance alone is exact: every hit it admitted is in its own view. With k instances sharing a
+/// database, what one admitted here is unseen by the others until written — at most a share per counter — so a counter
+/// can let through at most (k − 1) × share requests more than its limit in one window: a tenth of the limit per
+/// further instance, one request per further instance for limits under 20. An instance that stops without a graceful
+/// shutdown loses at most a share of each counter (hits of its last second, never written).
+///
+/// At most ``maxCounters`` counters are kept; past that (say, a flood from very many addresses), new counters are
+/// counted in the database at every hit, as exact as before and as costly.
+package actor RateLimiter {
+    private struct Counter {
+        /// Seconds.
+        var window: Int
+        var windowStart: Date
+        var windowEnd: Date
+        /// The shared count of this window as the database last answered it.
+        var known: Int
+        /// Hits admitted here and not yet sent to the database.
+        var pending: Int
+        /// Hits sent and not yet answered.
+        var inFlight: Int
+        /// The database said the count is over the limit: refused here until `windowEnd`.
+        var refused: Bool
+
+        init(start: Date, window: Int) {
+            self.window = window
+            windowStart = start
+            windowEnd = start.addingTimeInterval(TimeInterval(window))
+            known = 0
+            pending = 0
+            inFlight = 0
+            refused = false
+        }
+
+        var seen: Int { known + inFlight + pending }
+
+        /// `hits` of this counter for the database, in this window.
+        func write(_ key: String, hits: Int) -> RateCounter {
+            RateCounter(key: key, window: window, hits: hits, windowStart: windowStart)
+        }
+    }
+
+    private let store: any GatehouseStore
+    private var counters: [String: Counter] = [:]
+    /// Counters kept at most (each a key of up to ~100 bytes and a few numbers): 100,000 unless told otherwise.
+    package let maxCounters: Int
+    /// Counters per upsert when flushing (4 parameters each).
+    package static let flushBatch = 500
+
+    package init(store: any GatehouseStore, maxCounters: Int = 100_000) {
+        self.store = store
+        self.maxCounters = maxCounters
+    }
+
+    /// A tenth of `limit`, at least 1: what an instance may admit without asking the database.
+    package static func share(of limit: Int) -> Int { max(1, limit / 10) }
+
+    /// Counts one request against each of `limits` and returns each counter's count and window start: over its
+    /// limit means refused. Throws what the database throws when it had to be asked.
+    package func hit(_ limits: [(counter: RateCounter, limit: Int)], now: Date) async throws -> [String: RateCount] {
+        var counts: [String: RateCount] = [:]
+        var ask: [(counter: RateCounter, pending: Int, kept: Bool)] = []
+        for (counter, limit) in limits {
+            guard var entry = current(counter, now: now) else {
+                ask.append((counter, 0, false))
+                continue
+            }
+            let share = Self.share(of: limit)
+            if entry.refused {
+                counts[counter.key] = RateCount(hits: max(entry.known, limit + 1) + 1, windowStart: entry.windowStart)
+            } else if entry.pending < share && entry.seen + 1 <= limit - share {
+                entry.pending += 1
+                counts[counter.key] = RateCount(hits: entry.seen, windowStart: entry.windowStart)
+            } else {
+                ask.append((entry.write(counter.key, hits: entry.pending + 1), entry.pending, true))
+                entry.inFlight += entry.pending + 1
+                entry.pending = 0
+            }
+            counters[counter.key] = entry
+        }
+        guard !ask.isEmpty else { return counts }
+        let answers: [String: RateCount]
+        do {
+            answers = try await store.hitRateLimits(ask.map(\.counter), now: now)
+        } catch {
+            // This request's hit is not counted (it fails); what was pending before it is pending again.
+            for (counter, pending, kept) in ask where kept {
+                settle(counter, answer: nil, limit: nil, returningPending: pending)
+            }
+            throw error
+        }
+        let limitOf = Dictionary(limits.map { ($0.counter.key, $0.limit) }, uniquingKeysWith: { first, _ in first })
+        for (counter, _, kept) in ask {
+            guard let answer = answers[counter.key] else { continue }
+            counts[counter.key] = answer
+            if kept { settle(counter, answer: answer, limit: limitOf[counter.key], returningPending: 0) }
+        }
+        return counts
+    }
+
+    /// Writes every pending count to the database (in upserts of ``flushBatch``) and forgets counters whose window
+    /// has ended. A failed write leaves its counts pending for the next flush.
+    package func flush(now: Date) async throws {
+        for (key, entry) in counters where entry.windowEnd <= now && entry.inFlight == 0 {
+            counters[key] = nil
+        }
+        var batch: [(counter: RateCounter, pending: Int)] = []
+        for (key, var entry) in counters where entry.pending > 0 {
+            batch.append((entry.write(key, hits: entry.pending), entry.pending))
+            entry.inFlight += entry.pending
+            entry.pending = 0
+            counters[key] = entry
+        }
+        var failure: (any Error)?
+        for start in stride(from: 0, to: batch.count, by: Self.flushBatch) {
+            let group = batch[start..<min(batch.count, start + Self.flushBatch)]
+            do {
+                let answers = try await store.hitRateLimits(group.map(\.counter), now: now)
+                for (counter, _) in group { settle(counter, answer: answers[counter.key], limit: nil, returningPending: 0) }
+            } catch {
+                for (counter, pending) in group { settle(counter, answer: nil, limit: nil, returningPending: pending) }
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Hits admitted here and not yet written, over every counter (for tests and metrics).
+    package var pendingHits: Int { counters.values.reduce(0) { $0 + $1.pending } }
+
+    /// The counter's entry for a hit at `now`, a new one when its window has ended or it had none; nil when no more
+    /// counters may be kept.
+    private func current(_ counter: RateCounter, now: Date) -> Counter? {
+        if var entry = counters[counter.key] {
+            guard entry.windowEnd <= now else { return entry }
+            // The window ended: what was pending counted in it and no longer matters.
+            let inFlight = entry.inFlight
+            entry = Counter(start: now, window: counter.window)
+            entry.inFlight = inFlight
+            return entry
+        }
+        guard counters.count < maxCounters else { return nil }
+        return Counter(start: now, window: counter.window)
+    }
+
+    /// Takes the database's answer for `counter.hits` hits sent from here (nil when the write failed, and then
+    /// `returningPending` of them are pending again).
+    private func settle(_ counter: RateCounter, answer: RateCount?, limit: Int?, returningPending: Int) {
+        guard var entry = counters[counter.key] else { return }
+        entry.inFlight = max(0, entry.inFlight - counter.hits)
+        if let answer {
+            let answerEnd = answer.windowStart.addingTimeInterval(TimeInterval(counter.window))
+            if answer.windowStart == entry.windowStart {
+                entry.known = max(entry.known, answer.hits)
+            } else if answerEnd > entry.windowStart {
+                // The database's window is the one that counts (another instance, or an earlier life of this one,
+                // started it): take it over.
+                entry.windowStart = answer.windowStart
+                entry.windowEnd = answerEnd
+                entry.known = answer.hits
+            }
+            if let limit, answer.hits > limit, answer.windowStart == entry.windowStart { entry.refused = true }
+        } else {
+            entry.pending += returningPending
+        }
+        counters[counter.key] = entry
+    }
+}

@@ -3,8 +3,8 @@
 #
 #   bash Benchmarks/run.sh [Benchmarks/run.py options, e.g. --databases sqlite --duration 10]
 #
-# Installs wrk (Debian's package) when missing, builds gatehouse and argon2-bench in release mode in
-# .build-release (incremental when it is there already: 12–25 minutes the first time on 2 cores), sets up the
+# Installs wrk (Debian's package) when missing, builds gatehouse (as scripts/release.sh does, the Swift runtime
+# linked statically) and argon2-bench in release mode in .build-release (incremental when it is there already: 12–25 minutes the first time on 2 cores), sets up the
 # peer's virtual environment (Benchmarks/peer/setup.sh), then runs Benchmarks/run.py: Gatehouse and the peer
 # on SQLite, then on a throwaway PostgreSQL cluster (scripts/postgres-env.sh installs PostgreSQL when missing).
 # Results: Benchmarks/results/DATE-sqlite.json, DATE-postgres.json, latest.md, latest.svg.
@@ -23,8 +23,9 @@ source Benchmarks/niced.sh
 
 if [ "${BENCH_SKIP_BUILD:-0}" != "1" ]; then
     echo "bench: building gatehouse and argon2-bench in release mode (.build-release)" >&2
-    niced swift build -c release --product gatehouse --scratch-path .build-release >&2
-    niced swift build -c release --product argon2-bench --scratch-path .build-release >&2
+    # The server as it ships (scripts/release.sh): the Swift runtime linked statically.
+    niced swift build -c release --static-swift-stdlib --product gatehouse --scratch-path .build-release >&2
+    niced swift build -c release --static-swift-stdlib --product argon2-bench --scratch-path .build-release >&2
 fi
 
 mkdir -p .build-bench

@@ -214,12 +214,12 @@ package struct SessionService: Sendable {
         await env.keys.refreshIfNeeded(from: env.store, now: now)
         let claims: TokenClaims
         do {
-            claims = try JWT.verify(token, keys: env.keys.publicKey(kid:))
+            claims = try env.keys.verify(token)
         } catch where error == .unknownKey {
             // A key this instance has not read yet (`keys rotate` on another instance): read the keys again, once.
             await env.keys.refreshIfNeeded(from: env.store, now: now, kid: JWT.kid(token))
             do {
-                claims = try JWT.verify(token, keys: env.keys.publicKey(kid:))
+                claims = try env.keys.verify(token)
             } catch {
                 throw AuthError.invalidSession(error.description)
             }

@@ -24,6 +24,8 @@ package final class SigningKeys: Sendable {
     }
 
     private let keys: LockedValue<[Key]>
+    /// Tokens verified against these keys (``verify(_:)``).
+    package let verified = VerifiedTokens()
     /// When this copy was read from the database.
     private let loadedAt: LockedValue<Date>
     /// Seconds a copy is used before it is read again.

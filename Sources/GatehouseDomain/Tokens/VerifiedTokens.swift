@@ -1,0 +1,76 @@
+import Crypto
+import Foundation
+
+/// Gatehouse's own tokens whose signature this process has verified, by the SHA-256 of the token: the same token
+/// presented again — a Client API refresh token at every refresh, an access token at every read — skips the ECDSA
+/// verification and the decoding of its claims (a fifth of a refresh's CPU time).
+///
+/// Only what the signature check decides is remembered; everything else is checked at every use as before: the key
+/// that signed the token must still be one the server trusts (a retired key's tokens are refused at once), the
+/// token's kind and expiry, and its session in the database. Only tokens that verified get in, so a forged or altered
+/// token pays the whole verification every time, and a token differing by one character is another entry.
+///
+/// Bounded: two generations of at most `capacity / 2` entries each (a few hundred bytes an entry); when the newer is
+/// full it becomes the older and the older is dropped, so the tokens in use stay and the rest age out.
+package final class VerifiedTokens: Sendable {
+    private struct Entry: Sendable {
+        let kid: String
+        let claims: TokenClaims
+    }
+    private struct Generations: Sendable {
+        var newer: [SHA256Digest: Entry] = [:]
+        var older: [SHA256Digest: Entry] = [:]
+    }
+
+    private let generations = LockedValue(Generations())
+    private let generationSize: Int
+
+    /// `capacity`: entries kept at most (8,192 unless told otherwise).
+    package init(capacity: Int = 8192) {
+        generationSize = max(1, capacity / 2)
+    }
+
+    /// The claims of `token` and the key that signed it, when this process verified it before.
+    package func lookUp(_ digest: SHA256Digest) -> (kid: String, claims: TokenClaims)? {
+        generations.withLockedValue { generations in
+            if let entry = generations.newer[digest] { return (entry.kid, entry.claims) }
+            guard let entry = generations.older[digest] else { return nil }
+            // In use: keep it in the newer generation, which the next turnover keeps.
+            Self.insert(entry, digest, into: &generations, size: generationSize)
+            return (entry.kid, entry.claims)
+        }
+    }
+
+    /// Remembers that the token with `digest` verified as signed by `kid`, with `claims`.
+    package func remember(_ digest: SHA256Digest, kid: String, claims: TokenClaims) {
+        generations.withLockedValue { Self.insert(Entry(kid: kid, claims: claims), digest, into: &$0, size: generationSize) }
+    }
+
+    /// Entries held (for tests).
+    package var count: Int { generations.withLockedValue { $0.newer.count + $0.older.count } }
+
+    private static func insert(_ entry: Entry, _ digest: SHA256Digest, into generations: inout Generations, size: Int) {
+        if generations.newer.count >= size {
+            generations.older = generations.newer
+            generations.newer = [:]
+        }
+        generations.newer[digest] = entry
+    }
+}
+
+extension SigningKeys {
+    /// Checks `token`'s structure, algorithm and signature against these keys and returns its claims
+    /// (``JWT/verify(_:keys:)``), without verifying the signature again for a token this process verified before
+    /// while the key that signed it is still one of these (``VerifiedTokens``). Expiry and kind are the caller's.
+    package func verify(_ token: String) throws(TokenError) -> TokenClaims {
+        let digest = SHA256.hash(data: Data(token.utf8))
+        if let known = verified.lookUp(digest), publicKey(kid: known.kid) != nil { return known.claims }
+        var signer: String?
+        let claims = try JWT.verify(token) { kid in
+            signer = kid
+            return publicKey(kid: kid)
+        }
+        if let signer { verified.remember(digest, kid: signer, claims: claims) }
+        return claims
+    }
+}

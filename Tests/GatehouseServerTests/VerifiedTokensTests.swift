@@ -1,0 +1,60 @@
+import Crypto
+import Foundation
+import GatehouseDomain
+import Testing
+
+/// Tokens verified once are not verified again while their key is trusted (``VerifiedTokens``); nothing else about
+/// them is taken on trust.
+@Suite struct VerifiedTokensTests {
+    static func claims(_ subject: String) -> TokenClaims {
+        TokenClaims(sub: subject, typ: .refresh, sid: "s-\(subject)", aud: "app", iss: "http://127.0.0.1", iat: 0, exp: 4_000_000_000, baasDeviceId: "d")
+    }
+
+    static func key(_ day: Double) -> SigningKeys.Key {
+        SigningKeys.Key(kid: "kid-\(Int(day))", privateKey: P256.Signing.PrivateKey(), createdAt: Date(timeIntervalSince1970: day * 86_400))
+    }
+
+    @Test func aTokenVerifiedOnceIsRememberedAndAnAlteredOneNever() throws {
+        let key = Self.key(1)
+        let keys = SigningKeys(keys: [key])
+        let token = try JWT.sign(Self.claims("ana"), key: key)
+        #expect(try keys.verify(token) == Self.claims("ana"))
+        #expect(keys.verified.count == 1)
+        #expect(try keys.verify(token) == Self.claims("ana"))
+        #expect(keys.verified.count == 1)
+
+        // The same claims with another signature, and a signature from a key the server never had: refused each
+        // time, never remembered.
+        let signature = token.split(separator: ".")[2]
+        let altered = token.dropLast(signature.count) + String(signature.reversed())
+        let stranger = try JWT.sign(Self.claims("ana"), key: SigningKeys.Key(kid: key.kid, privateKey: P256.Signing.PrivateKey(), createdAt: Date()))
+        for forged in [String(altered), stranger] {
+            for _ in 0..<2 { #expect(throws: TokenError.self) { try keys.verify(forged) } }
+        }
+        #expect(keys.verified.count == 1)
+    }
+
+    /// A retired key's tokens are refused at once, remembered or not.
+    @Test func aRememberedTokenOfARetiredKeyIsRefused() throws {
+        let (old, new) = (Self.key(1), Self.key(2))
+        let keys = SigningKeys(keys: [old, new])
+        let token = try JWT.sign(Self.claims("bo"), key: old)
+        #expect(try keys.verify(token).sub == "bo")
+        keys.replace(with: SigningKeys(keys: [new]))
+        #expect(throws: TokenError.unknownKey) { try keys.verify(token) }
+    }
+
+    /// At most `capacity` entries; the ones in use stay.
+    @Test func theCacheIsBoundedAndKeepsWhatIsInUse() throws {
+        let cache = VerifiedTokens(capacity: 4)
+        let digests = (0..<10).map { SHA256.hash(data: Data("token \($0)".utf8)) }
+        cache.remember(digests[0], kid: "k", claims: Self.claims("0"))
+        for (index, digest) in digests.enumerated().dropFirst() {
+            cache.remember(digest, kid: "k", claims: Self.claims("\(index)"))
+            #expect(cache.lookUp(digests[0])?.claims.sub == "0", "the token in use stays (after \(index) others)")
+            #expect(cache.count <= 4)
+        }
+        #expect(cache.lookUp(digests[1]) == nil)
+        #expect(cache.lookUp(digests[9])?.claims.sub == "9")
+    }
+}

@@ -146,7 +146,14 @@ import Testing
                 #expect(reply.contentType == reference.contentType)
                 #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: email) == nil)
             }
-            #expect(try receiver.calls.count == cases.count + 1)
+            // The receiver logs a call as it reads it; on a loaded machine the slow case's can land after its timeout
+            // was answered: look again for a while.
+            var calls = try receiver.calls
+            for _ in 0..<200 where calls.count < cases.count + 1 {
+                try await Task.sleep(for: .milliseconds(50))
+                calls = try receiver.calls
+            }
+            #expect(calls.count == cases.count + 1)
             #expect(try await migrations(gatehouse).isEmpty)
             // Every refusal was audited as a failed login, as for any unknown address.
             let failed = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100).filter { $0.kind == "login_failed" }

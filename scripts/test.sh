@@ -67,6 +67,12 @@ run_suite() {
     return "$rc"
 }
 
+# How many tests run at once. Swift Testing's default starts nearly every test together: on a 2-core machine the
+# PostgreSQL run then had hundreds of tests in flight for minutes, and those with real deadlines (a webhook's 5 s,
+# a provider's key fetch, the 3-minute time limits) missed them — 3 to 19 failures a run, never the same, and the
+# run took longer (240 s), not shorter. Four per core: 548 passed on PostgreSQL in 168 s and on SQLite in 60 s.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-$((4 * $(nproc)))}"
+
 echo "== tests on SQLite"
 run_suite
 

@@ -23,17 +23,17 @@ extension AuthEnvironment {
         let now = clock.now
         // Counted by this instance's RateLimiter against the database's shared counts; counters whose window ended
         // are deleted by the retention service (RetentionTarget.rateLimits).
-        let counts = try await rateLimiter.hit(limits.map { ($0.counter, $0.limit.count) }, now: now)
+        let verdicts = try await rateLimiter.hit(limits.map { ($0.counter, $0.limit.count) }, now: now)
         var wait: TimeInterval = 0
         var firstRefusal = false
         for (counter, limit) in limits {
-            guard let count = counts[counter.key], count.hits > limit.count else { continue }
-            wait = max(wait, count.windowStart.addingTimeInterval(TimeInterval(limit.window)).timeIntervalSince(now))
-            firstRefusal = firstRefusal || count.hits == limit.count + 1
+            guard let verdict = verdicts[counter.key], verdict.count.hits > limit.count else { continue }
+            wait = max(wait, verdict.count.windowStart.addingTimeInterval(TimeInterval(limit.window)).timeIntervalSince(now))
+            firstRefusal = firstRefusal || verdict.firstRefusal
         }
         guard wait > 0 else { return }
         if firstRefusal {
-            // Once per window and counter, not per refused request: a flood must not flood the log.
+            // Once per window, counter and instance, not per refused request: a flood must not flood the log.
             logger.notice("rate limit reached", metadata: ["app": "\(app.id)", "kind": "\(kind.rawValue)"])
             await audit(.rateLimited, app: app.id, detail: ["kind": kind.rawValue])
         } else {

@@ -61,7 +61,7 @@ extension AuthEnvironment {
         if configuration.audit.refreshes {
             await audit(.refresh, app: app, user: user, detail: ["session": session])
         } else {
-            countAuthEvent(.refresh, app: app, detail: ["session": session])
+            countAuthEvent(.refresh, app: app)
         }
     }
 

@@ -20,9 +20,19 @@ import Foundation
 /// further instance, one request per further instance for limits under 20. An instance that stops without a graceful
 /// shutdown loses at most a share of each counter (hits of its last second, never written).
 ///
+/// A hit's ``Verdict`` says whether it is the first refusal this instance met in the counter's window (the one the
+/// audit log records): the count itself can jump past `limit + 1` when several hits are written at once.
+///
 /// At most ``maxCounters`` counters are kept; past that (say, a flood from very many addresses), new counters are
 /// counted in the database at every hit, as exact as before and as costly.
 package actor RateLimiter {
+    /// A counter's count after a hit (over its limit: refused), and whether this is the first refused hit this
+    /// instance met in the counter's window.
+    package struct Verdict: Sendable {
+        package var count: RateCount
+        package var firstRefusal: Bool
+    }
+
     private struct Counter {
         /// Seconds.
         var window: Int
@@ -70,47 +80,51 @@ package actor RateLimiter {
     /// A tenth of `limit`, at least 1: what an instance may admit without asking the database.
     package static func share(of limit: Int) -> Int { max(1, limit / 10) }
 
-    /// Counts one request against each of `limits` and returns each counter's count and window start: over its
-    /// limit means refused. Throws what the database throws when it had to be asked.
-    package func hit(_ limits: [(counter: RateCounter, limit: Int)], now: Date) async throws -> [String: RateCount] {
-        var counts: [String: RateCount] = [:]
-        var ask: [(counter: RateCounter, pending: Int, kept: Bool)] = []
+    /// Counts one request against each of `limits` and returns each counter's verdict. Throws what the database
+    /// throws when it had to be asked.
+    package func hit(_ limits: [(counter: RateCounter, limit: Int)], now: Date) async throws -> [String: Verdict] {
+        var verdicts: [String: Verdict] = [:]
+        var ask: [(counter: RateCounter, limit: Int, pending: Int, kept: Bool)] = []
         for (counter, limit) in limits {
             guard var entry = current(counter, now: now) else {
-                ask.append((counter, 0, false))
+                ask.append((counter, limit, 0, false))
                 continue
             }
             let share = Self.share(of: limit)
             if entry.refused {
-                counts[counter.key] = RateCount(hits: max(entry.known, limit + 1) + 1, windowStart: entry.windowStart)
+                let count = RateCount(hits: max(entry.known, limit + 1) + 1, windowStart: entry.windowStart)
+                verdicts[counter.key] = Verdict(count: count, firstRefusal: false)
             } else if entry.pending < share && entry.seen + 1 <= limit - share {
                 entry.pending += 1
-                counts[counter.key] = RateCount(hits: entry.seen, windowStart: entry.windowStart)
+                verdicts[counter.key] = Verdict(count: RateCount(hits: entry.seen, windowStart: entry.windowStart), firstRefusal: false)
             } else {
-                ask.append((entry.write(counter.key, hits: entry.pending + 1), entry.pending, true))
+                ask.append((entry.write(counter.key, hits: entry.pending + 1), limit, entry.pending, true))
                 entry.inFlight += entry.pending + 1
                 entry.pending = 0
             }
             counters[counter.key] = entry
         }
-        guard !ask.isEmpty else { return counts }
+        guard !ask.isEmpty else { return verdicts }
         let answers: [String: RateCount]
         do {
             answers = try await store.hitRateLimits(ask.map(\.counter), now: now)
         } catch {
             // This request's hit is not counted (it fails); what was pending before it is pending again.
-            for (counter, pending, kept) in ask where kept {
+            for (counter, _, pending, kept) in ask where kept {
                 settle(counter, answer: nil, limit: nil, returningPending: pending)
             }
             throw error
         }
-        let limitOf = Dictionary(limits.map { ($0.counter.key, $0.limit) }, uniquingKeysWith: { first, _ in first })
-        for (counter, _, kept) in ask {
+        for (counter, limit, _, kept) in ask {
             guard let answer = answers[counter.key] else { continue }
-            counts[counter.key] = answer
-            if kept { settle(counter, answer: answer, limit: limitOf[counter.key], returningPending: 0) }
+            let first =
+                kept
+                ? settle(counter, answer: answer, limit: limit, returningPending: 0)
+                // Not kept here: the write that took the count past the limit is the first refusal.
+                : answer.hits > limit && answer.hits - counter.hits <= limit
+            verdicts[counter.key] = Verdict(count: answer, firstRefusal: first)
         }
-        return counts
+        return verdicts
     }
 
     /// Writes every pending count to the database (in upserts of ``flushBatch``) and forgets counters whose window
@@ -159,9 +173,12 @@ package actor RateLimiter {
     }
 
     /// Takes the database's answer for `counter.hits` hits sent from here (nil when the write failed, and then
-    /// `returningPending` of them are pending again).
-    private func settle(_ counter: RateCounter, answer: RateCount?, limit: Int?, returningPending: Int) {
-        guard var entry = counters[counter.key] else { return }
+    /// `returningPending` of them are pending again). True when the answer, for a hit against `limit`, is the first
+    /// this instance met over the limit in the counter's window.
+    @discardableResult
+    private func settle(_ counter: RateCounter, answer: RateCount?, limit: Int?, returningPending: Int) -> Bool {
+        guard var entry = counters[counter.key] else { return false }
+        var first = false
         entry.inFlight = max(0, entry.inFlight - counter.hits)
         if let answer {
             let answerEnd = answer.windowStart.addingTimeInterval(TimeInterval(counter.window))
@@ -174,10 +191,14 @@ package actor RateLimiter {
                 entry.windowEnd = answerEnd
                 entry.known = answer.hits
             }
-            if let limit, answer.hits > limit, answer.windowStart == entry.windowStart { entry.refused = true }
+            if let limit, answer.hits > limit, answer.windowStart == entry.windowStart {
+                first = !entry.refused
+                entry.refused = true
+            }
         } else {
             entry.pending += returningPending
         }
         counters[counter.key] = entry
+        return first
     }
 }

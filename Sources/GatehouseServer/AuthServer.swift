@@ -534,7 +534,11 @@ public final class AuthServer: Sendable {
     public func close() async throws {
         await env.background.drain()
         // The rate-limit hits admitted since the last flush, so that a restart forgets none.
-        try? await env.rateLimiter.flush(now: env.clock.now)
+        do {
+            try await env.rateLimiter.flush(now: env.clock.now)
+        } catch {
+            env.logger.warning("rate limits: this instance's last counts were not written", metadata: ["error": "\(error)"])
+        }
         if let outbound = env.outbound as? HTTPClientOutbound { await outbound.shutdown() }
         try await database.close()
     }

@@ -127,20 +127,11 @@ func withLiveServer(
         configuration.apps[0].apple = AppleSettings(clientIds: ["com.example.app"], issuer: idp.baseURL, jwksURL: idp.baseURL + "/jwks")
         configuration.apps[0].facebook = FacebookSettings(appId: "fb-app", appSecret: "fb-secret", graphURL: idp.baseURL)
     }
-    let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
-    configuration.database.url = url
-    let gatehouse = try await AuthServer.open(configuration: configuration, clock: clock.clock, logger: logger, functions: functions ?? FunctionHandlers())
-    do {
+    try await withOpenServer(configuration, clock: clock.clock, logger: logger, functions: functions ?? FunctionHandlers()) { gatehouse in
         try await gatehouse.makeApplication().test(.live) { client in
             let port = try #require(client.port)
             try await body(LiveServer(base: "http://127.0.0.1:\(port)", gatehouse: gatehouse, clock: clock))
         }
-        try await gatehouse.close()
-        await drop()
-    } catch {
-        try? await gatehouse.close()
-        await drop()
-        throw error
     }
 }
 

@@ -21,14 +21,19 @@ extension CLITests {
         return (server, String(base))
     }
 
-    /// POSTs JSON; the status.
+    /// POSTs JSON to a server the test started; the status.
     func post(_ url: String, _ body: [String: String]) async throws -> Int {
+        try await Self.postJSON(url, body).status
+    }
+
+    /// POSTs JSON to a server the test started; the status and the answer's JSON object.
+    static func postJSON(_ url: String, _ body: [String: String]) async throws -> (status: Int, body: [String: Any]) {
         var request = URLRequest(url: URL(string: url)!)
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = try JSONSerialization.data(withJSONObject: body)
-        let (_, response) = try await URLSession.shared.data(for: request)
-        return (response as? HTTPURLResponse)?.statusCode ?? 0
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
     }
 
     @Test func anOnlineBackupOfSQLiteRestoresTheAccountsItHeld() async throws {

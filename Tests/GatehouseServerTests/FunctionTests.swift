@@ -1,6 +1,7 @@
 import Foundation
 import GatehouseDomain
 @testable import GatehouseServer
+import GatehouseTestSupport
 import GatehouseWire
 import Hummingbird
 import HummingbirdTesting
@@ -8,11 +9,10 @@ import Testing
 
 /// `Tests/Tools/webhook_receiver.py`, run on a loopback port: it verifies every call's Standard Webhooks signature
 /// with the official Python library and answers as the call asks (see the script).
-final class WebhookReceiver: @unchecked Sendable {
-    let process: Process
+final class WebhookReceiver: Sendable {
+    let child: ChildProcess
     let directory: URL
     let port: Int
-    private let input: Pipe
 
     var url: String { "http://127.0.0.1:\(port)/hook" }
     var log: URL { directory.appendingPathComponent("calls.jsonl") }
@@ -31,41 +31,39 @@ final class WebhookReceiver: @unchecked Sendable {
         }
     }
 
-    private init(process: Process, directory: URL, port: Int, input: Pipe) {
-        (self.process, self.directory, self.port, self.input) = (process, directory, port, input)
+    private init(child: ChildProcess, directory: URL, port: Int) {
+        (self.child, self.directory, self.port) = (child, directory, port)
     }
 
     static func start(secret: String) async throws -> WebhookReceiver {
         let directory = try temporaryDirectory()
-        let output = directory.appendingPathComponent("stdout.txt")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Tools/webhook_receiver.py")
-        let process = Process()
-        let input = Pipe()
-        process.executableURL = URL(fileURLWithPath: try SMTPTestServer.python)
-        process.arguments = ["-u", script.path, "--secret", secret, "--log", directory.appendingPathComponent("calls.jsonl").path, "--slow", "8"]
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardInput = input
-        try process.run()
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline, process.isRunning {
-            if let match = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").firstMatch(of: /READY (\d+)/), let port = Int(match.output.1) {
-                return WebhookReceiver(process: process, directory: directory, port: port, input: input)
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        do {
+            let (child, port) = try await startListeningTool(script.path, ["--secret", secret, "--log", directory.appendingPathComponent("calls.jsonl").path, "--slow", "8"])
+            return WebhookReceiver(child: child, directory: directory, port: port)
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
         }
-        try? input.fileHandleForWriting.close()
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        throw SMTPTestSetupError(description: "webhook_receiver.py did not start (is standardwebhooks installed in GATEHOUSE_PYTHON?)")
     }
 
-    func stop() {
-        try? input.fileHandleForWriting.close()
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+    /// Kills it, waits for it (suspending, not blocking a thread), and removes its folder.
+    func stop() async {
+        await child.stop()
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Runs `body` with a fresh receiver, stopped afterwards whatever happens.
+    static func with<T>(secret: String, _ body: (WebhookReceiver) async throws -> T) async throws -> T {
+        let receiver = try await start(secret: secret)
+        do {
+            let result = try await body(receiver)
+            await receiver.stop()
+            return result
+        } catch {
+            await receiver.stop()
+            throw error
+        }
     }
 }
 
@@ -93,11 +91,11 @@ final class WebhookReceiver: @unchecked Sendable {
         timeout: TimeInterval = 5, gatehouseSecret: String = secret, confirmation: LocalUserpassConfiguration.Confirmation = .function,
         reveal: Bool = true, _ body: @escaping @Sendable (WebhookReceiver, AuthServer, any TestClientProtocol) async throws -> Void
     ) async throws {
-        let receiver = try await WebhookReceiver.start(secret: Self.secret)
-        defer { receiver.stop() }
-        // Receivers refuse calls whose webhook-timestamp is more than five minutes off their clock: start at now.
-        try await withGatehouse(Self.configuration(receiver, secret: gatehouseSecret, timeout: timeout, confirmation: confirmation, reveal: reveal), clock: ManualClock(Date())) { gatehouse, client in
-            try await body(receiver, gatehouse, client)
+        try await WebhookReceiver.with(secret: Self.secret) { receiver in
+            // Receivers refuse calls whose webhook-timestamp is more than five minutes off their clock: start at now.
+            try await withGatehouse(Self.configuration(receiver, secret: gatehouseSecret, timeout: timeout, confirmation: confirmation, reveal: reveal), clock: ManualClock(Date())) { gatehouse, client in
+                try await body(receiver, gatehouse, client)
+            }
         }
     }
 

@@ -30,24 +30,15 @@ import Testing
         loginLimit: RateLimitSettings.Rule? = nil, freeFailures: Int? = nil, timeout: TimeInterval = 5, reveal: Bool = false,
         clock: ManualClock = ManualClock(Date()), _ body: @escaping @Sendable (WebhookReceiver, AuthServer, any TestClientProtocol, CapturedLog) async throws -> Void
     ) async throws {
-        let receiver = try await WebhookReceiver.start(secret: FunctionTests.secret)
-        defer { receiver.stop() }
-        var config = Self.configuration(receiver, timeout: timeout, reveal: reveal)
-        if let loginLimit { config.apps[0].rateLimits.rules[.login] = loginLimit }
-        if let freeFailures { config.apps[0].loginBackoff.freeFailures = freeFailures }
-        let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
-        config.database.url = url
-        let log = CapturedLog()
-        // Receivers refuse calls whose webhook-timestamp is more than five minutes off their clock: start at now.
-        let gatehouse = try await AuthServer.open(configuration: config, clock: clock.clock, logger: log.logger)
-        do {
-            try await gatehouse.makeApplication().test(.router) { client in try await body(receiver, gatehouse, client, log) }
-            try await gatehouse.close()
-            await drop()
-        } catch {
-            try? await gatehouse.close()
-            await drop()
-            throw error
+        try await WebhookReceiver.with(secret: FunctionTests.secret) { receiver in
+            var config = Self.configuration(receiver, timeout: timeout, reveal: reveal)
+            if let loginLimit { config.apps[0].rateLimits.rules[.login] = loginLimit }
+            if let freeFailures { config.apps[0].loginBackoff.freeFailures = freeFailures }
+            let log = CapturedLog()
+            // Receivers refuse calls whose webhook-timestamp is more than five minutes off their clock: start at now.
+            try await withOpenServer(config, clock: clock.clock, logger: log.logger) { gatehouse in
+                try await gatehouse.makeApplication().test(.router) { client in try await body(receiver, gatehouse, client, log) }
+            }
         }
     }
 
@@ -146,14 +137,11 @@ import Testing
                 #expect(reply.contentType == reference.contentType)
                 #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: email) == nil)
             }
-            // The receiver logs a call as it reads it; on a loaded machine the slow case's can land after its timeout
-            // was answered: look again for a while.
-            var calls = try receiver.calls
-            for _ in 0..<200 where calls.count < cases.count + 1 {
-                try await Task.sleep(for: .milliseconds(50))
-                calls = try receiver.calls
-            }
-            #expect(calls.count == cases.count + 1)
+            // Each address was asked about once. The slow one's call may never reach the receiver: on a loaded machine
+            // the server can give up (its 1 s timeout) before the request is out, which is the timeout working.
+            let asked = try receiver.calls.compactMap { $0.body?["email"]?.stringValue }
+            #expect(asked.filter { $0 != "slow@example.com" }.sorted() == (["nobody@example.com"] + cases.map(\.0).filter { $0 != "slow@example.com" }).sorted())
+            #expect(asked.filter { $0 == "slow@example.com" }.count <= 1)
             #expect(try await migrations(gatehouse).isEmpty)
             // Every refusal was audited as a failed login, as for any unknown address.
             let failed = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100).filter { $0.kind == "login_failed" }

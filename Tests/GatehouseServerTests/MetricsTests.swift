@@ -88,49 +88,35 @@ import FoundationNetworking
     static func withLiveGatehouse(
         _ configuration: GatehouseConfiguration, _ body: @Sendable (AuthServer, any TestClientProtocol, Int) async throws -> Void
     ) async throws {
-        var configuration = configuration
-        let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
-        configuration.database.url = url
-        let gatehouse = try await AuthServer.open(configuration: configuration, logger: quietLogger)
-        do {
+        try await withOpenServer(configuration, logger: quietLogger) { gatehouse in
             try await gatehouse.makeApplication().test(.live) { client in
                 try await body(gatehouse, client, try #require(client.port))
             }
-            try await gatehouse.close()
-            await drop()
-        } catch {
-            try? await gatehouse.close()
-            await drop()
-            throw error
         }
     }
 
     /// A server listening on `configuration.server.host` (HummingbirdTesting's live mode always binds localhost);
     /// `body` gets its port.
     static func withRunningGatehouse(_ configuration: GatehouseConfiguration, _ body: @Sendable (Int) async throws -> Void) async throws {
-        var configuration = configuration
-        let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
-        configuration.database.url = url
-        let gatehouse = try await AuthServer.open(configuration: configuration, logger: quietLogger)
-        let (ports, listening) = AsyncStream.makeStream(of: Int.self)
-        let app = gatehouse.makeApplication(onServerRunning: { port in listening.yield(port) })
-        let server = Task {
-            // A server that fails to start ends the wait for its port.
-            defer { listening.finish() }
-            try await app.runService(gracefulShutdownSignals: [])
+        try await withOpenServer(configuration, logger: quietLogger) { gatehouse in
+            let (ports, listening) = AsyncStream.makeStream(of: Int.self)
+            let app = gatehouse.makeApplication(onServerRunning: { port in listening.yield(port) })
+            let server = Task {
+                // A server that fails to start ends the wait for its port.
+                defer { listening.finish() }
+                try await app.runService(gracefulShutdownSignals: [])
+            }
+            var outcome: Result<Void, any Error> = .success(())
+            var next = ports.makeAsyncIterator()
+            if let port = await next.next() {
+                do { try await body(port) } catch { outcome = .failure(error) }
+            } else {
+                outcome = .failure(SMTPTestSetupError(description: "the server never listened"))
+            }
+            server.cancel()
+            _ = await server.result
+            try outcome.get()
         }
-        var outcome: Result<Void, any Error> = .success(())
-        var next = ports.makeAsyncIterator()
-        if let port = await next.next() {
-            do { try await body(port) } catch { outcome = .failure(error) }
-        } else {
-            outcome = .failure(SMTPTestSetupError(description: "the server never listened"))
-        }
-        server.cancel()
-        _ = await server.result
-        try? await gatehouse.close()
-        await drop()
-        try outcome.get()
     }
 
     /// GET over a connection of its own from this process to `host`.
@@ -193,6 +179,24 @@ import FoundationNetworking
             let limitedScrape = try await Self.scrape(port)
             #expect(limitedScrape.value("gatehouse_auth_events_total", limited) == 2)
             #expect(limitedScrape.value("gatehouse_http_requests_total", ["route": login, "status": "429"]) == 2)
+        }
+    }
+
+    /// A successful refresh is counted in the metrics whether or not the audit log records it (`audit.refreshes`):
+    /// with the row gone by default, the counter is what is left of it.
+    @Test(arguments: [false, true])
+    func refreshesAreCountedWhetherOrNotTheAuditLogRecordsThem(recorded: Bool) async throws {
+        var configuration = Self.configuration()
+        configuration.audit.refreshes = recorded
+        try await Self.withLiveGatehouse(configuration) { gatehouse, client, port in
+            // auto-app confirms at registration (there is no mailbox here).
+            #expect(try await client.register("rob@example.com", app: "auto-app").status == .created)
+            let login = try await client.login("rob@example.com", app: "auto-app").decode(LoginResponse.self)
+            for _ in 0..<2 { #expect(try await client.call(Path.session, .post, bearer: login.refreshToken).status == .created) }
+            let scrape = try await Self.scrape(port)
+            #expect(scrape.value("gatehouse_auth_events_total", ["app": "auto-app", "kind": "refresh"]) == 2)
+            let rows = try await gatehouse.env.store.auditEvents(appId: "auto-app", userId: nil, afterSeq: nil, limit: 100).filter { $0.kind == "refresh" }
+            #expect(rows.count == (recorded ? 2 : 0))
         }
     }
 

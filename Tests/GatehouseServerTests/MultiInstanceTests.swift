@@ -208,34 +208,29 @@ private func withInstances(_ settings: PostgresSettings, _ body: @Sendable (Inst
             """
         try config.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
         let ports = [try freePort(), try freePort()]
-        let processes = try ports.map { port in
-            let process = Process()
-            process.executableURL = CLITests.binary
-            process.arguments = ["serve", "--config", "gatehouse.yaml", "--port", String(port), "--database", databaseURL, "--log-level", "warning"]
-            process.currentDirectoryURL = folder
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-            try process.run()
-            return process
-        }
-        defer {
-            for process in processes where process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-            }
-        }
-        let instances = ports.map(Instance.init(port:))
-        for instance in instances { try await waitUntilReady(instance) }
-        // The test reads the outbox through a store of its own on the same database.
-        let reader = try await PostgresDatabase.open(settings, logger: quietLogger)
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
+        var processes: [ChildProcess] = []
         do {
-            try await body(instances[0], instances[1], smtp, SQLStore(db: reader))
-            try await reader.close()
+            for port in ports {
+                let arguments = ["serve", "--config", "gatehouse.yaml", "--port", String(port), "--database", databaseURL, "--log-level", "warning"]
+                processes.append(try ChildProcess(CLITests.binary, arguments, environment: environment, directory: folder))
+            }
+            let instances = ports.map(Instance.init(port:))
+            for instance in instances { try await waitUntilReady(instance) }
+            // The test reads the outbox through a store of its own on the same database.
+            let reader = try await PostgresDatabase.open(settings, logger: quietLogger)
+            do {
+                try await body(instances[0], instances[1], smtp, SQLStore(db: reader))
+                try await reader.close()
+            } catch {
+                try? await reader.close()
+                throw error
+            }
         } catch {
-            try? await reader.close()
+            for process in processes { await process.stop() }
             throw error
         }
+        for process in processes { await process.stop() }
     }
 }
 

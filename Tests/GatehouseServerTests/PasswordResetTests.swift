@@ -70,12 +70,18 @@ import Testing
     }
 }
 
-/// A database that records every statement it runs.
+/// A database that records every statement it runs, and refuses every statement while `failing` is set.
 final class RecordingDatabase: SQLDatabase, @unchecked Sendable {
+    struct Refused: Error {}
     private let base: any SQLDatabase
     private let lock = NSLock()
     private var log: [String] = []
+    private var _failing = false
     var dialect: SQLDialect { base.dialect }
+    var failing: Bool {
+        get { lock.withLock { _failing } }
+        set { lock.withLock { _failing = newValue } }
+    }
 
     init(_ base: any SQLDatabase) { self.base = base }
 
@@ -86,11 +92,13 @@ final class RecordingDatabase: SQLDatabase, @unchecked Sendable {
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         record(sql)
+        if failing { throw Refused() }
         return try await base.query(sql, binds)
     }
 
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         record("BEGIN")
+        if failing { throw Refused() }
         do {
             let result = try await base.transaction { tx in try await body(Recorder(base: tx, db: self)) }
             record("COMMIT")

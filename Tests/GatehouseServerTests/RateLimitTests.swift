@@ -152,6 +152,50 @@ import Testing
         await drop()
     }
 
+    /// Someone guessing one account's password from a new address at every try, alternating two instances and both
+    /// protocols: the account's count is one, and the instances together let through at most their share more
+    /// (a tenth of the limit, at least one, per further instance: here 4 + 1).
+    @Test func guessesAcrossInstancesProtocolsAndAddressesShareOneCount() async throws {
+        var config = limitedConfiguration([.login: .init(perIP: nil, perIdentifier: .init(4, per: 60))], native: true)
+        config.apps[0].loginBackoff.enabled = false
+        let (url, drop) = try await TestDatabase.fresh(.sqliteFile(FileManager.default.temporaryDirectory.appendingPathComponent("guesses-\(UUID()).sqlite").path))
+        config.database.url = url
+        let shared = config
+        try await withGatehouse(shared) { _, first in
+            // The victim's account, made without a login (a login would count against the same limit).
+            #expect(try await first.register("vic@example.com").status == .created)
+            let link = try await first.latestLink("vic@example.com")
+            #expect(try await first.call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+            try await withGatehouse(shared) { _, second in
+                var refused: [Bool] = []
+                for attempt in 0..<10 {
+                    let address: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "203.0.113.\(attempt + 1)"]
+                    let client = attempt.isMultiple(of: 2) ? first : second
+                    if attempt % 4 < 2 {
+                        let body = try JSONEncoder().encode(EmailPasswordLoginRequest(username: "vic@example.com", password: "guess \(attempt)"))
+                        let status = try await client.post(Path.local("login"), body, from: "203.0.113.\(attempt + 1)").status
+                        #expect(status == .unauthorized || status == .tooManyRequests)
+                        refused.append(status == .tooManyRequests)
+                    } else {
+                        let fields = ["username": "vic@example.com", "challenge_type": allChallengeTypes]
+                        let ct1 = try #require(try await client.native(.signInInitiate, headers: address, fields).step?.continuationToken)
+                        let ct2 = try #require(
+                            try await client.native(.signInChallenge, headers: address, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).step?.continuationToken
+                        )
+                        let reply = try await client.native(.token, headers: address, ["continuation_token": ct2, "grant_type": "password", "password": "guess \(attempt)"])
+                        #expect(reply.status == .badRequest || reply.status == .tooManyRequests, "\(reply.text)")
+                        refused.append(reply.status == .tooManyRequests)
+                    }
+                }
+                let checked = refused.prefix { !$0 }.count
+                #expect(checked >= 4 && checked <= 5, "\(refused)")
+                // Once refused, every later guess is, whichever instance, protocol or address.
+                #expect(refused.dropFirst(checked).allSatisfy { $0 }, "\(refused)")
+            }
+        }
+        await drop()
+    }
+
     @Test func limitsCanBeTurnedOffPerApp() async throws {
         var config = limitedConfiguration([.login: .init(perIP: .init(1, per: 60), perIdentifier: .init(1, per: 60))])
         config.apps[0].rateLimits.enabled = false

@@ -89,7 +89,7 @@ struct ReleaseBinaryTests {
                 #expect(try await CLITests().post("\(local)/register", credentials) == 201)
             }
             // The second run logs in to the account the first one made: SIGTERM left the database whole.
-            let login = try await Self.postJSON("\(local)/login", ["username": credentials["email"]!, "password": credentials["password"]!])
+            let login = try await CLITests.postJSON("\(local)/login", ["username": credentials["email"]!, "password": credentials["password"]!])
             #expect(login.status == 200)
             #expect((login.body["access_token"] as? String)?.split(separator: ".").count == 3, "\(login.body)")
             #expect((login.body["refresh_token"] as? String)?.isEmpty == false)
@@ -108,14 +108,5 @@ struct ReleaseBinaryTests {
     static func status(of url: String) async throws -> Int {
         let (_, response) = try await URLSession.shared.data(from: URL(string: url)!)
         return (response as? HTTPURLResponse)?.statusCode ?? 0
-    }
-
-    static func postJSON(_ url: String, _ body: [String: String]) async throws -> (status: Int, body: [String: Any]) {
-        var request = URLRequest(url: URL(string: url)!)
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = try JSONSerialization.data(withJSONObject: body)
-        let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
     }
 }

@@ -106,6 +106,20 @@ func deliveryFailure(of mailer: @autoclosure () throws -> SMTPMailer, delivering
     }
 }
 
+/// Starts a Python tool from Tests/Tools that prints `READY <port>` once it listens, and waits (at most 30 s) for
+/// that line. Its stdin stays open until it is stopped: the tools exit when it closes, so none outlives the run.
+func startListeningTool(_ script: String, _ arguments: [String]) async throws -> (ChildProcess, port: Int) {
+    let child = try ChildProcess(URL(fileURLWithPath: try SMTPTestServer.python), ["-u", script] + arguments, holdingInputOpen: true)
+    do {
+        let printed = try await child.waitForOutput(/READY (\d+)/, within: .seconds(30))
+        guard let port = Int(printed) else { throw SMTPTestSetupError(description: "\(script) printed READY \(printed)") }
+        return (child, port)
+    } catch {
+        await child.stop()
+        throw error
+    }
+}
+
 /// A port nothing listens on (for now).
 func freePort() throws -> Int {
     let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).wait()
@@ -183,13 +197,13 @@ struct ReceivedMail: Decodable {
     var longestLine: Int
 }
 
-/// `Tests/Tools/smtp_server.py` running under `GATEHOUSE_PYTHON`, on 127.0.0.1.
-final class SMTPTestServer: @unchecked Sendable {
-    let process: Process
+/// `Tests/Tools/smtp_server.py` running under `GATEHOUSE_PYTHON`, on 127.0.0.1 (a ``ChildProcess``: its waits
+/// suspend, never block a thread).
+final class SMTPTestServer: Sendable {
+    let child: ChildProcess
     let directory: URL
     let mailDirectory: URL
     let port: Int
-    private let input: Pipe
 
     static var python: String {
         get throws {
@@ -213,65 +227,29 @@ final class SMTPTestServer: @unchecked Sendable {
             .appendingPathComponent("Tools/smtp_server.py").path
     }
 
-    private init(process: Process, directory: URL, port: Int, input: Pipe) {
-        self.process = process
+    private init(child: ChildProcess, directory: URL, port: Int) {
+        self.child = child
         self.directory = directory
         self.mailDirectory = directory.appendingPathComponent("mail")
         self.port = port
-        self.input = input
     }
 
     /// Starts the server and waits (at most 30 s) until it listens.
     static func start(_ arguments: [String] = [], port: Int = 0) async throws -> SMTPTestServer {
         let directory = try temporaryDirectory()
-        let output = directory.appendingPathComponent("stdout.txt")
-        let errors = directory.appendingPathComponent("stderr.txt")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        let process = Process()
-        let input = Pipe()
         do {
-            process.executableURL = URL(fileURLWithPath: try python)
-            process.arguments = ["-u", script, "--dir", directory.appendingPathComponent("mail").path, "--port", "\(port)"] + arguments
-            process.standardOutput = try FileHandle(forWritingTo: output)
-            process.standardError = try FileHandle(forWritingTo: errors)
-            // The server exits when this pipe closes: when the test process ends, however it ends.
-            process.standardInput = input
-            try process.run()
-            let deadline = ContinuousClock.now + .seconds(30)
-            while true {
-                let printed = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-                if let match = printed.firstMatch(of: /READY (\d+)/), let bound = Int(match.output.1) {
-                    return SMTPTestServer(process: process, directory: directory, port: bound, input: input)
-                }
-                guard process.isRunning else {
-                    let log = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
-                    throw SMTPTestSetupError(description: "smtp_server.py exited with status \(process.terminationStatus):\n\(log)")
-                }
-                guard ContinuousClock.now < deadline else {
-                    throw SMTPTestSetupError(description: "smtp_server.py did not start listening within 30 s")
-                }
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            let (child, bound) = try await startListeningTool(script, ["--dir", directory.appendingPathComponent("mail").path, "--port", "\(port)"] + arguments)
+            return SMTPTestServer(child: child, directory: directory, port: bound)
         } catch {
-            stop(process, input: input, directory: directory)
+            try? FileManager.default.removeItem(at: directory)
             throw error
         }
     }
 
-    /// Ends the server, waits for it, and removes its folder.
-    func stop() {
-        Self.stop(process, input: input, directory: directory)
-    }
-
-    /// SIGKILL, not `terminate()`'s SIGTERM: a child started from a test's worker thread inherits its signal mask,
-    /// which blocks SIGTERM (the script unblocks it, but nothing is left to chance here).
-    private static func stop(_ process: Process, input: Pipe, directory: URL) {
-        try? input.fileHandleForWriting.close()
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+    /// Ends the server (SIGKILL: a child started from a test's worker thread inherits its signal mask, which blocks
+    /// SIGTERM), waits for it, and removes its folder.
+    func stop() async {
+        await child.stop()
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -289,10 +267,10 @@ func withSMTPServer<T>(_ arguments: [String] = [], port: Int = 0, _ body: (SMTPT
     let server = try await SMTPTestServer.start(arguments, port: port)
     do {
         let result = try await body(server)
-        server.stop()
+        await server.stop()
         return result
     } catch {
-        server.stop()
+        await server.stop()
         throw error
     }
 }

@@ -39,9 +39,11 @@ func testConfiguration(
     )
 }
 
+/// The servers' logger in tests: quiet, unless `GATEHOUSE_TEST_LOG_LEVEL` (e.g. `warning`) asks to see what they
+/// log while the suite runs.
 var quietLogger: Logger {
     var logger = Logger(label: "gatehouse-test")
-    logger.logLevel = .critical
+    logger.logLevel = TestDatabase.logLevel
     return logger
 }
 
@@ -61,22 +63,9 @@ func withGatehouseResult<T>(
     clock: ManualClock = ManualClock(),
     _ body: @Sendable (AuthServer, any TestClientProtocol) async throws -> T
 ) async throws -> T {
-    var configuration = configuration
     // An in-memory database means "a fresh one": on PostgreSQL runs, a database of this test's own.
-    var drop: @Sendable () async -> Void = {}
-    if configuration.database.url == .sqliteMemory {
-        (configuration.database.url, drop) = try await TestDatabase.fresh(.sqliteMemory)
-    }
-    let gatehouse = try await AuthServer.open(configuration: configuration, clock: clock.clock, logger: quietLogger)
-    do {
-        let result = try await gatehouse.makeApplication().test(.router) { client in try await body(gatehouse, client) }
-        try await gatehouse.close()
-        await drop()
-        return result
-    } catch {
-        try? await gatehouse.close()
-        await drop()
-        throw error
+    try await withOpenServer(configuration, clock: clock.clock, logger: quietLogger) { gatehouse in
+        try await gatehouse.makeApplication().test(.router) { client in try await body(gatehouse, client) }
     }
 }
 

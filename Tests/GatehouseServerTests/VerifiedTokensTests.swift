@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import GatehouseDomain
+import GatehouseWire
 import Testing
 
 /// Tokens verified once are not verified again while their key is trusted (``VerifiedTokens``); nothing else about
@@ -32,6 +33,19 @@ import Testing
             for _ in 0..<2 { #expect(throws: TokenError.self) { try keys.verify(forged) } }
         }
         #expect(keys.verified.count == 1)
+    }
+
+    /// A token longer than ``VerifiedTokens/maxTokenBytes`` (an access token with large custom data) is verified at
+    /// every use and never held.
+    @Test func aLongTokenIsVerifiedButNotRemembered() throws {
+        let key = Self.key(1)
+        let keys = SigningKeys(keys: [key])
+        var claims = Self.claims("cy")
+        claims.userData = ["notes": .string(String(repeating: "x", count: VerifiedTokens.maxTokenBytes))]
+        let token = try JWT.sign(claims, key: key)
+        #expect(token.utf8.count > VerifiedTokens.maxTokenBytes)
+        #expect(try keys.verify(token) == claims)
+        #expect(keys.verified.count == 0)
     }
 
     /// A retired key's tokens are refused at once, remembered or not.

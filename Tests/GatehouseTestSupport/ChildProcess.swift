@@ -83,10 +83,19 @@ public final class ChildProcess: @unchecked Sendable {
     /// Waits until stdout contains `text` and returns the output so far. Throws when the process exits
     /// first or `limit` passes.
     public func waitForOutput(_ text: String, within limit: Duration = .seconds(60)) async throws -> String {
+        try await waitForOutput(within: limit) { $0.contains(text) ? $0 : nil }
+    }
+
+    /// Waits until stdout matches `pattern` and returns its capture (a `READY (\d+)` line's port, say).
+    public func waitForOutput(_ pattern: Regex<(Substring, Substring)>, within limit: Duration = .seconds(60)) async throws -> String {
+        try await waitForOutput(within: limit) { printed in printed.firstMatch(of: pattern).map { String($0.output.1) } }
+    }
+
+    private func waitForOutput<T>(within limit: Duration, _ found: (String) -> T?) async throws -> T {
         let deadline = ContinuousClock.now + limit
         while true {
             let printed = standardOutput
-            if printed.contains(text) { return printed }
+            if let value = found(printed) { return value }
             guard process.isRunning else {
                 throw ChildProcessTimeout(description: "\(name) exited (\(process.terminationStatus)) before printing what was awaited: \(printed)\n\(standardError)")
             }

@@ -10,8 +10,10 @@ import Foundation
 /// token's kind and expiry, and its session in the database. Only tokens that verified get in, so a forged or altered
 /// token pays the whole verification every time, and a token differing by one character is another entry.
 ///
-/// Bounded: two generations of at most `capacity / 2` entries each (a few hundred bytes an entry); when the newer is
-/// full it becomes the older and the older is dropped, so the tokens in use stay and the rest age out.
+/// Bounded: two generations of at most `capacity / 2` entries each; when the newer is full it becomes the older and
+/// the older is dropped, so the tokens in use stay and the rest age out. Only tokens of up to ``maxTokenBytes`` are
+/// kept (a refresh token is about 450 bytes, an access token 600 plus its custom user data), so an entry holds at
+/// most a few KiB and the whole cache about 10 MiB at worst, a few MiB as tokens usually are.
 package final class VerifiedTokens: Sendable {
     private struct Entry: Sendable {
         let kid: String
@@ -25,8 +27,11 @@ package final class VerifiedTokens: Sendable {
     private let generations = LockedValue(Generations())
     private let generationSize: Int
 
-    /// `capacity`: entries kept at most (8,192 unless told otherwise).
-    package init(capacity: Int = 8192) {
+    /// Longer tokens (an access token with large custom user data) are verified at every use.
+    package static let maxTokenBytes = 2048
+
+    /// `capacity`: entries kept at most (4,096 unless told otherwise).
+    package init(capacity: Int = 4096) {
         generationSize = max(1, capacity / 2)
     }
 
@@ -63,6 +68,7 @@ extension SigningKeys {
     /// (``JWT/verify(_:keys:)``), without verifying the signature again for a token this process verified before
     /// while the key that signed it is still one of these (``VerifiedTokens``). Expiry and kind are the caller's.
     package func verify(_ token: String) throws(TokenError) -> TokenClaims {
+        guard token.utf8.count <= VerifiedTokens.maxTokenBytes else { return try JWT.verify(token, keys: publicKey(kid:)) }
         let digest = SHA256.hash(data: Data(token.utf8))
         if let known = verified.lookUp(digest), publicKey(kid: known.kid) != nil { return known.claims }
         var signer: String?

@@ -99,6 +99,7 @@ def markdown(results: list[dict]) -> str:
                                   ("first_start_s", "ready after first start (migrating), ms", 1000),
                                   ("idle_rss_mb", "idle RSS, MB (all processes)", 1),
                                   ("idle_pss_mb", "idle PSS, MB (all processes)", 1),
+                                  ("idle_anon_mb", "idle anonymous memory, MB (all processes)", 1),
                                   ("processes", "processes", 1)):
             vals = [r["servers"][s].get(key) for s in r["servers"]]
             lines.append(f"| {label} | " + " | ".join(_f(v * scale if v is not None else None, 0 if key == 'processes' else 1)
@@ -231,7 +232,8 @@ def readme_block(results: list[dict], out: Path) -> str:
                 f"{_f(pa / pb if pa and pb else None, 2)}× |")
         gh, peer = r["servers"].get("gatehouse", {}), r["servers"].get("peer", {})
         lines += ["", f"Ready after start: Gatehouse {_f((gh.get('startup_s') or 0) * 1000, 0)} ms, peer "
-                  f"{_f((peer.get('startup_s') or 0) * 1000, 0)} ms. Idle RSS: Gatehouse {_f(gh.get('idle_rss_mb'))} MB, "
+                  f"{_f((peer.get('startup_s') or 0) * 1000, 0)} ms. Idle PSS: Gatehouse {_f(gh.get('idle_pss_mb'))} MB, "
+                  f"peer {_f(peer.get('idle_pss_mb'))} MB; idle RSS: Gatehouse {_f(gh.get('idle_rss_mb'))} MB, "
                   f"peer {_f(peer.get('idle_rss_mb'))} MB ({peer.get('processes', '?')} processes)."
                   + (f" {steal}" if (steal := steal_summary(r)) else ""), ""]
         if r.get("targets"):

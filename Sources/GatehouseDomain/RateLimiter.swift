@@ -14,7 +14,14 @@ import Foundation
 /// refused here until its window ends, so a flood of refused requests costs no writes either. ``flush(now:)`` writes
 /// every pending count; the server calls it every second and when it stops.
 ///
-/// **Error bound.** One instance alone is exact: every hit it admitted is in its own view. With k instances sharing a
+/// An instance has at most one write of a counter under way: a hit that must ask while one is waits for its answer,
+/// then decides again (often here, with the count just learnt). Were two writes of one counter under way at once, the
+/// database could apply a later one-hit write before an earlier one carrying hits admitted here, and judge the later
+/// hit by a count without them.
+///
+/// **Error bound.** One instance alone is exact: each hit takes its own place in the count (the count it saw, or
+/// the database's answer to its write, which holds every hit of the counter this instance wrote before), a hit is
+/// admitted only at a place within the limit, and every place is taken once. With k instances sharing a
 /// database, what one admitted here is unseen by the others until written — at most a share per counter — so a counter
 /// can let through at most (k − 1) × share requests more than its limit in one window: a tenth of the limit per
 /// further instance, one request per further instance for limits under 20. An instance that stops without a graceful
@@ -65,14 +72,18 @@ package actor RateLimiter {
         }
     }
 
-    private let store: any GatehouseStore
+    private let store: any RateCountStore
     private var counters: [String: Counter] = [:]
+    /// Counters with a write of this instance under way (one at a time each).
+    private var writing: Set<String> = []
+    /// Hits waiting for their counter's write to end, by counter.
+    private var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]
     /// Counters kept at most (each a key of up to ~100 bytes and a few numbers): 100,000 unless told otherwise.
     package let maxCounters: Int
     /// Counters per upsert when flushing (4 parameters each).
     package static let flushBatch = 500
 
-    package init(store: any GatehouseStore, maxCounters: Int = 100_000) {
+    package init(store: any RateCountStore, maxCounters: Int = 100_000) {
         self.store = store
         self.maxCounters = maxCounters
     }
@@ -83,6 +94,10 @@ package actor RateLimiter {
     /// Counts one request against each of `limits` and returns each counter's verdict. Throws what the database
     /// throws when it had to be asked.
     package func hit(_ limits: [(counter: RateCounter, limit: Int)], now: Date) async throws -> [String: Verdict] {
+        // A hit that must ask waits while its counter has a write under way, then decides again.
+        while let busy = limits.first(where: { writing.contains($0.counter.key) && mustAsk($0.counter, limit: $0.limit, now: now) }) {
+            await withCheckedContinuation { waiting[busy.counter.key, default: []].append($0) }
+        }
         var verdicts: [String: Verdict] = [:]
         var ask: [(counter: RateCounter, limit: Int, pending: Int, kept: Bool)] = []
         for (counter, limit) in limits {
@@ -90,21 +105,22 @@ package actor RateLimiter {
                 ask.append((counter, limit, 0, false))
                 continue
             }
-            let share = Self.share(of: limit)
             if entry.refused {
                 let count = RateCount(hits: max(entry.known, limit + 1) + 1, windowStart: entry.windowStart)
                 verdicts[counter.key] = Verdict(count: count, firstRefusal: false)
-            } else if entry.pending < share && entry.seen + 1 <= limit - share {
+            } else if Self.admitsHere(entry, limit: limit) {
                 entry.pending += 1
                 verdicts[counter.key] = Verdict(count: RateCount(hits: entry.seen, windowStart: entry.windowStart), firstRefusal: false)
             } else {
                 ask.append((entry.write(counter.key, hits: entry.pending + 1), limit, entry.pending, true))
                 entry.inFlight += entry.pending + 1
                 entry.pending = 0
+                writing.insert(counter.key)
             }
             counters[counter.key] = entry
         }
         guard !ask.isEmpty else { return verdicts }
+        let written = ask.filter(\.kept).map(\.counter.key)
         let answers: [String: RateCount]
         do {
             answers = try await store.hitRateLimits(ask.map(\.counter), now: now)
@@ -113,8 +129,10 @@ package actor RateLimiter {
             for (counter, _, pending, kept) in ask where kept {
                 settle(counter, answer: nil, limit: nil, returningPending: pending)
             }
+            endWrites(written)
             throw error
         }
+        defer { endWrites(written) }
         for (counter, limit, _, kept) in ask {
             guard let answer = answers[counter.key] else { continue }
             let first =
@@ -129,20 +147,26 @@ package actor RateLimiter {
 
     /// Writes every pending count to the database (in upserts of ``flushBatch``) and forgets counters whose window
     /// has ended. A failed write leaves its counts pending for the next flush.
+    /// A counter with a write under way keeps its pending hits for the next write: the next hit that asks, or the
+    /// next flush.
     package func flush(now: Date) async throws {
-        for (key, entry) in counters where entry.windowEnd <= now && entry.inFlight == 0 {
+        for (key, entry) in counters where entry.windowEnd <= now && !writing.contains(key) {
             counters[key] = nil
         }
-        var batch: [(counter: RateCounter, pending: Int)] = []
-        for (key, var entry) in counters where entry.pending > 0 {
-            batch.append((entry.write(key, hits: entry.pending), entry.pending))
-            entry.inFlight += entry.pending
-            entry.pending = 0
-            counters[key] = entry
-        }
+        let keys = counters.compactMap { $0.value.pending > 0 ? $0.key : nil }
         var failure: (any Error)?
-        for start in stride(from: 0, to: batch.count, by: Self.flushBatch) {
-            let group = batch[start..<min(batch.count, start + Self.flushBatch)]
+        for start in stride(from: 0, to: keys.count, by: Self.flushBatch) {
+            // Taken batch by batch: while one is written, hits may write or add to the next batch's counters.
+            var group: [(counter: RateCounter, pending: Int)] = []
+            for key in keys[start..<min(keys.count, start + Self.flushBatch)] {
+                guard !writing.contains(key), var entry = counters[key], entry.pending > 0 else { continue }
+                group.append((entry.write(key, hits: entry.pending), entry.pending))
+                entry.inFlight += entry.pending
+                entry.pending = 0
+                counters[key] = entry
+                writing.insert(key)
+            }
+            guard !group.isEmpty else { continue }
             do {
                 let answers = try await store.hitRateLimits(group.map(\.counter), now: now)
                 for (counter, _) in group { settle(counter, answer: answers[counter.key], limit: nil, returningPending: 0) }
@@ -150,12 +174,36 @@ package actor RateLimiter {
                 for (counter, pending) in group { settle(counter, answer: nil, limit: nil, returningPending: pending) }
                 failure = error
             }
+            endWrites(group.map(\.counter.key))
         }
         if let failure { throw failure }
     }
 
     /// Hits admitted here and not yet written, over every counter (for tests and metrics).
     package var pendingHits: Int { counters.values.reduce(0) { $0 + $1.pending } }
+
+    /// Hits waiting for a write of their counter to end (for tests).
+    package var waitingHits: Int { waiting.values.reduce(0) { $0 + $1.count } }
+
+    /// Whether a hit of `entry`'s counter against `limit` is admitted here without asking the database.
+    private static func admitsHere(_ entry: Counter, limit: Int) -> Bool {
+        let share = share(of: limit)
+        return entry.pending < share && entry.seen + 1 <= limit - share
+    }
+
+    /// Whether a hit of `counter` at `now` has to ask the database (not refused or admitted here).
+    private func mustAsk(_ counter: RateCounter, limit: Int, now: Date) -> Bool {
+        guard let entry = current(counter, now: now) else { return false }
+        return !entry.refused && !Self.admitsHere(entry, limit: limit)
+    }
+
+    /// Ends this instance's writes of `keys` and wakes the hits waiting for them.
+    private func endWrites(_ keys: [String]) {
+        for key in keys {
+            writing.remove(key)
+            for waiter in waiting.removeValue(forKey: key) ?? [] { waiter.resume() }
+        }
+    }
 
     /// The counter's entry for a hit at `now`, a new one when its window has ended or it had none; nil when no more
     /// counters may be kept.

@@ -1,10 +1,18 @@
 import Foundation
 import GatehouseWire
 
+/// The shared rate-limit counts, all ``RateLimiter`` needs from storage.
+package protocol RateCountStore: Sendable {
+    /// Counts each counter's `hits` (a key and its window in seconds), all in one statement, and returns per key the
+    /// requests counted in its current window and when the window started. A window that has run out by the
+    /// counter's `windowStart` (by `now` when it has none) starts again there with these hits.
+    func hitRateLimits(_ counters: [RateCounter], now: Date) async throws -> [String: RateCount]
+}
+
 /// Everything the domain needs from storage. Each method is one atomic unit: where several rows change together
 /// (an account with its token and its email, a redeemed token with the account it confirms), they change in one
 /// transaction. No method hashes passwords or does other slow work while holding the database.
-package protocol GatehouseStore: Sendable {
+package protocol GatehouseStore: RateCountStore {
     func ping() async throws
 
     // MARK: Signing keys
@@ -131,11 +139,7 @@ package protocol GatehouseStore: Sendable {
     /// When the oldest request still in the window was made (to compute Retry-After).
     func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date?
 
-    // MARK: Rate limits and login backoff
-    /// Counts each counter's `hits` (a key and its window in seconds), all in one statement, and returns per key the
-    /// requests counted in its current window and when the window started. A window that has run out by the
-    /// counter's `windowStart` (by `now` when it has none) starts again there with these hits.
-    func hitRateLimits(_ counters: [RateCounter], now: Date) async throws -> [String: RateCount]
+    // MARK: Login backoff (rate-limit counts: RateCountStore)
     /// The current run of failed password checks for `key`, if any.
     func loginFailures(key: String) async throws -> LoginFailureRecord?
     /// Counts an attempt in `key`'s run (of account `account`) before its password is checked: sets failures to

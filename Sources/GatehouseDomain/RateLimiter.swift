@@ -5,36 +5,43 @@ import Foundation
 ///
 /// The database holds each counter's count in its window. Each instance also keeps, per counter, the count the
 /// database last gave it (`known`) and the hits it has admitted since without writing them (`pending`). A hit is
-/// admitted here, with no statement, while both hold:
+/// admitted here, with no statement, while all hold:
 /// - `pending` is below the counter's **share**: a tenth of its limit, at least 1;
-/// - `known + pending + 1` (with hits on their way to the database) stays a share or more below the limit.
+/// - `known + pending + 1` (with hits on their way to the database) stays a share or more below the limit;
+/// - this instance knows everything it counted of the counter: it has kept the counter since it started, or the
+///   database has answered for it. A counter new to an instance in its first window after the instance started (an
+///   earlier life may have counted it), or in the window after it kept no counter for lack of room, asks at its
+///   first hit.
 ///
 /// Otherwise the hit and everything pending go to the database in one upsert, and its answer, the shared count,
 /// decides, as it does for every hit of a counter near its limit. A counter the database says is over its limit is
 /// refused here until its window ends, so a flood of refused requests costs no writes either. ``flush(now:)`` writes
 /// every pending count; the server calls it every second and when it stops.
 ///
-/// An instance has at most one write of a counter under way: a hit that must ask while one is waits for its answer,
-/// then decides again (often here, with the count just learnt). Were two writes of one counter under way at once, the
-/// database could apply a later one-hit write before an earlier one carrying hits admitted here, and judge the later
-/// hit by a count without them.
+/// An instance has at most one write of a kept counter under way: a hit that must ask while one is waits for its
+/// answer, then decides again (often here, with the count just learnt), or fails with it when the write failed. Were
+/// two writes of one counter under way at once, the database could apply a later one-hit write before an earlier one
+/// carrying hits admitted here, and judge the later hit by a count without them. Time never runs backwards here: a
+/// hit that waited counts at the latest time this instance has counted at, never in a window it has forgotten.
 ///
 /// **Error bound.** One instance alone is exact: each hit takes its own place in the count (the count it saw, or
 /// the database's answer to its write, which holds every hit of the counter this instance wrote before), a hit is
-/// admitted only at a place within the limit, and every place is taken once. With k instances sharing a
-/// database, what one admitted here is unseen by the others until written — at most a share per counter — so a counter
-/// can let through at most (k − 1) × share requests more than its limit in one window: a tenth of the limit per
-/// further instance, one request per further instance for limits under 20. An instance that stops without a graceful
-/// shutdown loses at most a share of each counter (hits of its last second, never written).
+/// admitted only at a place within the limit, and every place is taken once. With k instances sharing a database,
+/// what one admitted here is unseen by the others until written — at most a share per counter (two while the
+/// database fails writes: the hits of the failed write and those admitted meanwhile) — so a counter can let through
+/// at most (k − 1) × share requests more than its limit in one window: a tenth of the limit per further instance,
+/// one request per further instance for limits under 20. An instance that stops without a graceful shutdown loses
+/// at most that much of each counter (hits never written).
 ///
 /// A hit's ``Verdict`` says whether it is the first refusal this instance met in the counter's window (the one the
 /// audit log records): the count itself can jump past `limit + 1` when several hits are written at once.
 ///
 /// At most ``maxCounters`` counters are kept; past that (say, a flood from very many addresses), new counters are
-/// counted in the database at every hit, as exact as before and as costly.
+/// counted in the database at every hit, each judged by its own write's answer, as exact as before and as costly.
 package actor RateLimiter {
     /// A counter's count after a hit (over its limit: refused), and whether this is the first refused hit this
-    /// instance met in the counter's window.
+    /// instance met in the counter's window. Of a counter it did not know the count of (not kept, or not yet learnt),
+    /// only the write that took the count past the limit is: across instances, one such refusal per window.
     package struct Verdict: Sendable {
         package var count: RateCount
         package var firstRefusal: Bool
@@ -53,8 +60,10 @@ package actor RateLimiter {
         var inFlight: Int
         /// The database said the count is over the limit: refused here until `windowEnd`.
         var refused: Bool
+        /// This instance knows every hit it counted of the counter (see ``RateLimiter``); until then each hit asks.
+        var learned: Bool
 
-        init(start: Date, window: Int) {
+        init(start: Date, window: Int, learned: Bool) {
             self.window = window
             windowStart = start
             windowEnd = start.addingTimeInterval(TimeInterval(window))
@@ -62,6 +71,7 @@ package actor RateLimiter {
             pending = 0
             inFlight = 0
             refused = false
+            self.learned = learned
         }
 
         var seen: Int { known + inFlight + pending }
@@ -77,7 +87,12 @@ package actor RateLimiter {
     /// Counters with a write of this instance under way (one at a time each).
     private var writing: Set<String> = []
     /// Hits waiting for their counter's write to end, by counter.
-    private var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]
+    private var waiting: [String: [CheckedContinuation<Void, any Error>]] = [:]
+    /// The latest time this instance counted at, and the first.
+    private var latest: Date?
+    private var started: Date?
+    /// When a counter was last not kept for lack of room (``maxCounters``).
+    private var overflowed: Date?
     /// Counters kept at most (each a key of up to ~100 bytes and a few numbers): 100,000 unless told otherwise.
     package let maxCounters: Int
     /// Counters per upsert when flushing (4 parameters each).
@@ -93,10 +108,13 @@ package actor RateLimiter {
 
     /// Counts one request against each of `limits` and returns each counter's verdict. Throws what the database
     /// throws when it had to be asked.
-    package func hit(_ limits: [(counter: RateCounter, limit: Int)], now: Date) async throws -> [String: Verdict] {
+    package func hit(_ limits: [(counter: RateCounter, limit: Int)], now requested: Date) async throws -> [String: Verdict] {
+        assert(Set(limits.map(\.counter.key)).count == limits.count, "one hit per counter")
+        var now = advance(to: requested)
         // A hit that must ask waits while its counter has a write under way, then decides again.
         while let busy = limits.first(where: { writing.contains($0.counter.key) && mustAsk($0.counter, limit: $0.limit, now: now) }) {
-            await withCheckedContinuation { waiting[busy.counter.key, default: []].append($0) }
+            try await withCheckedThrowingContinuation { waiting[busy.counter.key, default: []].append($0) }
+            now = advance(to: requested)
         }
         var verdicts: [String: Verdict] = [:]
         var ask: [(counter: RateCounter, limit: Int, pending: Int, kept: Bool)] = []
@@ -123,18 +141,22 @@ package actor RateLimiter {
         let written = ask.filter(\.kept).map(\.counter.key)
         let answers: [String: RateCount]
         do {
-            answers = try await store.hitRateLimits(ask.map(\.counter), now: now)
+            let answered = try await store.hitRateLimits(ask.map(\.counter), now: now)
+            guard ask.allSatisfy({ answered[$0.counter.key] != nil }) else {
+                throw StoreError.unavailable("the database answered no count for a rate-limit counter")
+            }
+            answers = answered
         } catch {
             // This request's hit is not counted (it fails); what was pending before it is pending again.
             for (counter, _, pending, kept) in ask where kept {
                 settle(counter, answer: nil, limit: nil, returningPending: pending)
             }
-            endWrites(written)
+            endWrites(written, failure: error)
             throw error
         }
-        defer { endWrites(written) }
+        defer { endWrites(written, failure: nil) }
         for (counter, limit, _, kept) in ask {
-            guard let answer = answers[counter.key] else { continue }
+            let answer = answers[counter.key]!
             let first =
                 kept
                 ? settle(counter, answer: answer, limit: limit, returningPending: 0)
@@ -147,9 +169,10 @@ package actor RateLimiter {
 
     /// Writes every pending count to the database (in upserts of ``flushBatch``) and forgets counters whose window
     /// has ended. A failed write leaves its counts pending for the next flush.
-    /// A counter with a write under way keeps its pending hits for the next write: the next hit that asks, or the
-    /// next flush.
-    package func flush(now: Date) async throws {
+    /// A counter with a write under way is left alone: its pending hits go with its next write (the next hit that
+    /// asks, or the next flush), and it is forgotten once that write has ended.
+    package func flush(now requested: Date) async throws {
+        let now = advance(to: requested)
         for (key, entry) in counters where entry.windowEnd <= now && !writing.contains(key) {
             counters[key] = nil
         }
@@ -169,12 +192,15 @@ package actor RateLimiter {
             guard !group.isEmpty else { continue }
             do {
                 let answers = try await store.hitRateLimits(group.map(\.counter), now: now)
-                for (counter, _) in group { settle(counter, answer: answers[counter.key], limit: nil, returningPending: 0) }
+                for (counter, pending) in group {
+                    settle(counter, answer: answers[counter.key], limit: nil, returningPending: answers[counter.key] == nil ? pending : 0)
+                }
+                endWrites(group.map(\.counter.key), failure: nil)
             } catch {
                 for (counter, pending) in group { settle(counter, answer: nil, limit: nil, returningPending: pending) }
+                endWrites(group.map(\.counter.key), failure: error)
                 failure = error
             }
-            endWrites(group.map(\.counter.key))
         }
         if let failure { throw failure }
     }
@@ -188,7 +214,7 @@ package actor RateLimiter {
     /// Whether a hit of `entry`'s counter against `limit` is admitted here without asking the database.
     private static func admitsHere(_ entry: Counter, limit: Int) -> Bool {
         let share = share(of: limit)
-        return entry.pending < share && entry.seen + 1 <= limit - share
+        return entry.learned && entry.pending < share && entry.seen + 1 <= limit - share
     }
 
     /// Whether a hit of `counter` at `now` has to ask the database (not refused or admitted here).
@@ -197,12 +223,31 @@ package actor RateLimiter {
         return !entry.refused && !Self.admitsHere(entry, limit: limit)
     }
 
-    /// Ends this instance's writes of `keys` and wakes the hits waiting for them.
-    private func endWrites(_ keys: [String]) {
+    /// Ends this instance's writes of `keys` and wakes the hits waiting for them, with the write's failure if it
+    /// failed: they had to ask too, and a database that failed one write now would most likely fail theirs, after
+    /// the same wait for each in turn.
+    private func endWrites(_ keys: [String], failure: (any Error)?) {
         for key in keys {
             writing.remove(key)
-            for waiter in waiting.removeValue(forKey: key) ?? [] { waiter.resume() }
+            for waiter in waiting.removeValue(forKey: key) ?? [] {
+                if let failure { waiter.resume(throwing: failure) } else { waiter.resume() }
+            }
         }
+    }
+
+    /// `now`, or the latest time counted at if that is later; the first call also marks when this instance started.
+    private func advance(to now: Date) -> Date {
+        let now = max(now, latest ?? now)
+        latest = now
+        if started == nil { started = now }
+        return now
+    }
+
+    /// Whether the database may hold hits of a counter (of `window` seconds) that this instance counted and does not
+    /// know of: in the first window after it started, or after it last kept no counter for lack of room.
+    private func mayHaveMissed(window: Int, now: Date) -> Bool {
+        let window = TimeInterval(window)
+        return [started, overflowed].contains { $0.map { now < $0.addingTimeInterval(window) } ?? false }
     }
 
     /// The counter's entry for a hit at `now`, a new one when its window has ended or it had none; nil when no more
@@ -211,39 +256,53 @@ package actor RateLimiter {
         if var entry = counters[counter.key] {
             guard entry.windowEnd <= now else { return entry }
             // The window ended: what was pending counted in it and no longer matters.
-            let inFlight = entry.inFlight
-            entry = Counter(start: now, window: counter.window)
+            let (inFlight, learned) = (entry.inFlight, entry.learned)
+            entry = Counter(start: now, window: counter.window, learned: learned || !mayHaveMissed(window: counter.window, now: now))
             entry.inFlight = inFlight
             return entry
         }
-        guard counters.count < maxCounters else { return nil }
-        return Counter(start: now, window: counter.window)
+        guard counters.count < maxCounters else {
+            overflowed = now
+            return nil
+        }
+        return Counter(start: now, window: counter.window, learned: !mayHaveMissed(window: counter.window, now: now))
     }
 
     /// Takes the database's answer for `counter.hits` hits sent from here (nil when the write failed, and then
-    /// `returningPending` of them are pending again). True when the answer, for a hit against `limit`, is the first
-    /// this instance met over the limit in the counter's window.
+    /// `returningPending` of them are pending again if their window is still this counter's). True when the answer,
+    /// for a hit against `limit`, is the first this instance met over the limit in the counter's window.
     @discardableResult
     private func settle(_ counter: RateCounter, answer: RateCount?, limit: Int?, returningPending: Int) -> Bool {
         guard var entry = counters[counter.key] else { return false }
         var first = false
         entry.inFlight = max(0, entry.inFlight - counter.hits)
         if let answer {
+            // Whether this write took the count past the limit.
+            let crossed = limit.map { answer.hits > $0 && answer.hits - counter.hits <= $0 } ?? false
+            // An instance that did not know the counter's count cannot know it met the first refusal either.
+            let knew = entry.learned
             let answerEnd = answer.windowStart.addingTimeInterval(TimeInterval(counter.window))
             if answer.windowStart == entry.windowStart {
                 entry.known = max(entry.known, answer.hits)
+                entry.learned = true
             } else if answerEnd > entry.windowStart {
                 // The database's window is the one that counts (another instance, or an earlier life of this one,
                 // started it): take it over.
                 entry.windowStart = answer.windowStart
                 entry.windowEnd = answerEnd
                 entry.known = answer.hits
+                entry.learned = true
             }
-            if let limit, answer.hits > limit, answer.windowStart == entry.windowStart {
-                first = !entry.refused
-                entry.refused = true
+            if let limit, answer.hits > limit {
+                if answer.windowStart == entry.windowStart {
+                    first = knew ? !entry.refused : crossed && !entry.refused
+                    entry.refused = true
+                } else {
+                    // A window this instance has left: the write that took it past the limit met the first refusal.
+                    first = crossed
+                }
             }
-        } else {
+        } else if counter.windowStart == entry.windowStart {
             entry.pending += returningPending
         }
         counters[counter.key] = entry

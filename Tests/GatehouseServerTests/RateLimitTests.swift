@@ -133,7 +133,7 @@ import Testing
     }
 
     /// Two instances on one database count together: a client cannot double its allowance by being balanced
-    /// across them.
+    /// across them (at most a share more: a tenth of the limit, at least one, per further instance).
     @Test func instancesSharingADatabaseShareTheCounts() async throws {
         let clock = ManualClock()
         var config = limitedConfiguration([.login: .init(perIP: nil, perIdentifier: .init(3, per: 60))])
@@ -143,10 +143,12 @@ import Testing
         try await withGatehouse(shared, clock: clock) { _, first in
             try await withGatehouse(shared, clock: clock) { _, second in
                 var statuses: [HTTPResponse.Status] = []
-                for client in [first, second, first, second] {
+                for client in [first, second, first, second, first, second, first, second] {
                     statuses.append(try await client.login("wes@example.com", "wrong", from: "192.0.2.40").status)
                 }
-                #expect(statuses == [.unauthorized, .unauthorized, .unauthorized, .tooManyRequests])
+                let checked = statuses.filter { $0 == .unauthorized }.count
+                #expect(checked >= 3 && checked <= 3 + 1, "\(statuses)")
+                #expect(statuses.dropFirst(checked).allSatisfy { $0 == .tooManyRequests }, "\(statuses)")
             }
         }
         await drop()

@@ -8,10 +8,8 @@ import Foundation
 /// admitted here, with no statement, while all hold:
 /// - `pending` is below the counter's **share**: a tenth of its limit, at least 1;
 /// - `known + pending + 1` (with hits on their way to the database) stays a share or more below the limit;
-/// - this instance knows everything it counted of the counter: it has kept the counter since it started, or the
-///   database has answered for it. A counter new to an instance in its first window after the instance started (an
-///   earlier life may have counted it), or in the window after it kept no counter for lack of room, asks at its
-///   first hit.
+/// - this instance knows everything it counted of the counter: a counter new to it in the window after it kept no
+///   counter for lack of room (it may have counted this one then, in the database only) asks at its first hit.
 ///
 /// Otherwise the hit and everything pending go to the database in one upsert, and its answer, the shared count,
 /// decides, as it does for every hit of a counter near its limit. A counter the database says is over its limit is
@@ -30,8 +28,10 @@ import Foundation
 /// what one admitted here is unseen by the others until written — at most a share per counter (two while the
 /// database fails writes: the hits of the failed write and those admitted meanwhile) — so a counter can let through
 /// at most (k − 1) × share requests more than its limit in one window: a tenth of the limit per further instance,
-/// one request per further instance for limits under 20. An instance that stops without a graceful shutdown loses
-/// at most that much of each counter (hits never written).
+/// one request per further instance for limits under 20. A restart is a further instance in this sense: its new
+/// run may admit a counter's share before it learns a count its earlier run took near or past the limit (knowing
+/// it at once would cost a write per counter for a whole window after every start). An instance that stops without a
+/// graceful shutdown loses at most that much of each counter (hits never written).
 ///
 /// A hit's ``Verdict`` says whether it is the first refusal this instance met in the counter's window (the one the
 /// audit log records): the count itself can jump past `limit + 1` when several hits are written at once.
@@ -88,9 +88,8 @@ package actor RateLimiter {
     private var writing: Set<String> = []
     /// Hits waiting for their counter's write to end, by counter.
     private var waiting: [String: [CheckedContinuation<Void, any Error>]] = [:]
-    /// The latest time this instance counted at, and the first.
+    /// The latest time this instance counted at.
     private var latest: Date?
-    private var started: Date?
     /// When a counter was last not kept for lack of room (``maxCounters``).
     private var overflowed: Date?
     /// Counters kept at most (each a key of up to ~100 bytes and a few numbers): 100,000 unless told otherwise.
@@ -235,19 +234,17 @@ package actor RateLimiter {
         }
     }
 
-    /// `now`, or the latest time counted at if that is later; the first call also marks when this instance started.
+    /// `now`, or the latest time counted at if that is later.
     private func advance(to now: Date) -> Date {
         let now = max(now, latest ?? now)
         latest = now
-        if started == nil { started = now }
         return now
     }
 
     /// Whether the database may hold hits of a counter (of `window` seconds) that this instance counted and does not
-    /// know of: in the first window after it started, or after it last kept no counter for lack of room.
+    /// know of: within a window after it last kept no counter for lack of room.
     private func mayHaveMissed(window: Int, now: Date) -> Bool {
-        let window = TimeInterval(window)
-        return [started, overflowed].contains { $0.map { now < $0.addingTimeInterval(window) } ?? false }
+        overflowed.map { now < $0.addingTimeInterval(TimeInterval(window)) } ?? false
     }
 
     /// The counter's entry for a hit at `now`, a new one when its window has ended or it had none; nil when no more

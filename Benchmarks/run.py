@@ -588,7 +588,10 @@ KEYCLOAK_REFRESH_PER_VCPU = 120.0  # Keycloak's published sizing figure: refresh
 
 
 def add_targets(result: dict):
-    """The issue's targets, each with the measured value and the distance to it (measured / target)."""
+    """The performance targets, each with the measured value and the distance to it (measured / target): per server
+    CPU-second against the peer on both databases; refreshes per CPU-second against Keycloak's figure and the refresh
+    p99 at half load on SQLite; login and registration against the hash bound, idle memory and start-up on both.
+    Throughput ratios (flows/s) are in the table, not targets: they depend on what else the two cores ran."""
     gh = result["servers"].get("gatehouse")
     peer = result["servers"].get("peer")
     hb = result.get("hash_bound", {})
@@ -607,16 +610,16 @@ def add_targets(result: dict):
                         "ratio_to_goal": None if measured is None else round(measured / target, 3),
                         "met": ok, "note": note})
 
+    sqlite = result.get("database") == "sqlite"
     for scenario in ("refresh", "profile"):
-        a, b = sat(gh, scenario), sat(peer, scenario)
-        add(f"{scenario}: Gatehouse / peer throughput", a / b if a and b else None, 10.0, True, "x")
         # per CPU: flows per server CPU-second, which does not depend on what else the machine ran
         ca, cb = sat(gh, scenario, "cpu_s_per_1000_flows"), sat(peer, scenario, "cpu_s_per_1000_flows")
         add(f"{scenario}: Gatehouse / peer per CPU-second", cb / ca if ca and cb else None, 10.0, True, "x")
-    c = sat(gh, "refresh", "cpu_s_per_1000_flows")
-    per_vcpu = 1000 / c if c else None
-    add("refresh per server CPU-second / Keycloak's 120 per vCPU",
-        per_vcpu / KEYCLOAK_REFRESH_PER_VCPU if per_vcpu else None, 20.0, True, "x")
+    if sqlite:
+        c = sat(gh, "refresh", "cpu_s_per_1000_flows")
+        per_vcpu = 1000 / c if c else None
+        add("refresh per server CPU-second / Keycloak's 120 per vCPU",
+            per_vcpu / KEYCLOAK_REFRESH_PER_VCPU if per_vcpu else None, 20.0, True, "x")
     for scenario, label in (("login", "login"), ("register", "registration")):
         # The bound: Gatehouse's Argon2id with a hash per core at once, measured right before the scenario (the
         # run's first measure when missing); beside it, the fraction of the one-thread rate.
@@ -634,7 +637,8 @@ def add_targets(result: dict):
         p99 = gh["scenarios"]["refresh"]["fixed"]["flow_p99_ms"]
     except (KeyError, TypeError):
         p99 = None
-    add("refresh p99 at half of saturation", p99, 5.0, False, "ms")
+    if sqlite:
+        add("refresh p99 at half of saturation", p99, 5.0, False, "ms")
     add("idle memory (PSS)", gh.get("idle_pss_mb") if gh else None, 40.0, False, "MB",
         f"RSS {gh.get('idle_rss_mb') if gh else '?'} MB, anonymous {gh.get('idle_anon_mb') if gh else '?'} MB; "
         "docs/performance.md says why PSS")

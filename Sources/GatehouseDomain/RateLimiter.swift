@@ -160,7 +160,7 @@ package actor RateLimiter {
                 kept
                 ? settle(counter, answer: answer, limit: limit, returningPending: 0)
                 // Not kept here: the write that took the count past the limit is the first refusal.
-                : answer.hits > limit && answer.hits - counter.hits <= limit
+                : Self.crossed(limit, with: counter, answer: answer)
             verdicts[counter.key] = Verdict(count: answer, firstRefusal: first)
         }
         return verdicts
@@ -168,6 +168,7 @@ package actor RateLimiter {
 
     /// Writes every pending count to the database (in upserts of ``flushBatch``) and forgets counters whose window
     /// has ended. A failed write leaves its counts pending for the next flush.
+    ///
     /// A counter with a write under way is left alone: its pending hits go with its next write (the next hit that
     /// asks, or the next flush), and it is forgotten once that write has ended.
     package func flush(now requested: Date) async throws {
@@ -209,6 +210,12 @@ package actor RateLimiter {
 
     /// Hits waiting for a write of their counter to end (for tests).
     package var waitingHits: Int { waiting.values.reduce(0) { $0 + $1.count } }
+
+    /// Whether the write of `counter`, answered `answer`, took the count past `limit`: of all writes to a counter in a
+    /// window, across instances, exactly one does.
+    private static func crossed(_ limit: Int, with counter: RateCounter, answer: RateCount) -> Bool {
+        answer.hits > limit && answer.hits - counter.hits <= limit
+    }
 
     /// Whether a hit of `entry`'s counter against `limit` is admitted here without asking the database.
     private static func admitsHere(_ entry: Counter, limit: Int) -> Bool {
@@ -274,8 +281,7 @@ package actor RateLimiter {
         var first = false
         entry.inFlight = max(0, entry.inFlight - counter.hits)
         if let answer {
-            // Whether this write took the count past the limit.
-            let crossed = limit.map { answer.hits > $0 && answer.hits - counter.hits <= $0 } ?? false
+            let crossed = limit.map { Self.crossed($0, with: counter, answer: answer) } ?? false
             // An instance that did not know the counter's count cannot know it met the first refusal either.
             let knew = entry.learned
             let answerEnd = answer.windowStart.addingTimeInterval(TimeInterval(counter.window))

@@ -580,10 +580,6 @@ def method(args) -> dict:
     }
 
 
-TARGETS = {
-    "refresh_vs_peer": 10.0, "profile_vs_peer": 10.0, "refresh_vs_keycloak_per_vcpu": 20.0,
-    "login_fraction_of_hash_bound": 0.9, "register_fraction_of_hash_bound": 0.9, "refresh_p99_half_load_ms": 5.0, "idle_pss_mb": 40.0, "startup_ms": 300.0,
-}
 KEYCLOAK_REFRESH_PER_VCPU = 120.0  # Keycloak's published sizing figure: refreshes per second per vCPU
 
 

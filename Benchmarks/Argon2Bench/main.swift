@@ -233,14 +233,15 @@ if !referenceSamples.isEmpty, !referenceFailed {
 if options.threads > 1 {
     let threads = options.threads
     let tags = ThreadBytes(count: threads)
-    DispatchQueue.concurrentPerform(iterations: threads) { thread in
-        for _ in 0..<options.warmup { tags.xor(thread, (try? Argon2.hash(password: password, salt: salt, parameters: parameters))?[0] ?? 0) }
+    func hashOnEveryThread(_ times: Int) {
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for _ in 0..<times { tags.xor(thread, (try? Argon2.hash(password: password, salt: salt, parameters: parameters))?[0] ?? 0) }
+        }
     }
+    hashOnEveryThread(options.warmup)
     let cpu = cpuMilliseconds()
     let start = clock.now
-    DispatchQueue.concurrentPerform(iterations: threads) { thread in
-        for _ in 0..<options.runs { tags.xor(thread, (try? Argon2.hash(password: password, salt: salt, parameters: parameters))?[0] ?? 0) }
-    }
+    hashOnEveryThread(options.runs)
     let (wall, spent) = (milliseconds(clock.now - start), cpuMilliseconds() - cpu)
     let hashes = Double(threads * options.runs)
     print(String(format: "swift x%d:  %.2f ms CPU/hash, %.2f hashes per CPU-second, %.1f hashes/s (%d threads at once, %d hashes each)",

@@ -4,6 +4,7 @@ import GatehouseDomain
 import GatehouseWire
 import Hummingbird
 import HummingbirdTesting
+import NIOConcurrencyHelpers
 import Testing
 
 /// Faults of the database as the HTTP API sees them, in process: a full SQLite disk (`PRAGMA max_page_count`, which
@@ -75,5 +76,31 @@ import Testing
         #expect(!PostgresDatabase.isRead("UPDATE sessions SET revoked_at = $1"))
         #expect(!PostgresDatabase.isRead("INSERT INTO users (id) VALUES ($1) RETURNING id"))
         #expect(!PostgresDatabase.isRead("WITH x AS (DELETE FROM outbox RETURNING id) SELECT id FROM x"))
+        #expect(PostgresDatabase.isRead("\n\tSeLeCt id FROM users -- no row lock"))
+        #expect(!PostgresDatabase.isRead("select id from sessions where id = $1 for update skip locked"))
+        #expect(!PostgresDatabase.isRead("SELECT id FROM sessions WHERE id = $1 For Update"))
+        #expect(!PostgresDatabase.isRead("SELEC"))
+        #expect(!PostgresDatabase.isRead("   "))
+    }
+
+    @Test func aDeadlineFiresOnceWhenDueUnlessDisarmed() {
+        // A tick of an hour: only the test's own `fire(now:)` runs the deadlines, at the instants it names.
+        let deadlines = Deadlines(tick: .seconds(3600))
+        let fired = NIOLockedValueBox<[String]>([])
+        let start = ContinuousClock.now
+        let soon = deadlines.arm(at: start + .seconds(1)) { fired.withLockedValue { $0.append("soon") } }
+        let later = deadlines.arm(at: start + .seconds(5)) { fired.withLockedValue { $0.append("later") } }
+        let disarmed = deadlines.arm(at: start + .seconds(1)) { fired.withLockedValue { $0.append("disarmed") } }
+        #expect(deadlines.disarm(disarmed))
+        deadlines.fire(now: start)
+        #expect(fired.withLockedValue { $0 }.isEmpty)
+        deadlines.fire(now: start + .seconds(2))
+        #expect(fired.withLockedValue { $0 } == ["soon"])
+        deadlines.fire(now: start + .seconds(3))
+        #expect(fired.withLockedValue { $0 } == ["soon"], "a deadline fires once")
+        #expect(!deadlines.disarm(soon), "a deadline that fired cannot be disarmed")
+        #expect(deadlines.disarm(later))
+        deadlines.fire(now: start + .seconds(10))
+        #expect(fired.withLockedValue { $0 } == ["soon"])
     }
 }

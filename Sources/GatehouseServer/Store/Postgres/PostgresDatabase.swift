@@ -29,6 +29,8 @@ final class PostgresDatabase: SQLDatabase {
     /// The wait for a connection, the work on it, and the connections in use (the pool's own events go to postgres-nio's
     /// logger, not to swift-metrics).
     private let metrics: QueuedWorkMetrics
+    /// The lease timeouts and work deadlines of every statement in flight.
+    private let deadlines = Deadlines()
 
     private init(
         client: PostgresClient, runner: Task<Void, Never>, logger: Logger, leaseTimeout: Duration, workDeadline: Duration,
@@ -99,10 +101,12 @@ final class PostgresDatabase: SQLDatabase {
     }
 
     /// Whether `sql` only reads (a `SELECT` without `FOR UPDATE`): its failure can never leave a write behind.
+    /// Every statement passes here, so it compares UTF-8 bytes, ASCII letters without case (both words are ASCII):
+    /// no copy of the text and no Unicode case folding.
     static func isRead(_ sql: String) -> Bool {
-        // Every statement passes here: no uppercased copy of the whole text.
-        let head = sql.drop(while: \.isWhitespace).prefix(6)
-        return head.caseInsensitiveCompare("SELECT") == .orderedSame && sql.range(of: "FOR UPDATE", options: .caseInsensitive) == nil
+        let bytes = sql.utf8
+        guard let start = bytes.firstIndex(where: { $0 != UInt8(ascii: " ") && !(9...13).contains($0) }) else { return false }
+        return bytes[start...].startsIgnoringASCIICase(with: "select".utf8) && !bytes.containsIgnoringASCIICase("for update".utf8)
     }
 
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
@@ -168,9 +172,9 @@ final class PostgresDatabase: SQLDatabase {
             job = work
         }
         let deadline: Duration? = unbounded ? nil : workDeadline
+        let deadlines = self.deadlines
         // Either the lease comes first or the lease timeout does, never both: the work starts only if it leased in time.
         let lease = NIOLockedValueBox(LeaseState.waiting)
-        let timer = NIOLockedValueBox<Task<Void, Never>?>(nil)
         // The request is answered by whichever ends first, the work or its deadline; the other is left to end on its
         // own (a lease given up, a statement whose connection was closed). Structured child tasks would make the
         // request wait for both, and one that does not answer its cancellation (a connection being made to a frozen
@@ -180,61 +184,55 @@ final class PostgresDatabase: SQLDatabase {
             let answer: @Sendable (Result<T, any Error>) -> Void = { result in
                 if answered.withLockedValue({ done in defer { done = true }; return !done }) { continuation.resume(with: result) }
             }
-            let worker = Task {
+            let worker = NIOLockedValueBox<Task<Void, Never>?>(nil)
+            let leaseDeadline = deadlines.arm(at: queued + timeout) {
+                let timedOut = lease.withLockedValue { state -> Bool in
+                    guard case .waiting = state else { return false }
+                    state = .timedOut
+                    return true
+                }
+                guard timedOut else { return }
+                answer(.failure(StoreError.unavailable("no database connection within \(timeout)")))
+                worker.withLockedValue { $0?.cancel() }
+            }
+            let task = Task {
                 do {
                     let value = try await client.withConnection { connection in
                         let started = lease.withLockedValue { state -> Bool in
                             guard case .waiting = state else { return false }
-                            state = .leased(connection, .now)
+                            state = .leased
                             return true
                         }
                         guard started else { throw StoreError.unavailable("no database connection within \(timeout)") }
+                        deadlines.disarm(leaseDeadline)
+                        // The deadline counts from the lease, not from the start of the wait for it. Past it the
+                        // server stopped answering on this connection (a half-closed socket, a frozen server): the
+                        // request is answered then; closing the connection fails the statement in flight, and the pool
+                        // replaces the connection.
+                        let workDeadline = deadline.map { deadline in
+                            deadlines.arm(at: .now + deadline) {
+                                let reason = "the database did not answer within \(deadline)"
+                                answer(.failure(writing || committing.withLockedValue({ $0 }) ? StoreError.outcomeUnknown(reason) : StoreError.unavailable(reason)))
+                                connection.close().whenComplete { _ in }
+                            }
+                        }
+                        defer { workDeadline.map { deadlines.disarm($0) } }
                         return try await metrics.leased(since: queued) { try await job(connection) }
                     }
-                    timer.withLockedValue { $0?.cancel() }
                     answer(.success(value))
                 } catch {
-                    timer.withLockedValue { $0?.cancel() }
                     answer(.failure(error))
                 }
+                // A failure before the lease (the pool's own) leaves the lease deadline armed.
+                deadlines.disarm(leaseDeadline)
             }
-            let watch = Task {
-                try? await Task.sleep(for: timeout)
-                if Task.isCancelled { return }
-                let leased = lease.withLockedValue { state -> (PostgresConnection, ContinuousClock.Instant)? in
-                    switch state {
-                    case .waiting:
-                        state = .timedOut
-                        return nil
-                    case .leased(let connection, let at): return (connection, at)
-                    case .timedOut: return nil
-                    }
-                }
-                guard let (connection, leasedAt) = leased else {
-                    answer(.failure(StoreError.unavailable("no database connection within \(timeout)")))
-                    worker.cancel()
-                    return
-                }
-                guard let deadline else { return }
-                // The deadline counts from the lease, not from the start of the wait for it.
-                try? await Task.sleep(until: leasedAt + deadline, clock: .continuous)
-                if Task.isCancelled { return }
-                // Still running: the server stopped answering on this connection (a half-closed socket, a frozen
-                // server). The request is answered now; closing the connection fails the statement in flight, and the
-                // pool replaces the connection.
-                let reason = "the database did not answer within \(deadline)"
-                answer(.failure(writing || committing.withLockedValue({ $0 }) ? StoreError.outcomeUnknown(reason) : StoreError.unavailable(reason)))
-                try? await connection.close()
-            }
-            timer.withLockedValue { $0 = watch }
-            // The worker may have ended before the timer was stored: then nothing cancelled it.
-            if answered.withLockedValue({ $0 }) { watch.cancel() }
+            worker.withLockedValue { $0 = task }
         }
     }
 
     /// Where a statement's wait for a connection stands (``withConnection(writing:committing:_:)``).
     private enum LeaseState {
-        case waiting, leased(PostgresConnection, ContinuousClock.Instant), timedOut
+        case waiting, leased, timedOut
     }
 
     func ping() async throws {
@@ -314,6 +312,29 @@ final class PostgresDatabase: SQLDatabase {
     /// time (55P03), a read-only server after a failover (25006), and transient serialization failures (40001, 40P01).
     static func isInfrastructure(sqlState state: String) -> Bool {
         ["08", "57", "53", "58"].contains(String(state.prefix(2))) || ["55P03", "25006", "40001", "40P01"].contains(state)
+    }
+}
+
+extension Collection<UInt8> {
+    /// Whether the bytes start with `prefix`, ASCII letters compared without case; `prefix` is lower case.
+    fileprivate func startsIgnoringASCIICase(with prefix: String.UTF8View) -> Bool {
+        var i = startIndex
+        for expected in prefix {
+            guard i != endIndex, self[i] | 0x20 == expected else { return false }
+            formIndex(after: &i)
+        }
+        return true
+    }
+
+    /// Whether `needle` (lower case) occurs in the bytes, ASCII letters compared without case.
+    fileprivate func containsIgnoringASCIICase(_ needle: String.UTF8View) -> Bool {
+        guard let first = needle.first else { return true }
+        var i = startIndex
+        while i != endIndex {
+            if self[i] | 0x20 == first, self[i...].startsIgnoringASCIICase(with: needle) { return true }
+            formIndex(after: &i)
+        }
+        return false
     }
 }
 

@@ -103,6 +103,7 @@ let package = Package(
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // For the SQLite library it builds (its module VaporCSQLite), which SQLiteHandle calls directly.
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -73,8 +73,8 @@ struct TokenEncodingTests {
 
     @Test("SQLite statements: $n becomes ?n, a $ before anything else stays")
     func translate() {
-        #expect(SQLiteDatabase.translate("SELECT 1") == "SELECT 1")
-        #expect(SQLiteDatabase.translate("UPDATE t SET a = $2 WHERE b = $1 AND c = $12") == "UPDATE t SET a = ?2 WHERE b = ?1 AND c = ?12")
-        #expect(SQLiteDatabase.translate("SELECT '$x', '€$3', $") == "SELECT '$x', '€?3', $")
+        #expect(SQLiteHandle.translate("SELECT 1") == "SELECT 1")
+        #expect(SQLiteHandle.translate("UPDATE t SET a = $2 WHERE b = $1 AND c = $12") == "UPDATE t SET a = ?2 WHERE b = ?1 AND c = ?12")
+        #expect(SQLiteHandle.translate("SELECT '$x', '€$3', $") == "SELECT '$x', '€?3', $")
     }
 }

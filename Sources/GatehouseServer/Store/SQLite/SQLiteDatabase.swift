@@ -3,74 +3,95 @@ import GatehouseDomain
 import Logging
 import NIOCore
 import NIOPosix
-import SQLiteNIO
 
 /// The embedded SQLite database: one connection, WAL journal, foreign keys on.
+///
+/// The connection (``SQLiteHandle``) lives on a thread of its own: SQLite's calls block, and a statement that waits
+/// for a lock held by another process (up to the busy timeout) or for the disk must not hold one of the few threads
+/// that run every request. Each statement goes to that thread and its answer comes back, one hop each way; its
+/// prepared statement is kept. A statement, once sent, runs to its end even if the task that sent it is cancelled,
+/// so that the connection is never left inside a half-done transaction.
 ///
 /// SQLite allows one writer at a time, so statements and transactions take turns through a FIFO lock; a
 /// transaction holds it from `BEGIN IMMEDIATE` to `COMMIT`, so nothing interleaves with it.
 final class SQLiteDatabase: SQLDatabase {
     let dialect = SQLDialect.sqlite
-    private let connection: SQLiteConnection
+    private let handle: SQLiteHandle
+    /// One thread, which alone touches `handle`.
+    private let thread: NIOThreadPool
     private let lock = AsyncLock()
     /// The wait for the connection (its lock), the work on it, and whether it is in use.
     private let metrics: QueuedWorkMetrics
 
-    private init(connection: SQLiteConnection, metrics: QueuedWorkMetrics) {
-        self.connection = connection
+    private init(handle: SQLiteHandle, thread: NIOThreadPool, metrics: QueuedWorkMetrics) {
+        self.handle = handle
+        self.thread = thread
         self.metrics = metrics
     }
 
-    /// Opens (creating if needed) the database at `url`; creates the parent folder of a file database.
-    static func open(_ url: DatabaseURL, logger: Logger, metrics: QueuedWorkMetrics = .none) async throws -> SQLiteDatabase {
-        let storage: SQLiteConnection.Storage
+    /// Opens (creating if needed) the database at `url`; creates the parent folder of a file database. A statement
+    /// that finds the file locked by another process waits up to `busyTimeout`, then fails as unavailable.
+    static func open(
+        _ url: DatabaseURL, logger: Logger, metrics: QueuedWorkMetrics = .none, busyTimeout: Duration = .seconds(5)
+    ) async throws -> SQLiteDatabase {
+        let path: String
         switch url {
         case .sqliteMemory:
-            storage = .memory
-        case .sqliteFile(let path):
-            let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
+            path = ":memory:"
+        case .sqliteFile(let file):
+            let folder = URL(fileURLWithPath: file).deletingLastPathComponent()
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            storage = .file(path: path)
+            path = file
         case .postgres:
             preconditionFailure("SQLiteDatabase opens SQLite URLs only")
         }
-        var sqliteLogger = logger
-        sqliteLogger.logLevel = max(logger.logLevel, .notice)
-        let connection = try await SQLiteConnection.open(storage: storage, logger: sqliteLogger)
-        let db = SQLiteDatabase(connection: connection, metrics: metrics)
+        let thread = NIOThreadPool(numberOfThreads: 1)
+        thread.start()
+        let handle: SQLiteHandle
         do {
-            // The busy timeout first: another process opening the same file may hold it for a moment.
-            try await db.raw("PRAGMA busy_timeout = 5000")
+            handle = try await Self.run(on: thread) { try SQLiteHandle(path: path, busyTimeout: busyTimeout) }
+        } catch {
+            try? await thread.shutdownGracefully()
+            throw StoreError.unavailable("cannot open the SQLite database at \(path): \(error)")
+        }
+        let db = SQLiteDatabase(handle: handle, thread: thread, metrics: metrics)
+        do {
             if case .sqliteFile = url {
                 try await db.raw("PRAGMA journal_mode = WAL")
                 try await db.raw("PRAGMA synchronous = NORMAL")
             }
             try await db.raw("PRAGMA foreign_keys = ON")
         } catch {
-            try? await Task { try await connection.close() }.value
+            try? await db.close()
             throw error
         }
         return db
     }
 
+    @discardableResult
     private func raw(_ sql: String, _ binds: [SQLValue] = []) async throws -> [SQLRow] {
-        let rows: [SQLiteRow]
+        let handle = handle
         do {
-            // Shielded from cancellation: SQLiteNIO's thread-pool call answers a cancelled task at once while the
-            // statement goes on running, which would let the lock (and the connection) go before SQLite is done.
-            let (connection, sql, binds) = (connection, Self.translate(sql), binds.map(\.sqlite))
-            rows = try await Task { try await connection.query(sql, binds) }.value
-        } catch let error as SQLiteError where [.constraintUniqueFailed, .constraintPrimaryKeyFailed, .constraint].contains(error.reason) {
+            return try await Self.run(on: thread) { try handle.run(sql, binds) }
+        } catch let failure as SQLiteFailure where failure.isConstraint {
             throw StoreError.conflict
         } catch {
-            // I/O errors, a full disk, a closed connection: the request cannot be served now (503), nothing was
-            // half-written (statements of a transaction roll back together).
+            // I/O errors, a full disk, a database locked past the busy timeout, a closed connection: the request
+            // cannot be served now (503), nothing was half-written (statements of a transaction roll back together).
             throw StoreError.unavailable(String(describing: error))
         }
-        return rows.map { row in
-            var values: [String: SQLValue] = [:]
-            for column in row.columns { values[column.name] = SQLValue(column.data) }
-            return SQLRow(values: values)
+    }
+
+    /// Runs `body` on `thread` and answers with its result. Not cancellable: once sent, the work runs.
+    private static func run<T: Sendable>(on thread: NIOThreadPool, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            thread.submit { state in
+                guard case .active = state else {
+                    continuation.resume(throwing: SQLiteFailure.closed)
+                    return
+                }
+                continuation.resume(with: Result(catching: body))
+            }
         }
     }
 
@@ -84,10 +105,10 @@ final class SQLiteDatabase: SQLDatabase {
         let queued = ContinuousClock.now
         return try await lock.withLock {
             try await self.metrics.leased(since: queued) {
-                _ = try await self.raw("BEGIN IMMEDIATE")
+                try await self.raw("BEGIN IMMEDIATE")
                 do {
                     let result = try await body(Transaction(db: self))
-                    _ = try await self.raw("COMMIT")
+                    try await self.raw("COMMIT")
                     return result
                 } catch {
                     _ = try? await self.raw("ROLLBACK")
@@ -97,14 +118,23 @@ final class SQLiteDatabase: SQLDatabase {
         }
     }
 
+    /// How many prepared statements the connection keeps (at most ``SQLiteHandle/statementLimit``).
+    func keptStatements() async throws -> Int {
+        let handle = handle
+        return try await lock.withLock { try await Self.run(on: self.thread) { handle.keptStatements } }
+    }
+
     func ping() async throws {
         try await query("SELECT 1", [])
     }
 
+    /// Closes the connection (after the statements before it) and stops its thread; statements after it fail.
     func close() async throws {
-        // Shielded from cancellation, like every statement: a close that never runs trips SQLiteNIO's deinit check.
-        let connection = connection
-        try await lock.withLock { try await Task { try await connection.close() }.value }
+        let (handle, thread) = (handle, thread)
+        try await lock.withLock {
+            try await Self.run(on: thread) { handle.close() }
+            try await thread.shutdownGracefully()
+        }
     }
 
     /// Runs statements of a transaction that already holds the lock.
@@ -112,39 +142,6 @@ final class SQLiteDatabase: SQLDatabase {
         let db: SQLiteDatabase
         func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
             try await db.raw(sql, binds)
-        }
-    }
-
-    /// `$1` → `?1`: SQLite numbers `?NNN` parameters by their digits, whatever order they appear in. Works on the
-    /// UTF-8 bytes (`$` and digits are ASCII), since every statement passes through here.
-    static func translate(_ sql: String) -> String {
-        let utf8 = Array(sql.utf8)
-        guard utf8.contains(UInt8(ascii: "$")) else { return sql }
-        var out = utf8
-        for i in out.indices.dropLast() where out[i] == UInt8(ascii: "$") && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(out[i + 1]) {
-            out[i] = UInt8(ascii: "?")
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-}
-
-extension SQLValue {
-    fileprivate var sqlite: SQLiteData {
-        switch self {
-        case .int(let i): .integer(SQLiteInt64(i))
-        case .text(let s): .text(s)
-        case .blob(let b): .blob(ByteBuffer(bytes: b))
-        case .null: .null
-        }
-    }
-
-    fileprivate init(_ data: SQLiteData) {
-        switch data {
-        case .integer(let i): self = .int(Int64(i))
-        case .float(let d): self = .int(Int64(d))
-        case .text(let s): self = .text(s)
-        case .blob(let buffer): self = .blob(Array(buffer.readableBytesView))
-        case .null: self = .null
         }
     }
 }

@@ -1,0 +1,192 @@
+import VaporCSQLite
+
+/// One `sqlite3` connection and the statements prepared on it, each prepared once and kept.
+///
+/// The C library is the SQLite that sqlite-nio builds (`VaporCSQLite`: its amalgamation, thread-safe, secure delete,
+/// with its symbols prefixed `sqlite_nio_`), called directly: sqlite-nio itself prepares every statement afresh and
+/// moves each one to a thread pool and back through an event loop, which was most of what a statement cost
+/// (`Benchmarks/PROFILING.md`).
+///
+/// Not thread-safe: ``SQLiteDatabase`` calls it on its one thread only, one call at a time (hence
+/// `@unchecked Sendable`).
+final class SQLiteHandle: @unchecked Sendable {
+    private var db: OpaquePointer?
+    /// Prepared statements by their SQL as Gatehouse writes it (`$1` placeholders): Gatehouse's statements are a fixed
+    /// set, so the table stays small; past ``statementLimit`` the oldest entries make room.
+    private var statements: [String: Statement] = [:]
+    private var order: [String] = []
+    static let statementLimit = 512
+
+    private struct Statement {
+        let pointer: OpaquePointer
+        var columns: [String]
+    }
+
+    /// Opens (creating if needed) the database at `path`, or a private in-memory one for `":memory:"`. A statement that
+    /// finds the database locked by another connection retries for up to `busyTimeout`, then fails with `SQLITE_BUSY`.
+    init(path: String, busyTimeout: Duration) throws {
+        var db: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let status = sqlite_nio_sqlite3_open_v2(path, &db, flags, nil)
+        guard status == SQLITE_OK, let db else {
+            let failure = SQLiteFailure(code: status, message: db.map(Self.message) ?? "out of memory")
+            sqlite_nio_sqlite3_close_v2(db)
+            throw failure
+        }
+        self.db = db
+        sqlite_nio_sqlite3_extended_result_codes(db, 1)
+        let (seconds, attoseconds) = busyTimeout.components
+        sqlite_nio_sqlite3_busy_timeout(db, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Runs one statement with `$1…$n` placeholders and returns its rows. The statement is reset afterwards, whatever
+    /// happened, so that it holds no lock and no read snapshot between calls.
+    func run(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+        guard let db else { throw SQLiteFailure.closed }
+        let statement = try prepared(sql, on: db)
+        let pointer = statement.pointer
+        defer {
+            sqlite_nio_sqlite3_reset(pointer)
+            sqlite_nio_sqlite3_clear_bindings(pointer)
+        }
+        for (offset, value) in binds.enumerated() {
+            let status = Self.bind(value, at: Int32(offset + 1), to: pointer)
+            guard status == SQLITE_OK else { throw SQLiteFailure(code: status, message: Self.message(db)) }
+        }
+        var rows: [SQLRow] = []
+        var columns = statement.columns
+        while true {
+            let status = sqlite_nio_sqlite3_step(pointer)
+            if status == SQLITE_DONE { return rows }
+            guard status == SQLITE_ROW else { throw SQLiteFailure(code: status, message: Self.message(db)) }
+            let count = Int(sqlite_nio_sqlite3_column_count(pointer))
+            if count != columns.count {
+                // The schema changed under a kept statement (SQLite prepared it again): its columns may have too.
+                columns = Self.columnNames(pointer)
+                statements[sql]?.columns = columns
+            }
+            var values = [String: SQLValue](minimumCapacity: count)
+            for (index, name) in columns.enumerated() { values[name] = Self.value(pointer, Int32(index)) }
+            rows.append(SQLRow(values: values))
+        }
+    }
+
+    var keptStatements: Int { statements.count }
+
+    /// Finalizes the kept statements and closes the connection; statements after it fail.
+    func close() {
+        for statement in statements.values { sqlite_nio_sqlite3_finalize(statement.pointer) }
+        statements = [:]
+        order = []
+        if let db { sqlite_nio_sqlite3_close_v2(db) }
+        db = nil
+    }
+
+    private func prepared(_ sql: String, on db: OpaquePointer) throws -> Statement {
+        if let statement = statements[sql] { return statement }
+        var pointer: OpaquePointer?
+        var tail: UnsafePointer<CChar>?
+        let translated = Self.translate(sql)
+        let status = sqlite_nio_sqlite3_prepare_v3(db, translated, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &pointer, &tail)
+        guard status == SQLITE_OK, let pointer else {
+            sqlite_nio_sqlite3_finalize(pointer)
+            throw SQLiteFailure(code: status == SQLITE_OK ? SQLITE_MISUSE : status, message: status == SQLITE_OK ? "no statement in: \(sql)" : Self.message(db))
+        }
+        if let tail, !String(cString: tail).allSatisfy(\.isWhitespace) {
+            // One statement per call: anything after it would be silently skipped.
+            sqlite_nio_sqlite3_finalize(pointer)
+            throw SQLiteFailure(code: SQLITE_MISUSE, message: "more than one statement in: \(sql)")
+        }
+        if statements.count >= Self.statementLimit {
+            let oldest = order.removeFirst()
+            if let evicted = statements.removeValue(forKey: oldest) { sqlite_nio_sqlite3_finalize(evicted.pointer) }
+        }
+        let statement = Statement(pointer: pointer, columns: Self.columnNames(pointer))
+        statements[sql] = statement
+        order.append(sql)
+        return statement
+    }
+
+    private static func columnNames(_ pointer: OpaquePointer) -> [String] {
+        (0..<sqlite_nio_sqlite3_column_count(pointer)).map { index in
+            sqlite_nio_sqlite3_column_name(pointer, index).map { String(cString: $0) } ?? ""
+        }
+    }
+
+    private static func bind(_ value: SQLValue, at index: Int32, to pointer: OpaquePointer) -> Int32 {
+        switch value {
+        case .int(let i):
+            return sqlite_nio_sqlite3_bind_int64(pointer, index, i)
+        case .text(let text):
+            // The bridged C string is the text's UTF-8, with the length given: a NUL inside stays part of the value.
+            return sqlite_nio_sqlite3_bind_text64(pointer, index, text, UInt64(text.utf8.count), transient, UInt8(SQLITE_UTF8))
+        case .blob(let bytes):
+            // An empty buffer may have no address, which SQLite would bind as NULL.
+            if bytes.isEmpty { return sqlite_nio_sqlite3_bind_zeroblob(pointer, index, 0) }
+            return bytes.withUnsafeBytes { sqlite_nio_sqlite3_bind_blob64(pointer, index, $0.baseAddress, UInt64($0.count), transient) }
+        case .null:
+            return sqlite_nio_sqlite3_bind_null(pointer, index)
+        }
+    }
+
+    private static func value(_ pointer: OpaquePointer, _ index: Int32) -> SQLValue {
+        switch sqlite_nio_sqlite3_column_type(pointer, index) {
+        case SQLITE_INTEGER:
+            return .int(sqlite_nio_sqlite3_column_int64(pointer, index))
+        case SQLITE_FLOAT:
+            // Gatehouse stores no floating-point values; one written by hand reads as its integer part.
+            return Int64(exactly: sqlite_nio_sqlite3_column_double(pointer, index).rounded(.towardZero)).map(SQLValue.int) ?? .null
+        case SQLITE_TEXT:
+            // The text first, then its length (SQLite's documented order).
+            let text = sqlite_nio_sqlite3_column_text(pointer, index)
+            let count = Int(sqlite_nio_sqlite3_column_bytes(pointer, index))
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: text == nil ? 0 : count), as: UTF8.self))
+        case SQLITE_BLOB:
+            let bytes = sqlite_nio_sqlite3_column_blob(pointer, index)
+            let count = Int(sqlite_nio_sqlite3_column_bytes(pointer, index))
+            guard let bytes, count > 0 else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: bytes, count: count)))
+        default:
+            return .null
+        }
+    }
+
+    private static func message(_ db: OpaquePointer) -> String {
+        sqlite_nio_sqlite3_errmsg(db).map { String(cString: $0) } ?? "unknown error"
+    }
+
+    /// `$1` → `?1`: SQLite numbers `?NNN` parameters by their digits, whatever order they appear in. Works on the
+    /// UTF-8 bytes (`$` and digits are ASCII); runs once per statement, when it is prepared.
+    static func translate(_ sql: String) -> String {
+        let utf8 = Array(sql.utf8)
+        guard utf8.contains(UInt8(ascii: "$")) else { return sql }
+        var out = utf8
+        for i in out.indices.dropLast() where out[i] == UInt8(ascii: "$") && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(out[i + 1]) {
+            out[i] = UInt8(ascii: "?")
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// SQLite's `SQLITE_TRANSIENT`: it copies the bound bytes before the call returns.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+}
+
+/// An SQLite result code other than success, with the connection's message for it.
+struct SQLiteFailure: Error, CustomStringConvertible {
+    /// The extended result code (`SQLITE_CONSTRAINT_UNIQUE`, `SQLITE_IOERR_WRITE`…); its low byte is the primary code.
+    var code: Int32
+    var message: String
+
+    /// A constraint of the schema refused the statement (a unique key, most often): the statement wrote nothing.
+    var isConstraint: Bool { code & 0xFF == SQLITE_CONSTRAINT }
+    /// Another connection held the database for longer than the busy timeout.
+    var isBusy: Bool { code & 0xFF == SQLITE_BUSY }
+    var description: String { "SQLite error \(code): \(message)" }
+
+    /// A statement sent after ``SQLiteHandle/close()``.
+    static let closed = SQLiteFailure(code: SQLITE_MISUSE, message: "the database is closed")
+}

@@ -1,0 +1,175 @@
+import Foundation
+import GatehouseDomain
+@testable import GatehouseServer
+import NIOConcurrencyHelpers
+import Testing
+
+/// Gatehouse's own SQLite layer (`SQLiteDatabase` on `SQLiteHandle`): values round-trip exactly, kept statements stay
+/// right when the schema changes under them, and every failure SQLite can report is the store's error for it —
+/// a constraint a conflict, a lock held past the busy timeout or a closed database unavailable (503), never a crash.
+/// The full disk is `StoreFaultTests`; a cancelled caller is `CancellationTests` and the transaction test below.
+@Suite struct SQLiteDatabaseTests {
+    /// A private in-memory database, closed afterwards.
+    private func withMemoryDatabase(_ body: (SQLiteDatabase) async throws -> Void) async throws {
+        let db = try await SQLiteDatabase.open(.sqliteMemory, logger: quietLogger)
+        do {
+            try await body(db)
+            try await db.close()
+        } catch {
+            try? await db.close()
+            throw error
+        }
+    }
+
+    /// A file database in a folder of its own, closed and removed afterwards.
+    private func withFileDatabase(
+        busyTimeout: Duration = .seconds(5), _ body: (SQLiteDatabase, String) async throws -> Void
+    ) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("db.sqlite").path
+        let db = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger, busyTimeout: busyTimeout)
+        do {
+            try await body(db, path)
+            try await db.close()
+        } catch {
+            try? await db.close()
+            throw error
+        }
+    }
+
+    @Test func valuesRoundTripExactly() async throws {
+        try await withMemoryDatabase { db in
+            try await db.query("CREATE TABLE t (id INTEGER PRIMARY KEY, i INTEGER, s TEXT, b BLOB)", [])
+            let cases: [(SQLValue, SQLValue, SQLValue)] = [
+                (.int(.max), .text("ä ✓ 𝄞"), .blob([0, 1, 255])),
+                (.int(.min), .text("nul\u{0}inside"), .blob([])),
+                (.int(0), .text(""), .null),
+                (.null, .null, .blob(Array(repeating: 7, count: 70_000))),
+            ]
+            for (index, (i, s, b)) in cases.enumerated() {
+                try await db.query("INSERT INTO t (id, i, s, b) VALUES ($1, $2, $3, $4)", [.int(Int64(index)), i, s, b])
+            }
+            for (index, (i, s, b)) in cases.enumerated() {
+                let row = try #require(try await db.query("SELECT i, s, b FROM t WHERE id = $1", [.int(Int64(index))]).first)
+                #expect(row.values["i"] == i, "row \(index)")
+                #expect(row.values["s"] == s, "row \(index)")
+                #expect(row.values["b"] == b, "row \(index): an empty blob stays a blob, not NULL")
+            }
+            // Placeholders are numbered, not positional: `$2` before `$1`, and one used twice.
+            let row = try #require(try await db.query("SELECT $2 AS a, $1 AS b, $2 AS c", [.text("one"), .text("two")]).first)
+            #expect(row.values == ["a": .text("two"), "b": .text("one"), "c": .text("two")])
+        }
+    }
+
+    @Test func aKeptStatementFollowsASchemaChange() async throws {
+        try await withMemoryDatabase { db in
+            try await db.query("CREATE TABLE t (a INTEGER)", [])
+            try await db.query("INSERT INTO t (a) VALUES (1)", [])
+            #expect(try await db.query("SELECT * FROM t", []).first?.values == ["a": .int(1)])
+            try await db.query("ALTER TABLE t ADD COLUMN b TEXT", [])
+            try await db.query("UPDATE t SET b = 'x'", [])
+            // The same text, kept prepared since the first call: SQLite prepares it again, with the new column.
+            #expect(try await db.query("SELECT * FROM t", []).first?.values == ["a": .int(1), "b": .text("x")])
+        }
+    }
+
+    @Test func constraintsAreConflictsAndLeaveTheRowAlone() async throws {
+        try await withMemoryDatabase { db in
+            try await db.query("CREATE TABLE t (id INTEGER PRIMARY KEY, email TEXT UNIQUE NOT NULL)", [])
+            try await db.query("INSERT INTO t (id, email) VALUES (1, 'a@example.com')", [])
+            await #expect(throws: StoreError.conflict) {
+                try await db.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(2), .text("a@example.com")])
+            }
+            await #expect(throws: StoreError.conflict) {
+                try await db.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(1), .text("b@example.com")])
+            }
+            // The statement that failed is reset: run again with other values, it succeeds.
+            try await db.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(2), .text("b@example.com")])
+            #expect(try await db.query("SELECT count(*) AS n FROM t", []).first?.values["n"] == .int(2))
+            // A failed transaction leaves nothing behind.
+            await #expect(throws: StoreError.conflict) {
+                try await db.transaction { tx in
+                    try await tx.query("INSERT INTO t (id, email) VALUES (3, 'c@example.com')", [])
+                    try await tx.query("INSERT INTO t (id, email) VALUES (4, 'a@example.com')", [])
+                }
+            }
+            #expect(try await db.query("SELECT count(*) AS n FROM t", []).first?.values["n"] == .int(2))
+        }
+    }
+
+    @Test func anotherConnectionsLockPastTheBusyTimeoutIsUnavailableAndWithinItWaits() async throws {
+        try await withFileDatabase(busyTimeout: .milliseconds(200)) { db, path in
+            try await db.query("CREATE TABLE t (a INTEGER)", [])
+            // Another process's connection (the CLI, a backup tool) takes the write lock and keeps it.
+            let other = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger, busyTimeout: .seconds(30))
+            let held = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
+            let holder = Task {
+                try await other.transaction { tx in
+                    try await tx.query("INSERT INTO t (a) VALUES (1)", [])
+                    await withCheckedContinuation { continuation in held.withLockedValue { $0 = continuation } }
+                }
+            }
+            try await waitFor("the other connection holds the lock", limit: 10) { held.withLockedValue { $0 != nil } }
+            let started = ContinuousClock.now
+            await #expect(throws: StoreError.self) { try await db.query("INSERT INTO t (a) VALUES (2)", []) }
+            #expect(ContinuousClock.now - started >= .milliseconds(200), "failed before its busy timeout")
+            do {
+                try await db.query("INSERT INTO t (a) VALUES (2)", [])
+                Issue.record("a write went through while another connection held the lock")
+            } catch StoreError.unavailable(let reason) {
+                #expect(reason.contains("locked"), "\(reason)")
+            }
+            // The other connection commits; a writer with a long busy timeout started while it held the lock gets through.
+            let patient = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger, busyTimeout: .seconds(30))
+            async let waiting = patient.query("INSERT INTO t (a) VALUES (3)", [])
+            held.withLockedValue { $0?.resume() }
+            try await holder.value
+            _ = try await waiting
+            #expect(try await db.query("SELECT a FROM t ORDER BY a", []).map { $0.values["a"] } == [.int(1), .int(3)])
+            try await patient.close()
+            try await other.close()
+        }
+    }
+
+    @Test func aCancelledTransactionStillEndsAndTheNextStatementIsOutsideIt() async throws {
+        try await withFileDatabase { db, _ in
+            try await db.query("CREATE TABLE t (a INTEGER)", [])
+            let task = Task {
+                try await db.transaction { tx in
+                    try await tx.query("INSERT INTO t (a) VALUES (1)", [])
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    // Sent after the cancellation: it runs all the same, and so does the COMMIT.
+                    try await tx.query("INSERT INTO t (a) VALUES (2)", [])
+                }
+            }
+            try await task.value
+            #expect(try await db.query("SELECT count(*) AS n FROM t", []).first?.values["n"] == .int(2))
+            // No transaction is left open on the connection: another one begins.
+            try await db.transaction { tx in try await tx.query("INSERT INTO t (a) VALUES (3)", []) }
+            #expect(try await db.query("SELECT count(*) AS n FROM t", []).first?.values["n"] == .int(3))
+        }
+    }
+
+    @Test func misuseIsAnErrorNotACrash() async throws {
+        let db = try await SQLiteDatabase.open(.sqliteMemory, logger: quietLogger)
+        // Two statements in one call would run only the first: refused instead.
+        await #expect(throws: StoreError.self) { try await db.query("SELECT 1; SELECT 2", []) }
+        await #expect(throws: StoreError.self) { try await db.query("SELECT * FROM missing", []) }
+        await #expect(throws: StoreError.self) { try await db.query("SELECT $1", [.int(1), .int(2)]) }
+        #expect(try await db.query("SELECT 1 AS one;  ", []).first?.values == ["one": .int(1)])
+        try await db.close()
+        await #expect(throws: StoreError.self) { try await db.query("SELECT 1", []) }
+    }
+
+    @Test func theStatementTableIsBounded() async throws {
+        try await withMemoryDatabase { (db: SQLiteDatabase) async throws in
+            // More distinct statements than the table keeps: the oldest make room, and each still answers right.
+            for n in 0..<(SQLiteHandle.statementLimit + 20) {
+                #expect(try await db.query("SELECT \(n) AS n", []).first?.values["n"] == .int(Int64(n)))
+            }
+            #expect(try await db.query("SELECT 0 AS n", []).first?.values["n"] == .int(0))
+            #expect(try await db.keptStatements() == SQLiteHandle.statementLimit)
+        }
+    }
+}

@@ -4,9 +4,8 @@ import GatehouseDomain
 import Hummingbird
 import Testing
 
-/// A cancelled task must not leave the SQLite connection half-used: statements run to the end and `close` still
-/// closes (SQLiteNIO answers a cancelled caller at once while its thread goes on, and asserts on an unclosed
-/// connection).
+/// A cancelled task must not leave the SQLite connection half-used: statements sent to its thread run to the end and
+/// `close` still closes (a close skipped by a cancellation would leave the connection and its thread behind).
 @Suite struct CancellationTests {
     @Test func closingFromACancelledTaskStillCloses() async throws {
         let db = try await SQLiteDatabase.open(.sqliteMemory, logger: quietLogger)

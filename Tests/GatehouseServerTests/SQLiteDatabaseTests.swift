@@ -71,18 +71,37 @@ import Testing
             try await db.query("UPDATE t SET b = 'x'", [])
             // The same text, kept prepared since the first call: SQLite prepares it again, with the new column.
             #expect(try await db.query("SELECT * FROM t", []).first?.values == ["a": .int(1), "b": .text("x")])
+            // A rename keeps the number of columns: the names are read again all the same.
+            try await db.query("ALTER TABLE t RENAME COLUMN b TO c", [])
+            #expect(try await db.query("SELECT * FROM t", []).first?.values == ["a": .int(1), "c": .text("x")])
         }
     }
 
     @Test func constraintsAreConflictsAndLeaveTheRowAlone() async throws {
         try await withMemoryDatabase { db in
             try await db.query("CREATE TABLE t (id INTEGER PRIMARY KEY, email TEXT UNIQUE NOT NULL)", [])
+            try await db.query("CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER NOT NULL REFERENCES t(id))", [])
             try await db.query("INSERT INTO t (id, email) VALUES (1, 'a@example.com')", [])
             await #expect(throws: StoreError.conflict) {
                 try await db.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(2), .text("a@example.com")])
             }
             await #expect(throws: StoreError.conflict) {
                 try await db.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(1), .text("b@example.com")])
+            }
+            // Only a unique or primary key is a conflict ("already exists"), as on PostgreSQL: a missing parent row or
+            // a NULL where none may be is not.
+            for (sql, binds) in [
+                ("INSERT INTO child (id, parent) VALUES ($1, $2)", [SQLValue.int(1), .int(99)]),
+                ("INSERT INTO t (id, email) VALUES ($1, $2)", [SQLValue.int(5), .null]),
+            ] {
+                do {
+                    try await db.query(sql, binds)
+                    Issue.record("\(sql) succeeded")
+                } catch StoreError.conflict {
+                    Issue.record("\(sql) counted as a conflict")
+                } catch StoreError.unavailable(let reason) {
+                    #expect(reason.contains("constraint"), "\(reason)")
+                }
             }
             // The statement that failed is reset: run again with other values, it succeeds.
             try await db.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(2), .text("b@example.com")])
@@ -157,6 +176,8 @@ import Testing
         await #expect(throws: StoreError.self) { try await db.query("SELECT 1; SELECT 2", []) }
         await #expect(throws: StoreError.self) { try await db.query("SELECT * FROM missing", []) }
         await #expect(throws: StoreError.self) { try await db.query("SELECT $1", [.int(1), .int(2)]) }
+        // One value too few would run as NULL: refused.
+        await #expect(throws: StoreError.self) { try await db.query("SELECT $1, $2", [.int(1)]) }
         #expect(try await db.query("SELECT 1 AS one;  ", []).first?.values == ["one": .int(1)])
         try await db.close()
         await #expect(throws: StoreError.self) { try await db.query("SELECT 1", []) }
@@ -170,6 +191,12 @@ import Testing
             }
             #expect(try await db.query("SELECT 0 AS n", []).first?.values["n"] == .int(0))
             #expect(try await db.keptStatements() == SQLiteHandle.statementLimit)
+            // A batch (many placeholders, its text depending on its size) runs and is not kept.
+            let batch = (1...40).map { "$\($0)" }.joined(separator: " + ")
+            let sum = try await db.query("SELECT \(batch) AS n", (1...40).map { SQLValue.int(Int64($0)) })
+            #expect(sum.first?.values["n"] == .int(820))
+            #expect(try await db.keptStatements() == SQLiteHandle.statementLimit)
+            #expect(try await db.query("SELECT 1 AS n", []).first?.values["n"] == .int(1))
         }
     }
 }

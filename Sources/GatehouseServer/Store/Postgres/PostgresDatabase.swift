@@ -216,8 +216,18 @@ final class PostgresDatabase: SQLDatabase {
                                 connection.close().whenComplete { _ in }
                             }
                         }
-                        defer { workDeadline.map { deadlines.disarm($0) } }
-                        return try await metrics.leased(since: queued) { try await job(connection) }
+                        let result: Result<T, any Error>
+                        do {
+                            result = .success(try await metrics.leased(since: queued) { try await job(connection) })
+                        } catch {
+                            result = .failure(error)
+                        }
+                        if let workDeadline, !deadlines.disarm(workDeadline) {
+                            // The deadline fired as the work ended: its action closes this connection. Closed before it
+                            // goes back to the pool, it is never lent to another statement and closed under it.
+                            try? await connection.close()
+                        }
+                        return try result.get()
                     }
                     answer(.success(value))
                 } catch {
@@ -227,6 +237,8 @@ final class PostgresDatabase: SQLDatabase {
                 deadlines.disarm(leaseDeadline)
             }
             worker.withLockedValue { $0 = task }
+            // The lease timeout may have fired before the task was stored (a timeout of nearly nothing): cancel it now.
+            if lease.withLockedValue({ if case .timedOut = $0 { true } else { false } }) { task.cancel() }
         }
     }
 

@@ -29,6 +29,13 @@ final class SQLiteDatabase: SQLDatabase {
         self.metrics = metrics
     }
 
+    deinit {
+        // Never closed (an error path): the connection closes and the thread ends anyway, after the work before it.
+        let handle = handle
+        thread.submit { _ in handle.close() }
+        thread.shutdownGracefully { _ in }
+    }
+
     /// Opens (creating if needed) the database at `url`; creates the parent folder of a file database. A statement
     /// that finds the file locked by another process waits up to `busyTimeout`, then fails as unavailable.
     static func open(
@@ -73,7 +80,7 @@ final class SQLiteDatabase: SQLDatabase {
         let handle = handle
         do {
             return try await Self.run(on: thread) { try handle.run(sql, binds) }
-        } catch let failure as SQLiteFailure where failure.isConstraint {
+        } catch let failure as SQLiteFailure where failure.isConflict {
             throw StoreError.conflict
         } catch {
             // I/O errors, a full disk, a database locked past the busy timeout, a closed connection: the request

@@ -16,10 +16,14 @@ final class SQLiteHandle: @unchecked Sendable {
     private var statements: [String: Statement] = [:]
     private var order: [String] = []
     static let statementLimit = 512
+    /// Statements with more placeholders than this are batches, prepared for each use and not kept.
+    static let keptPlaceholderLimit: Int32 = 32
 
     private struct Statement {
         let pointer: OpaquePointer
         var columns: [String]
+        /// How often SQLite has prepared it again (a schema change): its columns are read again when this moves.
+        var reprepared: Int32
     }
 
     /// Opens (creating if needed) the database at `path`, or a private in-memory one for `":memory:"`. A statement that
@@ -47,11 +51,20 @@ final class SQLiteHandle: @unchecked Sendable {
     /// happened, so that it holds no lock and no read snapshot between calls.
     func run(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
         guard let db else { throw SQLiteFailure.closed }
-        let statement = try prepared(sql, on: db)
+        let (statement, kept) = try prepared(sql, on: db)
         let pointer = statement.pointer
         defer {
-            sqlite_nio_sqlite3_reset(pointer)
-            sqlite_nio_sqlite3_clear_bindings(pointer)
+            if kept {
+                sqlite_nio_sqlite3_reset(pointer)
+                sqlite_nio_sqlite3_clear_bindings(pointer)
+            } else {
+                sqlite_nio_sqlite3_finalize(pointer)
+            }
+        }
+        // A value left out would run as NULL: every placeholder gets one (and SQLite refuses one too many).
+        let placeholders = Int(sqlite_nio_sqlite3_bind_parameter_count(pointer))
+        guard binds.count >= placeholders else {
+            throw SQLiteFailure(code: SQLITE_RANGE, message: "\(placeholders) placeholders, \(binds.count) values in: \(sql)")
         }
         for (offset, value) in binds.enumerated() {
             let status = Self.bind(value, at: Int32(offset + 1), to: pointer)
@@ -63,13 +76,17 @@ final class SQLiteHandle: @unchecked Sendable {
             let status = sqlite_nio_sqlite3_step(pointer)
             if status == SQLITE_DONE { return rows }
             guard status == SQLITE_ROW else { throw SQLiteFailure(code: status, message: Self.message(db)) }
-            let count = Int(sqlite_nio_sqlite3_column_count(pointer))
-            if count != columns.count {
-                // The schema changed under a kept statement (SQLite prepared it again): its columns may have too.
-                columns = Self.columnNames(pointer)
-                statements[sql]?.columns = columns
+            if rows.isEmpty {
+                let reprepared = sqlite_nio_sqlite3_stmt_status(pointer, SQLITE_STMTSTATUS_REPREPARE, 0)
+                if reprepared != statement.reprepared {
+                    // The schema changed under a kept statement and SQLite prepared it again: its columns (names,
+                    // number, order) may have changed too.
+                    columns = Self.columnNames(pointer)
+                    statements[sql]?.columns = columns
+                    statements[sql]?.reprepared = reprepared
+                }
             }
-            var values = [String: SQLValue](minimumCapacity: count)
+            var values = [String: SQLValue](minimumCapacity: columns.count)
             for (index, name) in columns.enumerated() { values[name] = Self.value(pointer, Int32(index)) }
             rows.append(SQLRow(values: values))
         }
@@ -86,29 +103,39 @@ final class SQLiteHandle: @unchecked Sendable {
         db = nil
     }
 
-    private func prepared(_ sql: String, on db: OpaquePointer) throws -> Statement {
-        if let statement = statements[sql] { return statement }
+    /// The statement for `sql`, and whether it is kept: one with many placeholders is a batch whose text depends on
+    /// its size (an import, a flush of rate counts), used once; it is finalized after use instead of pushing the
+    /// statements every request runs out of the table.
+    private func prepared(_ sql: String, on db: OpaquePointer) throws -> (Statement, kept: Bool) {
+        if let statement = statements[sql] { return (statement, true) }
         var pointer: OpaquePointer?
-        var tail: UnsafePointer<CChar>?
-        let translated = Self.translate(sql)
-        let status = sqlite_nio_sqlite3_prepare_v3(db, translated, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &pointer, &tail)
+        // The tail (what follows the first statement) points into the C string, so it is read while that lives.
+        let (status, rest) = Self.translate(sql).withCString { text in
+            var tail: UnsafePointer<CChar>?
+            let status = sqlite_nio_sqlite3_prepare_v3(db, text, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &pointer, &tail)
+            return (status, tail.map { String(cString: $0) } ?? "")
+        }
         guard status == SQLITE_OK, let pointer else {
             sqlite_nio_sqlite3_finalize(pointer)
             throw SQLiteFailure(code: status == SQLITE_OK ? SQLITE_MISUSE : status, message: status == SQLITE_OK ? "no statement in: \(sql)" : Self.message(db))
         }
-        if let tail, !String(cString: tail).allSatisfy(\.isWhitespace) {
+        if !rest.allSatisfy(\.isWhitespace) {
             // One statement per call: anything after it would be silently skipped.
             sqlite_nio_sqlite3_finalize(pointer)
             throw SQLiteFailure(code: SQLITE_MISUSE, message: "more than one statement in: \(sql)")
         }
+        let statement = Statement(
+            pointer: pointer, columns: Self.columnNames(pointer),
+            reprepared: sqlite_nio_sqlite3_stmt_status(pointer, SQLITE_STMTSTATUS_REPREPARE, 0)
+        )
+        if sqlite_nio_sqlite3_bind_parameter_count(pointer) > Self.keptPlaceholderLimit { return (statement, false) }
         if statements.count >= Self.statementLimit {
             let oldest = order.removeFirst()
             if let evicted = statements.removeValue(forKey: oldest) { sqlite_nio_sqlite3_finalize(evicted.pointer) }
         }
-        let statement = Statement(pointer: pointer, columns: Self.columnNames(pointer))
         statements[sql] = statement
         order.append(sql)
-        return statement
+        return (statement, true)
     }
 
     private static func columnNames(_ pointer: OpaquePointer) -> [String] {
@@ -181,8 +208,12 @@ struct SQLiteFailure: Error, CustomStringConvertible {
     var code: Int32
     var message: String
 
-    /// A constraint of the schema refused the statement (a unique key, most often): the statement wrote nothing.
-    var isConstraint: Bool { code & 0xFF == SQLITE_CONSTRAINT }
+    /// A unique or primary key refused the statement (the row exists already): the statement wrote nothing. As on
+    /// PostgreSQL (23505) only these are a conflict; a foreign key, NOT NULL or CHECK failure is not "already in use".
+    var isConflict: Bool { code == Self.constraintUnique || code == Self.constraintPrimaryKey }
+    /// `SQLITE_CONSTRAINT_UNIQUE` and `SQLITE_CONSTRAINT_PRIMARYKEY` (macros Swift does not import).
+    static let constraintUnique = SQLITE_CONSTRAINT | (8 << 8)
+    static let constraintPrimaryKey = SQLITE_CONSTRAINT | (6 << 8)
     /// Another connection held the database for longer than the busy timeout.
     var isBusy: Bool { code & 0xFF == SQLITE_BUSY }
     var description: String { "SQLite error \(code): \(message)" }

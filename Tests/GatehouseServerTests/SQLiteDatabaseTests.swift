@@ -185,7 +185,7 @@ import Testing
 
     @Test func theStatementTableIsBounded() async throws {
         try await withMemoryDatabase { (db: SQLiteDatabase) async throws in
-            // More distinct statements than the table keeps: the oldest make room, and each still answers right.
+            // More distinct statements than the table keeps: older ones make room, and each still answers right.
             for n in 0..<(SQLiteHandle.statementLimit + 20) {
                 #expect(try await db.query("SELECT \(n) AS n", []).first?.values["n"] == .int(Int64(n)))
             }

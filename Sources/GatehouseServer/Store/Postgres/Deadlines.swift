@@ -1,9 +1,9 @@
 import NIOConcurrencyHelpers
 
 /// The deadlines of many short pieces of work (every PostgreSQL statement has two: its wait for a connection, then the
-/// work on it), checked by one task every ``tick``. A timer task per statement cost a task and a clock wake-up each,
+/// work on it), checked by one task every tick. A timer task per statement cost a task and a clock wake-up each,
 /// about 4.5% of a PostgreSQL refresh; here arming and disarming a deadline is an insertion into and a removal from a
-/// locked table. A deadline fires up to one tick late, which is nothing next to the seconds these deadlines are.
+/// locked table. A deadline fires up to one tick (100 ms) late, which is nothing next to the seconds these deadlines are.
 final class Deadlines: Sendable {
     /// Names an armed deadline, to disarm it.
     struct Token: Sendable, Hashable {
@@ -20,13 +20,11 @@ final class Deadlines: Sendable {
         var entries: [UInt64: Entry] = [:]
     }
 
-    /// How often the sweeper looks for deadlines that are due.
-    let tick: Duration
     private let table = NIOLockedValueBox(Table())
     private let sweeper: Task<Void, Never>
 
+    /// `tick`: how often the sweeper looks for deadlines that are due.
     init(tick: Duration = .milliseconds(100)) {
-        self.tick = tick
         let table = table
         // The sweeper holds the table, not `self`: dropping the last reference ends it (deinit).
         sweeper = Task {

@@ -30,9 +30,8 @@ final class SQLiteDatabase: SQLDatabase {
     }
 
     deinit {
-        // Never closed (an error path): the connection closes and the thread ends anyway, after the work before it.
-        let handle = handle
-        thread.submit { _ in handle.close() }
+        // Never closed (an error path): the thread ends after the work sent to it, and the handle, which that work
+        // holds, closes itself when the last of it lets go (``SQLiteHandle`` closes in its deinit).
         thread.shutdownGracefully { _ in }
     }
 

@@ -11,10 +11,10 @@ import VaporCSQLite
 /// `@unchecked Sendable`).
 final class SQLiteHandle: @unchecked Sendable {
     private var db: OpaquePointer?
-    /// Prepared statements by their SQL as Gatehouse writes it (`$1` placeholders): Gatehouse's statements are a fixed
-    /// set, so the table stays small; past ``statementLimit`` the oldest entries make room.
+    /// Prepared statements by their SQL as Gatehouse writes it (`$1` placeholders): Gatehouse's statements other than
+    /// batches (not kept) are a fixed set of a few hundred, so the table stays small; past ``statementLimit`` one
+    /// entry makes room for the next.
     private var statements: [String: Statement] = [:]
-    private var order: [String] = []
     static let statementLimit = 512
     /// Statements with more placeholders than this are batches, prepared for each use and not kept.
     static let keptPlaceholderLimit: Int32 = 32
@@ -98,7 +98,6 @@ final class SQLiteHandle: @unchecked Sendable {
     func close() {
         for statement in statements.values { sqlite_nio_sqlite3_finalize(statement.pointer) }
         statements = [:]
-        order = []
         if let db { sqlite_nio_sqlite3_close_v2(db) }
         db = nil
     }
@@ -129,12 +128,11 @@ final class SQLiteHandle: @unchecked Sendable {
             reprepared: sqlite_nio_sqlite3_stmt_status(pointer, SQLITE_STMTSTATUS_REPREPARE, 0)
         )
         if sqlite_nio_sqlite3_bind_parameter_count(pointer) > Self.keptPlaceholderLimit { return (statement, false) }
-        if statements.count >= Self.statementLimit {
-            let oldest = order.removeFirst()
-            if let evicted = statements.removeValue(forKey: oldest) { sqlite_nio_sqlite3_finalize(evicted.pointer) }
+        if statements.count >= Self.statementLimit, let evicted = statements.first {
+            statements.removeValue(forKey: evicted.key)
+            sqlite_nio_sqlite3_finalize(evicted.value.pointer)
         }
         statements[sql] = statement
-        order.append(sql)
         return (statement, true)
     }
 
@@ -214,8 +212,6 @@ struct SQLiteFailure: Error, CustomStringConvertible {
     /// `SQLITE_CONSTRAINT_UNIQUE` and `SQLITE_CONSTRAINT_PRIMARYKEY` (macros Swift does not import).
     static let constraintUnique = SQLITE_CONSTRAINT | (8 << 8)
     static let constraintPrimaryKey = SQLITE_CONSTRAINT | (6 << 8)
-    /// Another connection held the database for longer than the busy timeout.
-    var isBusy: Bool { code & 0xFF == SQLITE_BUSY }
     var description: String { "SQLite error \(code): \(message)" }
 
     /// A statement sent after ``SQLiteHandle/close()``.

@@ -108,7 +108,7 @@ def markdown(results: list[dict]) -> str:
         if steal := steal_summary(r):
             lines += [steal, ""]
         if r.get("targets"):
-            lines += ["Targets (issue 9):", "", "| target | goal | measured | measured / goal | met |",
+            lines += ["Targets:", "", "| target | goal | measured | measured / goal | met |",
                       "|---|---|--:|--:|---|"]
             for t in r["targets"]:
                 met = {True: "yes", False: "**no**", None: "–"}[t["met"]]
@@ -132,6 +132,10 @@ def markdown(results: list[dict]) -> str:
                     if cpu and hb.get(key):
                         lines.append(f"- {r['database']}, {server}, {LABELS[scenario]}: {1000 / cpu:.1f} flows per "
                                      f"CPU-second = {(1000 / cpu) / hb[key]:.0%} of its one-thread hash rate")
+                    own = _get(r, server, scenario, "saturation", "server_hashes_per_hash_cpu_s")
+                    if cpu and own:
+                        lines.append(f"- {r['database']}, {server}, {LABELS[scenario]}: the server's own hashes "
+                                     f"{own:.1f} per CPU-second; flows {(1000 / cpu) / own:.0%} of that")
         lines.append("")
     if first.get("profiling_notes"):
         # The notes' own headings move one level down, under this section.

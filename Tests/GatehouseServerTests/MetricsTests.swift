@@ -170,6 +170,12 @@ import FoundationNetworking
             #expect(after.value("gatehouse_http_request_duration_seconds_count", ["route": login, "method": "POST"]) == 2)
             // The registration and the logins hashed passwords (the unknown user's login hashes too, for timing).
             #expect(after.value("gatehouse_password_hash_wait_seconds_count") >= before.value("gatehouse_password_hash_wait_seconds_count") + 3)
+            // Their CPU time, counted on the hashing threads: some, and never more than the time they ran.
+            #expect(after.family(of: "gatehouse_password_hash_cpu_seconds_total")?.type == "counter")
+            let hashCPU = after.value("gatehouse_password_hash_cpu_seconds_total") - before.value("gatehouse_password_hash_cpu_seconds_total")
+            let hashWall = after.value("gatehouse_password_hash_duration_seconds_sum") - before.value("gatehouse_password_hash_duration_seconds_sum")
+            #expect(hashCPU > 0)
+            #expect(hashCPU <= hashWall + 0.001, "CPU time \(hashCPU) s of hashes that ran \(hashWall) s")
             #expect(after.value("gatehouse_outbox_pending") >= 1, "the confirmation mail, with nothing delivering it here")
             #expect(after.value("gatehouse_db_statement_duration_seconds_count") > before.value("gatehouse_db_statement_duration_seconds_count"))
 

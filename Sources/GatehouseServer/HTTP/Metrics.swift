@@ -90,6 +90,7 @@ final class GatehouseMetrics: Sendable {
     static let hashWait = "gatehouse_password_hash_wait_seconds"
     static let hashDuration = "gatehouse_password_hash_duration_seconds"
     static let hashesRunning = "gatehouse_password_hashes_running"
+    static let hashCPU = "gatehouse_password_hash_cpu_seconds_total"
     static let outboxPendingName = "gatehouse_outbox_pending"
     static let outboxFailuresName = "gatehouse_outbox_delivery_failures_total"
     static let outboxSentName = "gatehouse_outbox_sent_total"
@@ -199,16 +200,21 @@ final class OutboxDepth: Sendable {
 /// `gatehouse_db_statement_duration_seconds` and `gatehouse_db_connections_in_use` (``database``: a statement or a
 /// transaction waiting for PostgreSQL's pool or SQLite's one connection); the hasher
 /// `gatehouse_password_hash_wait_seconds`, `gatehouse_password_hash_duration_seconds` and
-/// `gatehouse_password_hashes_running` (``hashing``: a hash waiting for a thread of the blocking pool).
+/// `gatehouse_password_hashes_running` (``hashing``: a hash waiting for a thread of the blocking pool), and the CPU
+/// time its hashes took, `gatehouse_password_hash_cpu_seconds_total`.
 struct QueuedWorkMetrics: Sendable {
     let wait: CoreMetrics.Timer
     let work: CoreMetrics.Timer
     let inUse: CoreMetrics.Meter
+    /// The CPU time of synchronous work (``run(since:_:)``), counted on the thread that ran it: what a hash costs in
+    /// this process, under its load, beside what it took on the wall clock.
+    let cpu: CoreMetrics.FloatingPointCounter?
 
-    init(wait: String, work: String, inUse: String, factory: any MetricsFactory) {
+    init(wait: String, work: String, inUse: String, cpu: String? = nil, factory: any MetricsFactory) {
         self.wait = CoreMetrics.Timer(label: wait, factory: factory)
         self.work = CoreMetrics.Timer(label: work, factory: factory)
         self.inUse = CoreMetrics.Meter(label: inUse, factory: factory)
+        self.cpu = cpu.map { CoreMetrics.FloatingPointCounter(label: $0, factory: factory) }
     }
 
     static func database(_ factory: any MetricsFactory) -> QueuedWorkMetrics {
@@ -216,7 +222,10 @@ struct QueuedWorkMetrics: Sendable {
     }
 
     static func hashing(_ factory: any MetricsFactory) -> QueuedWorkMetrics {
-        QueuedWorkMetrics(wait: GatehouseMetrics.hashWait, work: GatehouseMetrics.hashDuration, inUse: GatehouseMetrics.hashesRunning, factory: factory)
+        QueuedWorkMetrics(
+            wait: GatehouseMetrics.hashWait, work: GatehouseMetrics.hashDuration, inUse: GatehouseMetrics.hashesRunning,
+            cpu: GatehouseMetrics.hashCPU, factory: factory
+        )
     }
 
     static let none = QueuedWorkMetrics.database(NOOPMetricsHandler.instance)
@@ -244,7 +253,18 @@ struct QueuedWorkMetrics: Sendable {
     /// Runs `work` (a hash, on a pool thread) that was asked for at `queued`.
     func run<T>(since queued: ContinuousClock.Instant, _ work: () throws -> T) rethrows -> T {
         let start = begin(since: queued)
-        defer { end(start) }
+        let cpuStart = cpu == nil ? 0 : Self.threadCPUSeconds()
+        defer {
+            if let cpu { cpu.increment(by: Self.threadCPUSeconds() - cpuStart) }
+            end(start)
+        }
         return try work()
+    }
+
+    /// The CPU time the calling thread has used, in seconds (`CLOCK_THREAD_CPUTIME_ID`).
+    static func threadCPUSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }

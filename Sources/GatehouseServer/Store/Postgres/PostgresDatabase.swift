@@ -64,13 +64,25 @@ final class PostgresDatabase: SQLDatabase {
             host: settings.host, port: settings.port, username: settings.username, password: settings.password,
             database: settings.database, tls: tls
         )
+        // The pool's connections are opened at start and kept, none of them closed for being idle, and the pool sends
+        // no keep-alive query of its own: for either, postgres-nio arms a timer (a task group of three tasks around a
+        // sleep) each time a connection goes back to the pool, and the two cost a third of the server's CPU in a
+        // profile read (Benchmarks/PROFILING.md). Idle connections are kept alive by the server's TCP keepalives
+        // instead (below).
+        configuration.options.minimumConnections = settings.poolSize
         configuration.options.maximumConnections = settings.poolSize
+        configuration.options.keepAliveBehavior = nil
         // Nothing runs or holds a lock for ever: a statement, or its wait for a row lock, is cancelled by the server
         // past query_timeout, and a connection left idle inside a transaction is ended after 60 s, its locks released,
         // instead of stalling every request that needs those rows.
         let limit = "\(settings.queryTimeout)s"
         configuration.options.additionalStartupParameters = [
             ("statement_timeout", limit), ("lock_timeout", limit), ("idle_in_transaction_session_timeout", "60s"),
+            // An idle connection carries a TCP keepalive from the server every minute: a firewall or NAT between them
+            // does not forget it (many drop flows idle for a few minutes, silently), and the server ends the session
+            // of a client that is gone. A connection that dies anyway fails its next statement within query_timeout
+            // (the work deadline below) and the pool replaces it.
+            ("tcp_keepalives_idle", "60"), ("tcp_keepalives_interval", "10"), ("tcp_keepalives_count", "6"),
         ]
         configuration.options.connectTimeout = .seconds(Int64(settings.connectTimeout))
         var clientLogger = logger
@@ -372,7 +384,7 @@ public enum PostgresAdmin {
         -> PostgresSettings
     {
         precondition(name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }, "database names are plain identifiers")
-        let db = try await PostgresDatabase.open(admin, logger: logger)
+        let db = try await PostgresDatabase.open(admin.oneConnection, logger: logger)
         defer { db.shutdown() }
         // Creating a database copies a template and may wait for a checkpoint: no query_timeout for it.
         try await PostgresDatabase.$unbounded.withValue(true) { try await db.query("CREATE DATABASE \(name)", []) }
@@ -384,8 +396,18 @@ public enum PostgresAdmin {
     /// Drops `name`, closing its connections first.
     public static func dropDatabase(named name: String, admin: PostgresSettings, logger: Logger = Logger(label: "gatehouse")) async throws {
         precondition(name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }, "database names are plain identifiers")
-        let db = try await PostgresDatabase.open(admin, logger: logger)
+        let db = try await PostgresDatabase.open(admin.oneConnection, logger: logger)
         defer { db.shutdown() }
         try await PostgresDatabase.$unbounded.withValue(true) { try await db.query("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", []) }
+    }
+}
+
+extension PostgresSettings {
+    /// These settings with a pool of one connection: the pool opens all of its connections at start, and one
+    /// statement of administration needs one.
+    fileprivate var oneConnection: PostgresSettings {
+        var settings = self
+        settings.poolSize = 1
+        return settings
     }
 }

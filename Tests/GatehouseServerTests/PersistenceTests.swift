@@ -65,4 +65,22 @@ import Testing
         #expect(applied.sorted() == Migrations.sqlite.map(\.version))
         await drop()
     }
+
+    /// JSON columns (custom data, a session's device, an identity's data) come back exactly as stored: each kind of
+    /// value keeps its kind, so a string that reads as a number or a boolean stays a string and an integer stays an
+    /// integer.
+    @Test func jsonColumnsKeepEveryKindOfValue() throws {
+        let stored: [String: JSONValue] = [
+            "text": "hello", "numeric text": "1", "boolean text": "true", "empty text": "", "null text": "null",
+            "unicode": "é 👋", "int": 42, "negative": -7, "large": .int(Int64.max), "double": .double(1.5), "bool": true,
+            "null": .null, "empty object": .object([:]), "empty array": .array([]),
+            "nested": .object(["a": .array([1, "1", .double(2.25), false, .null, .object(["b": "c"])])]),
+            "extended": .object(["$numberInt": "1"]),
+        ]
+        #expect(try JSONColumn.decode(JSONColumn.encode(stored)) == stored)
+        #expect(try JSONColumn.decode("{}") == [:])
+        #expect(try JSONColumn.decode(#"{ "a" : 1 }"#) == ["a": 1])
+        #expect(throws: (any Error).self) { try JSONColumn.decode("[1]") }
+        #expect(throws: (any Error).self) { try JSONColumn.decode("{") }
+    }
 }

@@ -183,6 +183,28 @@ import Testing
         await #expect(throws: StoreError.self) { try await db.query("SELECT 1", []) }
     }
 
+    /// SQLite marks a value the planner looked at (here `$1`, which it weighed as a possible small integer for a
+    /// plan it did not choose) so that a new value prepares the statement again; clearing the values after each
+    /// call counted as a new value every time, and the session read, every refresh's one statement, was parsed and
+    /// planned afresh at each call.
+    @Test func aKeptStatementIsNotPreparedAgainForNewValues() async throws {
+        try await withMemoryDatabase { (db: SQLiteDatabase) async throws in
+            try await db.query("CREATE TABLE owners (id TEXT PRIMARY KEY, name TEXT NOT NULL)", [])
+            try await db.query("CREATE TABLE things (id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, size INTEGER NOT NULL)", [])
+            try await db.query("INSERT INTO owners VALUES ('o1', 'Ann')", [])
+            for n in 0..<20 { try await db.query("INSERT INTO things VALUES ($1, 'o1', $2)", [.text("t\(n)"), .int(Int64(n % 3))]) }
+            let read = "SELECT things.size, owners.name FROM things LEFT JOIN owners ON owners.id = things.owner_id WHERE things.id = $1"
+            let bySize = "SELECT count(*) AS n FROM things WHERE owner_id = $1 AND size = $2"
+            for n in 0..<20 {
+                let row = try #require(try await db.query(read, [.text("t\(n)")]).first)
+                #expect(row.values["size"] == .int(Int64(n % 3)) && row.values["name"] == .text("Ann"))
+                #expect(try await db.query(bySize, [.text("o1"), .int(Int64(n % 3 == 0 ? 5 : 7))]).first?.values["n"] == .int(0))
+            }
+            #expect(try await db.timesPreparedAgain(read) == 0)
+            #expect(try await db.timesPreparedAgain(bySize) == 0)
+        }
+    }
+
     @Test func theStatementTableIsBounded() async throws {
         try await withMemoryDatabase { (db: SQLiteDatabase) async throws in
             // More distinct statements than the table keeps: older ones make room, and each still answers right.

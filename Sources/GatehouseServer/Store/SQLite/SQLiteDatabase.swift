@@ -130,6 +130,12 @@ final class SQLiteDatabase: SQLDatabase {
         return try await lock.withLock { try await Self.run(on: self.thread) { handle.keptStatements } }
     }
 
+    /// How often SQLite has prepared the kept statement for `sql` again (``SQLiteHandle/timesPreparedAgain(_:)``).
+    func timesPreparedAgain(_ sql: String) async throws -> Int32? {
+        let handle = handle
+        return try await lock.withLock { try await Self.run(on: self.thread) { handle.timesPreparedAgain(sql) } }
+    }
+
     func ping() async throws {
         try await query("SELECT 1", [])
     }

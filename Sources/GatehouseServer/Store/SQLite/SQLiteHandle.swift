@@ -56,7 +56,12 @@ final class SQLiteHandle: @unchecked Sendable {
         defer {
             if kept {
                 sqlite_nio_sqlite3_reset(pointer)
-                sqlite_nio_sqlite3_clear_bindings(pointer)
+                // The values are dropped (a token's hash does not stay in a kept statement), each replaced by NULL.
+                // Not with sqlite3_clear_bindings: it marks the statement for preparing again whenever the planner
+                // looked at any of its values (it weighs `$1` as a possible 0 or 1 for plans it does not choose), and
+                // the session read was then parsed and planned afresh at every call. A NULL that replaces a value
+                // prepares it again only if the value was a 0 or a 1 the plan depends on.
+                for index in 0..<sqlite_nio_sqlite3_bind_parameter_count(pointer) { sqlite_nio_sqlite3_bind_null(pointer, index + 1) }
             } else {
                 sqlite_nio_sqlite3_finalize(pointer)
             }
@@ -93,6 +98,12 @@ final class SQLiteHandle: @unchecked Sendable {
     }
 
     var keptStatements: Int { statements.count }
+
+    /// How often SQLite has prepared the kept statement for `sql` again since it was first prepared; nil if it is not
+    /// kept.
+    func timesPreparedAgain(_ sql: String) -> Int32? {
+        statements[sql].map { sqlite_nio_sqlite3_stmt_status($0.pointer, SQLITE_STMTSTATUS_REPREPARE, 0) }
+    }
 
     /// Finalizes the kept statements and closes the connection; statements after it fail.
     func close() {

@@ -27,18 +27,21 @@ public enum JSONValue: Sendable, Hashable {
 }
 
 extension JSONValue: Codable {
+    /// Decodes from a format whose values carry their kind, as JSON's do: only a string decodes as a string, so
+    /// strings, most of what custom data and device details hold, are tried first (each kind tried in vain costs a
+    /// thrown error). A format whose scalars are untyped, as YAML's are, would read every scalar as a string.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
+        } else if let s = try? container.decode(String.self) {
+            self = .string(s)
         } else if let b = try? container.decode(Bool.self) {
             self = .bool(b)
         } else if let i = try? container.decode(Int64.self) {
             self = .int(i)
         } else if let d = try? container.decode(Double.self) {
             self = .double(d)
-        } else if let s = try? container.decode(String.self) {
-            self = .string(s)
         } else if let a = try? container.decode([JSONValue].self) {
             self = .array(a)
         } else if let o = try? container.decode([String: JSONValue].self) {

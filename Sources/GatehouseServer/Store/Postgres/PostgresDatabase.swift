@@ -66,7 +66,7 @@ final class PostgresDatabase: SQLDatabase {
         )
         // The pool's connections are opened at start and kept, none of them closed for being idle, and the pool sends
         // no keep-alive query of its own: for either, postgres-nio arms a timer (a task group of three tasks around a
-        // sleep) each time a connection goes back to the pool, and the two cost a third of the server's CPU in a
+        // sleep) each time a connection goes back to the pool, and the two cost about a fifth of the server's CPU in a
         // profile read (Benchmarks/PROFILING.md). Idle connections are kept alive by the server's TCP keepalives
         // instead (below).
         configuration.options.minimumConnections = settings.poolSize

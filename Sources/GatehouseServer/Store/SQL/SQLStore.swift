@@ -957,36 +957,10 @@ enum JSONColumn {
         return String(decoding: try encoder.encode(object), as: UTF8.self)
     }
 
-    /// Every session and user read decodes one or two of these (a device, custom data), most of them `{}` or objects
-    /// of strings: the empty object is not parsed, and a value is tried as a string first (``StoredValue``).
+    /// Every session and user read decodes one or two of these (a device, custom data), most of them `{}`: the empty
+    /// object is not parsed.
     static func decode(_ text: String) throws -> [String: JSONValue] {
         if text == "{}" { return [:] }
-        return try JSONDecoder().decode([String: StoredValue].self, from: Data(text.utf8)).mapValues(\.value)
-    }
-
-    /// A ``JSONValue`` decoded from JSON text. JSONValue's own decoding tries the kinds in an order that also suits
-    /// YAML, whose scalars are untyped (`1` must not become a string), and each kind that does not match costs a thrown
-    /// error; in JSON only a string token decodes as a string, so this tries strings, the most common here, first.
-    private struct StoredValue: Decodable {
-        let value: JSONValue
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.singleValueContainer()
-            if let s = try? container.decode(String.self) {
-                value = .string(s)
-            } else if container.decodeNil() {
-                value = .null
-            } else if let b = try? container.decode(Bool.self) {
-                value = .bool(b)
-            } else if let i = try? container.decode(Int64.self) {
-                value = .int(i)
-            } else if let d = try? container.decode(Double.self) {
-                value = .double(d)
-            } else if let o = try? container.decode([String: StoredValue].self) {
-                value = .object(o.mapValues(\.value))
-            } else {
-                value = .array(try container.decode([StoredValue].self).map(\.value))
-            }
-        }
+        return try JSONDecoder().decode([String: JSONValue].self, from: Data(text.utf8))
     }
 }

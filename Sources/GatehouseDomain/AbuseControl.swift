@@ -88,6 +88,12 @@ package struct LoginBackoff: Sendable {
     package func admit() async throws -> Int {
         let settings = app.loginBackoff
         guard settings.enabled else { return 0 }
+        // Most attempts come from an address with no run for the account (the last login succeeded and cleared it):
+        // counted at once, as the loop below counts them when it finds no run, without reading first. A run that
+        // exists makes this claim a no-op, and the loop decides.
+        if let counted = try await env.store.claimLoginAttempt(key: pair, account: account, seen: nil, now: env.clock.now) {
+            return counted
+        }
         for _ in 0..<4 {
             let now = env.clock.now
             let run = try await env.store.loginFailures(key: pair)

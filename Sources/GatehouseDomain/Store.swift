@@ -133,8 +133,10 @@ package protocol GatehouseStore: RateCountStore {
     func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> Bool
 
     // MARK: Send limits
-    /// Records one email request for (app, address, kind) if fewer than `limit` were recorded since `since`;
-    /// atomic, so concurrent requests cannot overshoot. Returns false when the limit is reached.
+    /// Records one email request for (app, address, kind) if fewer than `limit` were recorded since `since`, in one
+    /// statement; returns false when the limit is reached. Exact on SQLite (one writer). On PostgreSQL, under read
+    /// committed, requests racing for the last place in the same instant may each take it: the overshoot is at most
+    /// the number of such simultaneous requests, each still counted by every later check.
     func recordSend(appId: String, address: String, kind: String, now: Date, since: Date, limit: Int) async throws -> Bool
     /// When the oldest request still in the window was made (to compute Retry-After).
     func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date?

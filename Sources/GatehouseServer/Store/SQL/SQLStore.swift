@@ -704,22 +704,19 @@ struct SQLStore: GatehouseStore {
 
     // MARK: Send limits
 
+    /// One statement, no transaction: the count and the insert are one statement (SQLite runs it alone; on
+    /// PostgreSQL a transaction around it would not make two racing sends see each other either). Rows older than the
+    /// window are not counted, and the retention pass deletes them (``RetentionTarget/sendLog``), not every send.
     func recordSend(appId: String, address: String, kind: String, now: Date, since: Date, limit: Int) async throws -> Bool {
-        try await db.transaction { tx in
-            try await tx.query(
-                "DELETE FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND at < $4",
-                .text(appId), .text(address), .text(kind), SQLValue(since)
-            )
-            return !(try await tx.query(
-                """
-                INSERT INTO send_log (app_id, address, kind, at)
-                SELECT $1, $2, $3, $4
-                WHERE (SELECT COUNT(*) FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND at >= $5) < $6
-                RETURNING at
-                """,
-                .text(appId), .text(address), .text(kind), SQLValue(now), SQLValue(since), .int(Int64(limit))
-            ).isEmpty)
-        }
+        !(try await db.query(
+            """
+            INSERT INTO send_log (app_id, address, kind, at)
+            SELECT $1, $2, $3, $4
+            WHERE (SELECT COUNT(*) FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND at >= $5) < $6
+            RETURNING at
+            """,
+            .text(appId), .text(address), .text(kind), SQLValue(now), SQLValue(since), .int(Int64(limit))
+        ).isEmpty)
     }
 
     func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date? {

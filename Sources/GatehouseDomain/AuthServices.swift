@@ -206,9 +206,22 @@ package struct SessionService: Sendable {
         }
     }
 
+    /// ``authenticate(_:as:)`` for an access token, with the user's identities read in the same statement as the
+    /// session and the user: the profile's one read.
+    private func authenticateWithIdentities(_ accessToken: String) async throws -> (caller: Caller, identities: [IdentityRecord]) {
+        var app: AppSettings?
+        return try await verify(accessToken, as: .access, app: &app, identities: true)
+    }
+
     private func verify(_ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout AppSettings?) async throws -> Caller {
+        try await verify(token, as: kind, app: &verifiedApp, identities: false).caller
+    }
+
+    private func verify(
+        _ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout AppSettings?, identities withIdentities: Bool
+    ) async throws -> (caller: Caller, identities: [IdentityRecord]) {
         if kind == .refresh, let presented = OpaqueToken(token) {
-            return try await verifyNativeRefreshToken(presented, app: &verifiedApp)
+            return (try await verifyNativeRefreshToken(presented, app: &verifiedApp), [])
         }
         let now = env.clock.now
         await env.keys.refreshIfNeeded(from: env.store, now: now)
@@ -232,7 +245,10 @@ package struct SessionService: Sendable {
         }
         guard let app = env.configuration.app(id: claims.aud) else { throw AuthError.invalidSession("invalid session: unknown app") }
         verifiedApp = app
-        guard let (session, user) = try await env.store.sessionWithUser(id: claims.sid), session.userId == claims.sub else {
+        let found = withIdentities
+            ? try await env.store.sessionWithUserAndIdentities(id: claims.sid)
+            : try await env.store.sessionWithUser(id: claims.sid).map { ($0.session, $0.user, []) }
+        guard let (session, user, identities) = found, session.userId == claims.sub else {
             throw AuthError.invalidSession("invalid session")
         }
         if kind == .refresh {
@@ -240,7 +256,7 @@ package struct SessionService: Sendable {
                 throw AuthError.invalidSession("invalid session")
             }
         }
-        return try await caller(session: session, user: user, app: app, kind: kind)
+        return (try await caller(session: session, user: user, app: app, kind: kind), identities)
     }
 
     /// A native-auth refresh token presented to the Client API (its session, logout and API-key routes): the same
@@ -340,8 +356,7 @@ package struct SessionService: Sendable {
 
     /// `GET auth/profile`.
     package func profile(_ accessToken: String) async throws -> ProfileResponse {
-        let caller = try await authenticate(accessToken, as: .access)
-        let identities = try await env.store.identities(userId: caller.user.id)
+        let (caller, identities) = try await authenticateWithIdentities(accessToken)
         var data: [String: JSONValue] = [:]
         for identity in identities {
             data.merge(identity.data) { existing, _ in existing }

@@ -11,8 +11,6 @@ package struct EmailPasswordService: Sendable {
     package let env: AuthEnvironment
 
     package static let providerType = "local-userpass"
-    /// A user id no user has (ObjectIds are hex), looked up for unknown addresses so that they cost the same queries.
-    package static let absentUserId = "absent-user"
 
     private func provider(_ appId: String) throws(AuthError) -> (AppSettings, LocalUserpassConfiguration) {
         let app = try env.app(appId)
@@ -456,18 +454,18 @@ package struct EmailPasswordService: Sendable {
         let attempt = try await backoff.admit()
         let login = PasswordLogin(app: app, password: password, backoff: backoff, attempt: attempt)
         let askable = migrate && !password.isEmpty && password.count <= app.passwordPolicy.maxLength && migrates(app)
+        // The account and its user are one read, so an unknown address runs the same statement as a known one.
         guard password.count <= app.passwordPolicy.maxLength, let email,
-            let account = try await env.store.emailAccount(appId: app.id, email: email.normalized)
+            let (account, user) = try await env.store.emailAccountWithUser(appId: app.id, email: email.normalized)
         else {
             if askable, let email, let migrated = await askToMigrate(app: app, email: email, password: password) {
                 return try await logInMigrated(migrated, email: email, login, replacing: nil)
             }
-            // The same work as for a known account: the user lookup (of an id that cannot exist) and a hash.
-            _ = try await env.store.user(id: Self.absentUserId)
+            // The same work as for a known account: a hash.
             try await env.hasher.burnVerify(password, parameters: app.passwordHash)
             try await login.wrongPassword(nil)
         }
-        return try await verify(account, email: email, login, migrate: askable)
+        return try await verify(account, user: user, email: email, login, migrate: askable)
     }
 
     /// One password login's context: what it checks, and its place in the login backoff.
@@ -483,10 +481,12 @@ package struct EmailPasswordService: Sendable {
         }
     }
 
-    /// Checks the login's password against the known `account`. With `migrate`, a pending account's address is asked
-    /// about too: the old system's user, who proves its password there, replaces whoever registered the address here
-    /// and never confirmed it.
-    private func verify(_ account: EmailAccountRecord, email: EmailAddress, _ login: PasswordLogin, migrate: Bool) async throws -> UserRecord {
+    /// Checks the login's password against the known `account`, of `user` (read with it; nil when the user is gone).
+    /// With `migrate`, a pending account's address is asked about too: the old system's user, who proves its password
+    /// there, replaces whoever registered the address here and never confirmed it.
+    private func verify(
+        _ account: EmailAccountRecord, user: UserRecord?, email: EmailAddress, _ login: PasswordLogin, migrate: Bool
+    ) async throws -> UserRecord {
         let app = login.app
         guard !account.passwordHash.isEmpty else {
             // An account made by native sign-up with codes only, or migrated by a reset request that was not followed
@@ -498,15 +498,13 @@ package struct EmailPasswordService: Sendable {
                 try await env.store.upgradePasswordHash(appId: app.id, email: account.email, from: "", to: hash)
                 env.logger.info("user migrated", metadata: ["app": "\(app.id)", "user": "\(account.userId)", "at": "login"])
                 await env.audit(.userMigrated, app: app.id, user: account.userId, detail: ["provider": Self.providerType, "at": "login", "passwordSet": "true"])
-                if let updated = try await env.store.emailAccount(appId: app.id, email: email.normalized) {
-                    return try await verify(updated, email: email, login, migrate: false)
+                if let (updated, user) = try await env.store.emailAccountWithUser(appId: app.id, email: email.normalized) {
+                    return try await verify(updated, user: user, email: email, login, migrate: false)
                 }
             }
-            _ = try await env.store.user(id: account.userId)
             try await env.hasher.burnVerify(login.password, parameters: app.passwordHash)
             try await login.wrongPassword(account.userId)
         }
-        let user = try await env.store.user(id: account.userId)
         let matches = try await env.hasher.verify(login.password, against: account.passwordHash)
         if account.confirmedAt == nil, migrate, let migrated = await askToMigrate(app: app, email: email, password: login.password) {
             return try await logInMigrated(migrated, email: email, login, replacing: account)
@@ -542,11 +540,11 @@ package struct EmailPasswordService: Sendable {
             try await login.backoff.succeeded()
             return user
         }
-        guard let account = try await env.store.emailAccount(appId: login.app.id, email: email.normalized) else {
+        guard let (account, user) = try await env.store.emailAccountWithUser(appId: login.app.id, email: email.normalized) else {
             // The user id the function gave is another user's: nothing was created.
             try await login.wrongPassword(nil)
         }
-        return try await verify(account, email: email, login, migrate: false)
+        return try await verify(account, user: user, email: email, login, migrate: false)
     }
 
     // MARK: Lazy migration

@@ -58,6 +58,8 @@ package protocol GatehouseStore: RateCountStore {
     /// identities in link order). False, changing nothing, otherwise.
     func adoptIdentity(id: String, from: String, to: String, at: Date) async throws -> Bool
     func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord?
+    /// The address's account and its user (nil when the user is gone), in one read: what a password login needs.
+    func emailAccountWithUser(appId: String, email: String) async throws -> (account: EmailAccountRecord, user: UserRecord?)?
     func user(id: String) async throws -> UserRecord?
     func identities(userId: String) async throws -> [IdentityRecord]
     /// Removes the user with every identity, account, session, token and API key.
@@ -87,6 +89,9 @@ package protocol GatehouseStore: RateCountStore {
     func session(id: String) async throws -> SessionRecord?
     /// The session and its user (nil when the user is gone), in one read: what every authenticated request needs.
     func sessionWithUser(id: String) async throws -> (session: SessionRecord, user: UserRecord?)?
+    /// The same, with the user's identities (as ``identities(userId:)`` orders them) in the same read: a profile read
+    /// costs one statement.
+    func sessionWithUserAndIdentities(id: String) async throws -> (session: SessionRecord, user: UserRecord?, identities: [IdentityRecord])?
     func revokeSession(id: String, now: Date) async throws
     /// Records that the session's refresh token was used `now`, unless that was already recorded after `notBefore`
     /// (so that busy sessions cost a write at most once a minute).

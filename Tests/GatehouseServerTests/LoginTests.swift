@@ -51,6 +51,46 @@ import Testing
         }
     }
 
+    /// A password login reads the account and its user in one statement; a wrong password and an unknown address run
+    /// the same statements as each other, so neither the work nor its timing tells them apart.
+    @Test func aLoginReadsTheAccountWithItsUserAndAnUnknownAddressRunsTheSameStatements() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("uma@example.com")
+            let recording = RecordingDatabase((gatehouse.env.store as! SQLStore).db)
+            var env = gatehouse.env
+            env.store = SQLStore(db: recording)
+            let service = LoginService(env: env)
+            let app = try #require(env.configuration.app(id: "test-app"))
+            // The audit rows are written for every outcome; set apart, as their writer may group them.
+            let statements = { recording.drain().filter { !$0.hasPrefix("INSERT INTO audit_events") } }
+            let reads = { (log: [String]) in log.filter { $0.contains("FROM email_accounts") || $0.contains("FROM users") } }
+
+            let proof = try await service.prove(.emailPassword(username: "uma@example.com", password: "correct horse"), app: app)
+            #expect(proof.user.id == owner.userId)
+            let right = reads(statements())
+            #expect(right.count == 1)
+            #expect(right.first?.contains("LEFT JOIN users") == true)
+
+            for username in ["uma@example.com", "nobody@example.com"] {
+                await #expect(throws: AuthError.invalidCredentials) {
+                    try await service.prove(.emailPassword(username: username, password: "wrong horse"), app: app)
+                }
+            }
+            _ = statements()
+            await #expect(throws: AuthError.invalidCredentials) {
+                try await service.prove(.emailPassword(username: "uma@example.com", password: "wrong horse"), app: app)
+            }
+            let known = statements()
+            await #expect(throws: AuthError.invalidCredentials) {
+                try await service.prove(.emailPassword(username: "nobody@example.com", password: "wrong horse"), app: app)
+            }
+            let unknown = statements()
+            #expect(reads(known) == right)
+            #expect(!known.isEmpty)
+            #expect(known == unknown)
+        }
+    }
+
     @Test func deviceOptionsAreKeptWithTheSession() async throws {
         try await withGatehouse { gatehouse, client in
             _ = try await client.signUp("tess@example.com")

@@ -118,6 +118,33 @@ import Testing
         }
     }
 
+    @Test func theProfileReadsTheSessionItsUserAndEveryIdentityInOneStatement() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let login = try await client.signUp("ida@example.com")
+            let store = gatehouse.env.store
+            // A second identity, newer, with data of its own: the profile lists both, oldest first, and merges data.
+            clock.advance(by: 5)
+            try await store.addIdentity(IdentityRecord(
+                id: Secrets.objectID(), userId: login.userId, appId: "test-app", providerType: "custom-token", externalId: "ext-1",
+                data: ["name": .string("Ida")], createdAt: clock.now
+            ))
+            let sid = try #require(try jwtPayload(login.accessToken)["sid"] as? String)
+            let together = try #require(try await store.sessionWithUserAndIdentities(id: sid))
+            let apart = try #require(try await store.sessionWithUser(id: sid))
+            #expect(together.session == apart.session)
+            #expect(together.user == apart.user)
+            #expect(together.identities == (try await store.identities(userId: login.userId)))
+            #expect(together.identities.map(\.providerType) == ["local-userpass", "custom-token"])
+            #expect(try await store.sessionWithUserAndIdentities(id: "no-such-session") == nil)
+
+            let profile = try await client.call(Path.profile, .get, bearer: login.accessToken).decode(ProfileResponse.self)
+            #expect(profile.identities.map(\.providerType) == ["local-userpass", "custom-token"])
+            #expect(profile.data["name"] == .string("Ida"))
+            #expect(profile.data["email"] == .string("ida@example.com"))
+        }
+    }
+
     @Test func deleteRemovesTheUserAndEverySession() async throws {
         try await withGatehouse { gatehouse, client in
             let login = try await client.signUp("eve@example.com")

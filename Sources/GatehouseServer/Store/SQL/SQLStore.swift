@@ -152,7 +152,7 @@ struct SQLStore: GatehouseStore {
         try await db.query(
             "SELECT \(Self.identityColumns) FROM identities WHERE app_id = $1 AND provider_type = $2 AND external_id = $3",
             .text(appId), .text(providerType), .text(externalId)
-        ).first.map(Self.identity)
+        ).first.map { try Self.identity($0) }
     }
 
     func updateIdentityData(id: String, data: [String: JSONValue]) async throws {
@@ -188,18 +188,29 @@ struct SQLStore: GatehouseStore {
 
     func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord? {
         try await db.query(
-            "SELECT app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at FROM email_accounts WHERE app_id = $1 AND email = $2",
+            "SELECT \(Self.accountColumns) FROM email_accounts WHERE app_id = $1 AND email = $2",
             .text(appId), .text(email)
         ).first.map(Self.account)
     }
 
+    private static let emailAccountWithUserQuery = """
+        SELECT \(accountColumns.split(separator: ", ").map { "email_accounts.\($0)" }.joined(separator: ", ")), \(joinedUserColumns)
+        FROM email_accounts LEFT JOIN users ON users.id = email_accounts.user_id
+        WHERE email_accounts.app_id = $1 AND email_accounts.email = $2
+        """
+
+    func emailAccountWithUser(appId: String, email: String) async throws -> (account: EmailAccountRecord, user: UserRecord?)? {
+        guard let row = try await db.query(Self.emailAccountWithUserQuery, .text(appId), .text(email)).first else { return nil }
+        return (try Self.account(row), try Self.joinedUser(row))
+    }
+
     func user(id: String) async throws -> UserRecord? {
-        try await db.query("SELECT \(Self.userColumns) FROM users WHERE id = $1", .text(id)).first.map(Self.user)
+        try await db.query("SELECT \(Self.userColumns) FROM users WHERE id = $1", .text(id)).first.map { try Self.user($0) }
     }
 
     func identities(userId: String) async throws -> [IdentityRecord] {
         try await db.query("SELECT \(Self.identityColumns) FROM identities WHERE user_id = $1 ORDER BY created_at, id", .text(userId))
-            .map(Self.identity)
+            .map { try Self.identity($0) }
     }
 
     func deleteUser(id: String) async throws {
@@ -395,9 +406,22 @@ struct SQLStore: GatehouseStore {
     private static let sessionWithUserQuery = """
         SELECT \(sessionColumns.split(separator: ",").map { "sessions.\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
             .joined(separator: ", ")),
-            users.id AS user_found, users.app_id AS user_app_id, users.created_at AS user_created_at,
-            users.disabled AS user_disabled, users.custom_data AS user_custom_data
+            \(joinedUserColumns)
         FROM sessions LEFT JOIN users ON users.id = sessions.user_id WHERE sessions.id = $1
+        """
+
+    /// ``sessionWithUserQuery`` with the user's identities joined, their columns named `identity_…`, ordered as
+    /// ``identities(userId:)`` orders them.
+    private static let sessionWithUserAndIdentitiesQuery = """
+        SELECT \(sessionColumns.split(separator: ",").map { "sessions.\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
+            .joined(separator: ", ")),
+            \(joinedUserColumns),
+            \(identityColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+                .map { "identities.\($0) AS identity_\($0)" }.joined(separator: ", "))
+        FROM sessions LEFT JOIN users ON users.id = sessions.user_id
+            LEFT JOIN identities ON identities.user_id = users.id
+        WHERE sessions.id = $1
+        ORDER BY identities.created_at, identities.id
         """
 
     static func session(_ row: SQLRow) throws -> SessionRecord {
@@ -427,16 +451,22 @@ struct SQLStore: GatehouseStore {
     func sessionWithUser(id: String) async throws -> (session: SessionRecord, user: UserRecord?)? {
         let rows = try await db.query(Self.sessionWithUserQuery, .text(id))
         guard let row = rows.first else { return nil }
-        let session = try Self.session(row)
-        guard try row.optionalText("user_found") != nil else { return (session, nil) }
-        let user = UserRecord(
-            id: session.userId,
-            appId: try row.text("user_app_id"),
-            createdAt: try row.date("user_created_at"),
-            disabled: try row.int("user_disabled") != 0,
-            customData: try JSONColumn.decode(row.text("user_custom_data"))
-        )
-        return (session, user)
+        return try Self.sessionWithUser(row)
+    }
+
+    func sessionWithUserAndIdentities(id: String) async throws -> (session: SessionRecord, user: UserRecord?, identities: [IdentityRecord])? {
+        let rows = try await db.query(Self.sessionWithUserAndIdentitiesQuery, .text(id))
+        guard let first = rows.first else { return nil }
+        let (session, user) = try Self.sessionWithUser(first)
+        // One row per identity (one row with NULLs when there is none): the user's, so none without a user.
+        let identities = user == nil ? [] : try rows.compactMap { row in
+            try row.optionalText("identity_id") == nil ? nil : try Self.identity(row, prefix: "identity_")
+        }
+        return (session, user, identities)
+    }
+
+    private static func sessionWithUser(_ row: SQLRow) throws -> (session: SessionRecord, user: UserRecord?) {
+        (try Self.session(row), try Self.joinedUser(row))
     }
 
     func revokeSession(id: String, now: Date) async throws {
@@ -555,7 +585,7 @@ struct SQLStore: GatehouseStore {
             WHERE i.app_id = $1 AND i.provider_type = 'api-key' AND i.external_id = $2
             """,
             .text(appId), .text(key.id)
-        ).first.map(Self.user) else { return nil }
+        ).first.map({ try Self.user($0) }) else { return nil }
         return (key, user)
     }
 
@@ -816,14 +846,24 @@ struct SQLStore: GatehouseStore {
 
     static let userColumns = "id, app_id, created_at, disabled, custom_data"
 
-    static func user(_ row: SQLRow) throws -> UserRecord {
+    /// A user from a row of ``userColumns``, each named `prefix` + the column where a join renamed them.
+    static func user(_ row: SQLRow, prefix: String = "") throws -> UserRecord {
         UserRecord(
-            id: try row.text("id"),
-            appId: try row.text("app_id"),
-            createdAt: try row.date("created_at"),
-            disabled: try row.int("disabled") != 0,
-            customData: try JSONColumn.decode(row.text("custom_data"))
+            id: try row.text(prefix + "id"),
+            appId: try row.text(prefix + "app_id"),
+            createdAt: try row.date(prefix + "created_at"),
+            disabled: try row.int(prefix + "disabled") != 0,
+            customData: try JSONColumn.decode(row.text(prefix + "custom_data"))
         )
+    }
+
+    /// ``userColumns`` of a `users` table joined to another (whose own `id`, `app_id`… keep their names), as
+    /// `joined_user_…`; ``joinedUser(_:)`` reads them.
+    static let joinedUserColumns = userColumns.split(separator: ", ").map { "users.\($0) AS joined_user_\($0)" }.joined(separator: ", ")
+
+    /// The user of a row with ``joinedUserColumns``: nil when the LEFT JOIN found none.
+    static func joinedUser(_ row: SQLRow) throws -> UserRecord? {
+        try row.optionalText("joined_user_id") == nil ? nil : try user(row, prefix: "joined_user_")
     }
 
     static func insertUser(_ user: UserRecord, _ tx: any SQLExecutor) async throws {
@@ -854,15 +894,16 @@ struct SQLStore: GatehouseStore {
 
     static let identityColumns = "id, user_id, app_id, provider_type, external_id, data, created_at"
 
-    static func identity(_ row: SQLRow) throws -> IdentityRecord {
+    /// An identity from a row of ``identityColumns``, each named `prefix` + the column where a join renamed them.
+    static func identity(_ row: SQLRow, prefix: String = "") throws -> IdentityRecord {
         IdentityRecord(
-            id: try row.text("id"),
-            userId: try row.text("user_id"),
-            appId: try row.text("app_id"),
-            providerType: try row.text("provider_type"),
-            externalId: try row.text("external_id"),
-            data: try JSONColumn.decode(row.text("data")),
-            createdAt: try row.date("created_at")
+            id: try row.text(prefix + "id"),
+            userId: try row.text(prefix + "user_id"),
+            appId: try row.text(prefix + "app_id"),
+            providerType: try row.text(prefix + "provider_type"),
+            externalId: try row.text(prefix + "external_id"),
+            data: try JSONColumn.decode(row.text(prefix + "data")),
+            createdAt: try row.date(prefix + "created_at")
         )
     }
 
@@ -915,6 +956,8 @@ struct SQLStore: GatehouseStore {
             .text(mail.text), .text(mail.html), SQLValue(mail.createdAt), SQLValue(mail.nextAttemptAt)
         )
     }
+
+    static let accountColumns = "app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at"
 
     static func account(_ row: SQLRow) throws -> EmailAccountRecord {
         EmailAccountRecord(

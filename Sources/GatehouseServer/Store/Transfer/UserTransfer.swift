@@ -81,12 +81,12 @@ struct UserTransfer {
                 let users = try await tx.query(
                     "SELECT \(SQLStore.userColumns) FROM users WHERE id > $1 AND app_id IN (\(appList)) ORDER BY id LIMIT $2",
                     [.text(after), .int(Int64(pageSize))] + appBinds
-                ).map(SQLStore.user)
+                ).map { try SQLStore.user($0) }
                 guard let first = users.first, let last = users.last else { break }
                 let range: [SQLValue] = [.text(first.id), .text(last.id)]
                 let identities = Dictionary(grouping: try await tx.query(
                     "SELECT \(SQLStore.identityColumns) FROM identities WHERE user_id >= $1 AND user_id <= $2 ORDER BY created_at, id", range
-                ).map(SQLStore.identity), by: \.userId)
+                ).map { try SQLStore.identity($0) }, by: \.userId)
                 var accounts: [String: TransferFormat.EmailAccount] = [:]
                 for row in try await tx.query(
                     "SELECT app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at, created_at FROM email_accounts WHERE user_id >= $1 AND user_id <= $2",

@@ -49,6 +49,48 @@ import Testing
         }
     }
 
+    /// A registration's writes (user, identity, account, token, mail) go together, as one statement on PostgreSQL:
+    /// when the account's insert finds the address taken, none of the others is left behind.
+    @Test func aRegistrationWhoseAddressIsTakenLeavesNothingBehind() async throws {
+        try await withGatehouse { gatehouse, client in
+            #expect(try await client.register("kim@example.com").status == .created)
+            let store = gatehouse.env.store
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            let email = try #require(EmailAddress("kim@example.com"))
+            let now = gatehouse.env.clock.now
+            let userId = Secrets.objectID(at: now)
+            let (user, identity, account) = EmailPasswordService.newAccount(
+                userId: userId, app: app, email: email, passwordHash: "x", confirmed: false, proven: false, now: now
+            )
+            let token = OneTimeTokenRecord(
+                id: Secrets.objectID(at: now), appId: app.id, kind: .confirmation, userId: userId, secretHash: Secrets.sha256("secret"),
+                createdAt: now, expiresAt: now.addingTimeInterval(60), email: email.normalized
+            )
+            await #expect(throws: StoreError.conflict) {
+                try await store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: nil)
+            }
+            #expect(try await store.user(id: userId) == nil)
+            #expect(try await store.identities(userId: userId).isEmpty)
+            #expect(try await store.oneTimeToken(id: token.id) == nil)
+
+            // The same writes for a free address all land.
+            let free = try #require(EmailAddress("kim2@example.com"))
+            let (user2, identity2, account2) = EmailPasswordService.newAccount(
+                userId: Secrets.objectID(at: now), app: app, email: free, passwordHash: "x", confirmed: true, proven: false, now: now
+            )
+            try await store.createEmailUser(user: user2, identity: identity2, account: account2, token: nil, mail: nil)
+            #expect(try await store.user(id: user2.id) == user2)
+            #expect(try await store.identities(userId: user2.id) == [identity2])
+            #expect(try await store.emailAccount(appId: app.id, email: free.normalized)?.userId == user2.id)
+        }
+    }
+
+    @Test func writesTogetherRenumberTheirPlaceholders() {
+        #expect(SQLiteDatabase.shiftingPlaceholders(of: "UPDATE t SET a = $1, b = $12 WHERE c = $2", by: 3) == "UPDATE t SET a = $4, b = $15 WHERE c = $5")
+        #expect(SQLiteDatabase.shiftingPlaceholders(of: "SELECT $1", by: 0) == "SELECT $1")
+        #expect(SQLiteDatabase.shiftingPlaceholders(of: "SELECT '$' || $9", by: 1) == "SELECT '$' || $10")
+    }
+
     @Test func autoConfirmationLogsInAtOnceAndSendsNothing() async throws {
         try await withGatehouse { _, client throws in
             #expect(try await client.register("bob@example.com", app: "auto-app").status == .created)

@@ -85,3 +85,71 @@ extension SQLValue {
     init(_ flag: Bool) { self = .int(flag ? 1 : 0) }
     init(_ bytes: [UInt8]?) { self = bytes.map { .blob($0) } ?? .null }
 }
+
+extension SQLDatabase {
+    /// Runs the writes `collect` makes, all or none. Each is an `INSERT`, `UPDATE` or `DELETE` with `$1…$n` of its own
+    /// whose rows nothing reads (`collect` gets no rows back) and which need not see each other's effects. On
+    /// PostgreSQL they go as one statement, each but the last a data-modifying `WITH` clause: one round trip instead
+    /// of a `BEGIN`, one per write and a `COMMIT`, with the same atomicity (a statement applies wholly or not at all,
+    /// and foreign keys are checked at its end, so a row may refer to one inserted beside it). On SQLite, whose
+    /// statements cost no round trip, they run in a transaction.
+    func writeTogether(_ collect: (any SQLExecutor) async throws -> Void) async throws {
+        let collected = CollectedWrites()
+        try await collect(collected)
+        let writes = collected.writes
+        guard writes.count > 1 else {
+            if let write = writes.first { try await query(write.sql, write.binds) }
+            return
+        }
+        switch dialect {
+        case .postgres:
+            var binds: [SQLValue] = []
+            var clauses: [String] = []
+            for write in writes {
+                clauses.append(Self.shiftingPlaceholders(of: write.sql, by: binds.count))
+                binds += write.binds
+            }
+            let last = clauses.removeLast()
+            let with = clauses.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ", ")
+            try await query("WITH \(with) \(last)", binds)
+        case .sqlite:
+            try await transaction { tx in
+                for write in writes { try await tx.query(write.sql, write.binds) }
+            }
+        }
+    }
+
+    /// `sql` with each placeholder `$n` written as `$(n + offset)`. Gatehouse's statements carry no `$` in literals.
+    static func shiftingPlaceholders(of sql: String, by offset: Int) -> String {
+        guard offset > 0 else { return sql }
+        var out = ""
+        /// The digits after a `$` so far (nil when the last character was not one of them, nor the `$`).
+        var digits: String?
+        func flush() {
+            if let digits, let n = Int(digits) { out += String(n + offset) } else if let digits { out += digits }
+            digits = nil
+        }
+        for character in sql {
+            if digits != nil, character.isASCII, character.isNumber {
+                digits!.append(character)
+                continue
+            }
+            flush()
+            out.append(character)
+            if character == "$" { digits = "" }
+        }
+        flush()
+        return out
+    }
+}
+
+/// Writes recorded for ``SQLDatabase/writeTogether(_:)`` instead of run.
+private final class CollectedWrites: SQLExecutor, @unchecked Sendable {
+    /// Only ``SQLDatabase/writeTogether(_:)``'s `collect` appends, one write at a time (it awaits each).
+    private(set) var writes: [(sql: String, binds: [SQLValue])] = []
+
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        writes.append((sql, binds))
+        return []
+    }
+}

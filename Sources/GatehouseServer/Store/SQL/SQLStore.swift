@@ -86,7 +86,8 @@ struct SQLStore: GatehouseStore {
         token: OneTimeTokenRecord?,
         mail: OutboxMessage?
     ) async throws {
-        try await db.transaction { tx in
+        // Every registration's writes: one statement on PostgreSQL.
+        try await db.writeTogether { tx in
             try await Self.insertUser(user, tx)
             try await Self.insertIdentity(identity, tx)
             try await Self.insertAccount(account, createdAt: user.createdAt, tx)

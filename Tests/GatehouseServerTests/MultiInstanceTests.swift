@@ -119,8 +119,10 @@ struct Instance: Sendable {
         func decode<T: Decodable>(_ type: T.Type) throws -> T { try JSONDecoder().decode(T.self, from: body) }
     }
 
-    func send(_ path: String, method: String, body: Data? = nil, contentType: String? = nil, bearer: String? = nil) async throws -> Answer {
-        var request = URLRequest(url: URL(string: base + path)!)
+    func send(
+        _ path: String, method: String, body: Data? = nil, contentType: String? = nil, bearer: String? = nil, timeout: TimeInterval = 60
+    ) async throws -> Answer {
+        var request = URLRequest(url: URL(string: base + path)!, timeoutInterval: timeout)
         request.httpMethod = method
         request.httpBody = body
         if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
@@ -216,7 +218,7 @@ private func withInstances(_ settings: PostgresSettings, _ body: @Sendable (Inst
                 processes.append(try ChildProcess(CLITests.binary, arguments, environment: environment, directory: folder))
             }
             let instances = ports.map(Instance.init(port:))
-            for instance in instances { try await waitUntilReady(instance) }
+            for (instance, process) in zip(instances, processes) { try await waitUntilReady(instance, process) }
             // The test reads the outbox through a store of its own on the same database.
             let reader = try await PostgresDatabase.open(settings, logger: quietLogger)
             do {
@@ -234,12 +236,26 @@ private func withInstances(_ settings: PostgresSettings, _ body: @Sendable (Inst
     }
 }
 
-/// Polls `/readyz` until it answers 200 (at most 60 s: a cold start runs the migrations).
-func waitUntilReady(_ instance: Instance) async throws {
+/// Polls `/readyz` until it answers 200 (at most 60 s: a cold start runs the migrations). When it never does, the
+/// error carries the last answer and what the process wrote, so that a failed run says why.
+func waitUntilReady(_ instance: Instance, _ process: ChildProcess) async throws {
     let deadline = ContinuousClock.now + .seconds(60)
+    var last = "no answer"
     while ContinuousClock.now < deadline {
-        if let answer = try? await instance.get("/readyz"), answer.status == 200 { return }
+        do {
+            // A probe that hangs is retried, not waited out: one request must not spend the whole minute.
+            let answer = try await instance.send("/readyz", method: "GET", timeout: 5)
+            if answer.status == 200 { return }
+            last = "\(answer.status): \(String(decoding: answer.body.prefix(500), as: UTF8.self))"
+        } catch {
+            last = "\(error)"
+        }
+        guard process.isRunning else { break }
         try await Task.sleep(for: .milliseconds(100))
     }
-    throw SMTPTestSetupError(description: "gatehouse on port \(instance.port) was not ready after 60 s")
+    throw SMTPTestSetupError(description: """
+        gatehouse on port \(instance.port) was not ready after 60 s (running: \(process.isRunning); last /readyz: \(last))
+        stderr: \(process.standardError.suffix(3000))
+        stdout: \(process.standardOutput.suffix(1000))
+        """)
 }

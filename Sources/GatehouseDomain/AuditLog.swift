@@ -65,6 +65,14 @@ extension AuthEnvironment {
         }
     }
 
+    /// The row ``audit(_:app:user:detail:)`` writes, with the request's origin and the time, for a write that records
+    /// it together with what it tells of (``GatehouseStore/createSession(_:recording:)``); the caller counts it
+    /// (``countAuthEvent(_:app:detail:)``) once that write succeeded.
+    package func auditEvent(_ kind: AuditKind, app: String, user: String? = nil, detail: [String: String] = [:]) -> AuditEvent {
+        let origin = self.origin
+        return AuditEvent(at: clock.now, appId: app, kind: kind.rawValue, userId: user, ip: origin.ip, userAgent: origin.userAgent, detail: detail)
+    }
+
     /// The app id of events that belong to the server rather than one app (signing keys).
     package static let serverWideApp = "*"
 
@@ -73,10 +81,7 @@ extension AuthEnvironment {
     /// succeeded.
     package func audit(_ kind: AuditKind, app: String, user: String? = nil, detail: [String: String] = [:]) async {
         countAuthEvent(kind, app: app, detail: detail)
-        let origin = self.origin
-        let event = AuditEvent(
-            at: clock.now, appId: app, kind: kind.rawValue, userId: user, ip: origin.ip, userAgent: origin.userAgent, detail: detail
-        )
+        let event = auditEvent(kind, app: app, user: user, detail: detail)
         do {
             try await auditWriter.append(event)
         } catch {

@@ -53,14 +53,19 @@ package struct LoginService: Sendable {
     /// `auth/providers/{provider}/login`). A failure to prove is audited (`login_failed`), a success too.
     package func logIn(_ credential: LoginCredential, app: AppSettings, device: [String: JSONValue]) async throws -> LoginResult {
         let proof = try await prove(credential, app: app)
-        let result = try await SessionService(env: env).startSession(for: proof.user, app: app, device: device, apiKeyId: proof.apiKeyId)
         var detail = ["provider": credential.providerType]
         if let key = proof.apiKeyId { detail["apiKey"] = key }
-        await succeeded(user: proof.user, app: app, detail: detail)
+        // The session and its login_succeeded row are one write.
+        let event = env.auditEvent(.loginSucceeded, app: app.id, user: proof.user.id, detail: detail)
+        let result = try await SessionService(env: env).startSession(
+            for: proof.user, app: app, device: device, apiKeyId: proof.apiKeyId, recording: event
+        )
+        env.countAuthEvent(.loginSucceeded, app: app.id, detail: detail)
         return result
     }
 
-    /// Records a session started for `user` (`login_succeeded`), by any login or sign-in of either protocol.
+    /// Records a session started for `user` (`login_succeeded`) by a native sign-in (whose session is one of its flow's
+    /// effects); a Client API login writes the same row with its session (``logIn(_:app:device:)``).
     func succeeded(user: UserRecord, app: AppSettings, detail: [String: String]) async {
         await env.audit(.loginSucceeded, app: app.id, user: user.id, detail: detail)
     }

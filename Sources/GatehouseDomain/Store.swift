@@ -86,6 +86,9 @@ package protocol GatehouseStore: RateCountStore {
 
     // MARK: Sessions
     func createSession(_ session: SessionRecord) async throws
+    /// ``createSession(_:)`` and the audit row of the login that started it, written together (one statement on
+    /// PostgreSQL): no session without its record, and one write instead of two.
+    func createSession(_ session: SessionRecord, recording event: AuditEvent) async throws
     func session(id: String) async throws -> SessionRecord?
     /// The session and its user (nil when the user is gone), in one read: what every authenticated request needs.
     func sessionWithUser(id: String) async throws -> (session: SessionRecord, user: UserRecord?)?

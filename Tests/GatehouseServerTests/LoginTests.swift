@@ -91,6 +91,37 @@ import Testing
         }
     }
 
+    /// A login's session and its `login_succeeded` row are written together: one statement on PostgreSQL, one
+    /// transaction on SQLite (``SQLDatabase/writeTogether(_:)``: all or nothing). Both are there after it.
+    @Test func aLoginWritesItsSessionAndItsAuditRowTogether() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("una@example.com")
+            let recording = RecordingDatabase((gatehouse.env.store as! SQLStore).db)
+            var env = gatehouse.env
+            env.store = SQLStore(db: recording)
+            let service = LoginService(env: env)
+            let app = try #require(env.configuration.app(id: "test-app"))
+            let credential = LoginCredential.emailPassword(username: "una@example.com", password: "correct horse")
+            let before = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: owner.userId, afterSeq: nil, limit: 100)
+
+            let result = try await service.logIn(credential, app: app, device: [:])
+            let written = recording.drain().filter { $0.contains("INSERT INTO sessions") || $0.contains("INSERT INTO audit_events") || $0 == "BEGIN" || $0 == "COMMIT" }
+            switch recording.dialect {
+            case .postgres:
+                #expect(written.count == 1, "\(written)")
+                #expect(written.first?.contains("INSERT INTO audit_events") == true)
+            case .sqlite:
+                #expect(written.count == 4, "\(written)")
+                #expect(written.first == "BEGIN" && written.last == "COMMIT")
+            }
+            let after = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: owner.userId, afterSeq: nil, limit: 100)
+            #expect(after.filter { $0.kind == "login_succeeded" }.count == before.filter { $0.kind == "login_succeeded" }.count + 1)
+            let sid = try #require(try jwtPayload(result.refreshToken)["sid"] as? String)
+            #expect(try await gatehouse.env.store.session(id: sid) != nil)
+
+        }
+    }
+
     @Test func deviceOptionsAreKeptWithTheSession() async throws {
         try await withGatehouse { gatehouse, client in
             _ = try await client.signUp("tess@example.com")

@@ -86,6 +86,11 @@ extension SQLStore {
     // MARK: Audit log
 
     func appendAuditEvents(_ events: [AuditEvent]) async throws {
+        try await Self.insertAuditEvents(events, db)
+    }
+
+    /// One multi-row INSERT of `events`; nothing for none.
+    static func insertAuditEvents(_ events: [AuditEvent], _ db: any SQLExecutor) async throws {
         guard !events.isEmpty else { return }
         var binds: [SQLValue] = []
         var rows: [String] = []

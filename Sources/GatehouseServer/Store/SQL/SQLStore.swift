@@ -388,6 +388,13 @@ struct SQLStore: GatehouseStore {
         try await Self.insertSession(session, db)
     }
 
+    func createSession(_ session: SessionRecord, recording event: AuditEvent) async throws {
+        try await db.writeTogether { tx in
+            try await Self.insertSession(session, tx)
+            try await Self.insertAuditEvents([event], tx)
+        }
+    }
+
     static func insertSession(_ session: SessionRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             "INSERT INTO sessions (\(sessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",

@@ -411,9 +411,12 @@ struct SQLStore: GatehouseStore {
         client_id, previous_secret_hash, rotation_salt, rotated_at, api_key_id, last_used_at
         """
 
+    /// ``sessionColumns`` named by table, for a join.
+    private static let qualifiedSessionColumns = sessionColumns.split(separator: ",")
+        .map { "sessions.\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }.joined(separator: ", ")
+
     private static let sessionWithUserQuery = """
-        SELECT \(sessionColumns.split(separator: ",").map { "sessions.\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
-            .joined(separator: ", ")),
+        SELECT \(qualifiedSessionColumns),
             \(joinedUserColumns)
         FROM sessions LEFT JOIN users ON users.id = sessions.user_id WHERE sessions.id = $1
         """
@@ -421,8 +424,7 @@ struct SQLStore: GatehouseStore {
     /// ``sessionWithUserQuery`` with the user's identities joined, their columns named `identity_…`, ordered as
     /// ``identities(userId:)`` orders them.
     private static let sessionWithUserAndIdentitiesQuery = """
-        SELECT \(sessionColumns.split(separator: ",").map { "sessions.\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
-            .joined(separator: ", ")),
+        SELECT \(qualifiedSessionColumns),
             \(joinedUserColumns),
             \(identityColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
                 .map { "identities.\($0) AS identity_\($0)" }.joined(separator: ", "))

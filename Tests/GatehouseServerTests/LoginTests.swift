@@ -9,6 +9,14 @@ import GatehouseTestSupport
 import Testing
 
 @Suite struct LoginTests {
+    /// A login service whose statements `recording` keeps, and the test app.
+    static func recordedLogins(_ gatehouse: AuthServer) throws -> (RecordingDatabase, LoginService, AppSettings) {
+        let recording = RecordingDatabase((gatehouse.env.store as! SQLStore).db)
+        var env = gatehouse.env
+        env.store = SQLStore(db: recording)
+        return (recording, LoginService(env: env), try #require(env.configuration.app(id: "test-app")))
+    }
+
     @Test func loginReturnsBothTokensAndObjectIds() async throws {
         try await withGatehouse { _, client in
             let login = try await client.signUp("quinn@example.com")
@@ -56,11 +64,7 @@ import Testing
     @Test func aLoginReadsTheAccountWithItsUserAndAnUnknownAddressRunsTheSameStatements() async throws {
         try await withGatehouse { gatehouse, client in
             let owner = try await client.signUp("uma@example.com")
-            let recording = RecordingDatabase((gatehouse.env.store as! SQLStore).db)
-            var env = gatehouse.env
-            env.store = SQLStore(db: recording)
-            let service = LoginService(env: env)
-            let app = try #require(env.configuration.app(id: "test-app"))
+            let (recording, service, app) = try Self.recordedLogins(gatehouse)
             // The audit rows are written for every outcome; set apart, as their writer may group them.
             let statements = { recording.drain().filter { !$0.hasPrefix("INSERT INTO audit_events") } }
             let reads = { (log: [String]) in log.filter { $0.contains("FROM email_accounts") || $0.contains("FROM users") } }
@@ -96,11 +100,7 @@ import Testing
     @Test func aLoginWritesItsSessionAndItsAuditRowTogether() async throws {
         try await withGatehouse { gatehouse, client in
             let owner = try await client.signUp("una@example.com")
-            let recording = RecordingDatabase((gatehouse.env.store as! SQLStore).db)
-            var env = gatehouse.env
-            env.store = SQLStore(db: recording)
-            let service = LoginService(env: env)
-            let app = try #require(env.configuration.app(id: "test-app"))
+            let (recording, service, app) = try Self.recordedLogins(gatehouse)
             let credential = LoginCredential.emailPassword(username: "una@example.com", password: "correct horse")
             let before = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: owner.userId, afterSeq: nil, limit: 100)
 

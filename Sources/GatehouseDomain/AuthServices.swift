@@ -120,16 +120,12 @@ package struct SessionService: Sendable {
     ///
     /// - Parameter event: the audit row of the login, written with the session.
     package func startSession(
-        for user: UserRecord, app: AppSettings, device: [String: JSONValue], apiKeyId: String? = nil, recording event: AuditEvent? = nil
+        for user: UserRecord, app: AppSettings, device: [String: JSONValue], apiKeyId: String? = nil, recording event: AuditEvent
     ) async throws -> LoginResult {
         let now = env.clock.now
         let secret = Base64URL.encode(Secrets.randomBytes(32))
         let session = newSession(for: user, app: app, device: device, secretHash: Secrets.sha256(secret), apiKeyId: apiKeyId)
-        if let event {
-            try await env.store.createSession(session, recording: event)
-        } else {
-            try await env.store.createSession(session)
-        }
+        try await env.store.createSession(session, recording: event)
         // Keys rotated or retired by `gatehouse keys` reach this instance before it signs.
         await env.keys.refreshIfNeeded(from: env.store, now: now)
         let key = env.keys.current

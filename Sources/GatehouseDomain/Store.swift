@@ -85,9 +85,9 @@ package protocol GatehouseStore: RateCountStore {
     func redeemPasswordResetToken(id: String, newPasswordHash: String, now: Date) async throws -> Bool
 
     // MARK: Sessions
-    func createSession(_ session: SessionRecord) async throws
-    /// ``createSession(_:)`` and the audit row of the login that started it, written together (one statement on
-    /// PostgreSQL): no session without its record, and one write instead of two.
+    /// Stores a new session and the audit row of the login that started it, together (one statement on PostgreSQL):
+    /// no session without its record, and one write instead of two. (A native sign-in's session is one of its flow's
+    /// effects instead.)
     func createSession(_ session: SessionRecord, recording event: AuditEvent) async throws
     func session(id: String) async throws -> SessionRecord?
     /// The session and its user (nil when the user is gone), in one read: what every authenticated request needs.

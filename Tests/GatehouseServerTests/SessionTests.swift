@@ -122,12 +122,18 @@ import Testing
         let clock = ManualClock()
         try await withGatehouse(clock: clock) { gatehouse, client in
             let login = try await client.signUp("ida@example.com")
+            // Another account with identities of its own: none of them is Ida's.
+            let other = try await client.signUp("joe@example.com")
             let store = gatehouse.env.store
             // A second identity, newer, with data of its own: the profile lists both, oldest first, and merges data.
             clock.advance(by: 5)
             try await store.addIdentity(IdentityRecord(
                 id: Secrets.objectID(), userId: login.userId, appId: "test-app", providerType: "custom-token", externalId: "ext-1",
                 data: ["name": .string("Ida")], createdAt: clock.now
+            ))
+            try await store.addIdentity(IdentityRecord(
+                id: Secrets.objectID(), userId: other.userId, appId: "test-app", providerType: "custom-token", externalId: "ext-2",
+                data: ["name": .string("Joe")], createdAt: clock.now
             ))
             let sid = try #require(try jwtPayload(login.accessToken)["sid"] as? String)
             let together = try #require(try await store.sessionWithUserAndIdentities(id: sid))
@@ -142,6 +148,15 @@ import Testing
             #expect(profile.identities.map(\.providerType) == ["local-userpass", "custom-token"])
             #expect(profile.data["name"] == .string("Ida"))
             #expect(profile.data["email"] == .string("ida@example.com"))
+
+            // The profile's reads of the session, the user and the identities are one statement.
+            let recording = RecordingDatabase((store as! SQLStore).db)
+            var env = gatehouse.env
+            env.store = SQLStore(db: recording)
+            let recorded = try await SessionService(env: env).profile(login.accessToken)
+            #expect(recorded.identities.map(\.providerType) == ["local-userpass", "custom-token"])
+            let reads = recording.drain().filter { $0.contains("FROM sessions") || $0.contains("FROM users") || $0.contains("FROM identities") }
+            #expect(reads.count == 1, "\(reads)")
         }
     }
 

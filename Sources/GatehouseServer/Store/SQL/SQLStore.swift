@@ -195,7 +195,7 @@ struct SQLStore: GatehouseStore {
     }
 
     private static let emailAccountWithUserQuery = """
-        SELECT \(accountColumns.split(separator: ", ").map { "email_accounts.\($0)" }.joined(separator: ", ")), \(joinedUserColumns)
+        SELECT \(columns(accountColumns, of: "email_accounts")), \(joinedUserColumns)
         FROM email_accounts LEFT JOIN users ON users.id = email_accounts.user_id
         WHERE email_accounts.app_id = $1 AND email_accounts.email = $2
         """
@@ -384,10 +384,6 @@ struct SQLStore: GatehouseStore {
 
     // MARK: Sessions
 
-    func createSession(_ session: SessionRecord) async throws {
-        try await Self.insertSession(session, db)
-    }
-
     func createSession(_ session: SessionRecord, recording event: AuditEvent) async throws {
         try await db.writeTogether { tx in
             try await Self.insertSession(session, tx)
@@ -411,12 +407,8 @@ struct SQLStore: GatehouseStore {
         client_id, previous_secret_hash, rotation_salt, rotated_at, api_key_id, last_used_at
         """
 
-    /// ``sessionColumns`` named by table, for a join.
-    private static let qualifiedSessionColumns = sessionColumns.split(separator: ",")
-        .map { "sessions.\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }.joined(separator: ", ")
-
     private static let sessionWithUserQuery = """
-        SELECT \(qualifiedSessionColumns),
+        SELECT \(columns(sessionColumns, of: "sessions")),
             \(joinedUserColumns)
         FROM sessions LEFT JOIN users ON users.id = sessions.user_id WHERE sessions.id = $1
         """
@@ -424,10 +416,9 @@ struct SQLStore: GatehouseStore {
     /// ``sessionWithUserQuery`` with the user's identities joined, their columns named `identity_…`, ordered as
     /// ``identities(userId:)`` orders them.
     private static let sessionWithUserAndIdentitiesQuery = """
-        SELECT \(qualifiedSessionColumns),
+        SELECT \(columns(sessionColumns, of: "sessions")),
             \(joinedUserColumns),
-            \(identityColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-                .map { "identities.\($0) AS identity_\($0)" }.joined(separator: ", "))
+            \(columns(identityColumns, of: "identities", as: "identity_"))
         FROM sessions LEFT JOIN users ON users.id = sessions.user_id
             LEFT JOIN identities ON identities.user_id = users.id
         WHERE sessions.id = $1
@@ -856,6 +847,14 @@ struct SQLStore: GatehouseStore {
 
     static let userColumns = "id, app_id, created_at, disabled, custom_data"
 
+    /// `columns` (a list like ``userColumns``) named by `table`, for a join; each renamed `prefix` + the column when
+    /// the other table has columns of the same names.
+    static func columns(_ columns: String, of table: String, as prefix: String? = nil) -> String {
+        columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .map { column in prefix.map { "\(table).\(column) AS \($0)\(column)" } ?? "\(table).\(column)" }
+            .joined(separator: ", ")
+    }
+
     /// A user from a row of ``userColumns``, each named `prefix` + the column where a join renamed them.
     static func user(_ row: SQLRow, prefix: String = "") throws -> UserRecord {
         UserRecord(
@@ -869,7 +868,7 @@ struct SQLStore: GatehouseStore {
 
     /// ``userColumns`` of a `users` table joined to another (whose own `id`, `app_id`… keep their names), as
     /// `joined_user_…`; ``joinedUser(_:)`` reads them.
-    static let joinedUserColumns = userColumns.split(separator: ", ").map { "users.\($0) AS joined_user_\($0)" }.joined(separator: ", ")
+    static let joinedUserColumns = columns(userColumns, of: "users", as: "joined_user_")
 
     /// The user of a row with ``joinedUserColumns``: nil when the LEFT JOIN found none.
     static func joinedUser(_ row: SQLRow) throws -> UserRecord? {

@@ -89,7 +89,7 @@ struct UserTransfer {
                 ).map { try SQLStore.identity($0) }, by: \.userId)
                 var accounts: [String: TransferFormat.EmailAccount] = [:]
                 for row in try await tx.query(
-                    "SELECT app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at, created_at FROM email_accounts WHERE user_id >= $1 AND user_id <= $2",
+                    "SELECT \(SQLStore.accountColumns), created_at FROM email_accounts WHERE user_id >= $1 AND user_id <= $2",
                     range
                 ) {
                     let account = try SQLStore.account(row)

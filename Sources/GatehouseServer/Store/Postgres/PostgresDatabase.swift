@@ -190,7 +190,8 @@ final class PostgresDatabase: SQLDatabase {
         // The request is answered by whichever ends first, the work or its deadline; the other is left to end on its
         // own (a lease given up, a statement whose connection was closed). Structured child tasks would make the
         // request wait for both, and one that does not answer its cancellation (a connection being made to a frozen
-        // server) would hold it for ever.
+        // server) would hold it for ever. The worker starts at once on this thread (`Task.immediate`), up to its first
+        // wait: a task enqueued instead would wake another thread to start it while this one goes idle.
         return try await withCheckedThrowingContinuation { continuation in
             let answered = NIOLockedValueBox(false)
             let answer: @Sendable (Result<T, any Error>) -> Void = { result in
@@ -207,7 +208,7 @@ final class PostgresDatabase: SQLDatabase {
                 answer(.failure(StoreError.unavailable("no database connection within \(timeout)")))
                 worker.withLockedValue { $0?.cancel() }
             }
-            let task = Task {
+            let task = Task.immediate {
                 do {
                     let value = try await client.withConnection { connection in
                         let started = lease.withLockedValue { state -> Bool in
@@ -293,9 +294,13 @@ final class PostgresDatabase: SQLDatabase {
             case .null: bindings.appendNull()
             }
         }
-        let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        // Every row at once, collected on the connection's event loop: the rows are collected into an array anyway,
+        // and the row sequence's end hops back to that loop to cancel its stream (a wake-up of the loop per statement).
+        let collected: EventLoopFuture<PostgresQueryResult> = connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        let rows = try await collected.get()
         var result: [SQLRow] = []
-        for try await row in rows {
+        result.reserveCapacity(rows.count)
+        for row in rows {
             var values: [String: SQLValue] = [:]
             for cell in row {
                 values[cell.columnName] = try SQLValue(cell)

@@ -86,14 +86,32 @@ package struct LoginBackoff: Sendable {
     /// attempt's number in this address's run (0 when delays are off), for ``failed(userId:attempt:)``.
     @discardableResult
     package func admit() async throws -> Int {
-        let settings = app.loginBackoff
-        guard settings.enabled else { return 0 }
+        guard app.loginBackoff.enabled else { return 0 }
         // Most attempts come from an address with no run for the account (the last login succeeded and cleared it):
         // counted at once, as the loop below counts them when it finds no run, without reading first. A run that
         // exists makes this claim a no-op, and the loop decides.
         if let counted = try await env.store.claimLoginAttempt(key: pair, account: account, seen: nil, now: env.clock.now) {
             return counted
         }
+        return try await admitPastRun()
+    }
+
+    /// ``admit()``, and the account of `email` with its user read in the same round trip as the attempt's first
+    /// claim (``GatehouseStore/claimLoginAttempt(key:account:now:readingAccountOf:email:)``): what a password login
+    /// needs before its hash. For an address with a run, the read is the one made with the first claim, a few
+    /// statements before the attempt is admitted (as any read is a hash's time before the password is checked).
+    package func admit(readingAccount email: String) async throws
+        -> (attempt: Int, account: (account: EmailAccountRecord, user: UserRecord?)?)
+    {
+        guard app.loginBackoff.enabled else { return (0, try await env.store.emailAccountWithUser(appId: app.id, email: email)) }
+        let first = try await env.store.claimLoginAttempt(key: pair, account: account, now: env.clock.now, readingAccountOf: app.id, email: email)
+        if let counted = first.claimed { return (counted, first.account) }
+        return (try await admitPastRun(), first.account)
+    }
+
+    /// Admits an attempt from an address whose run exists (the first claim found it): waits out its delay or counts it.
+    private func admitPastRun() async throws -> Int {
+        let settings = app.loginBackoff
         for _ in 0..<4 {
             let now = env.clock.now
             let run = try await env.store.loginFailures(key: pair)
@@ -125,7 +143,13 @@ package struct LoginBackoff: Sendable {
     /// A login that succeeded (the right password of a confirmed, enabled account): this address's count and the
     /// account's total go.
     package func succeeded() async throws {
-        guard app.loginBackoff.enabled else { return }
-        try await env.store.clearLoginFailures(keys: [pair, total])
+        guard !clearedKeys.isEmpty else { return }
+        try await env.store.clearLoginFailures(keys: clearedKeys)
+    }
+
+    /// The runs a success ends: this address's count for the account and the account's total (none when delays are
+    /// off). A Client API login ends them in the write of the session it starts (``SessionService/startSession(for:app:device:apiKeyId:recording:clearing:)``).
+    package var clearedKeys: [String] {
+        app.loginBackoff.enabled ? [pair, total] : []
     }
 }

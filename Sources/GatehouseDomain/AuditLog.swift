@@ -66,7 +66,7 @@ extension AuthEnvironment {
     }
 
     /// The row ``audit(_:app:user:detail:)`` writes, with the request's origin and the time, for a write that records
-    /// it together with what it tells of (``GatehouseStore/createSession(_:recording:)``); the caller counts it
+    /// it together with what it tells of (``GatehouseStore/createSession(_:recording:clearingLoginFailures:)``); the caller counts it
     /// (``countAuthEvent(_:app:detail:)``) once that write succeeded.
     package func auditEvent(_ kind: AuditKind, app: String, user: String? = nil, detail: [String: String] = [:]) -> AuditEvent {
         let origin = self.origin

@@ -118,14 +118,18 @@ package struct SessionService: Sendable {
     /// Starts a session for `user` and issues its tokens. `apiKeyId`: the key the user logged in with, whose
     /// disabling or deletion ends the session.
     ///
-    /// - Parameter event: the audit row of the login, written with the session.
+    /// - Parameters:
+    ///   - event: the audit row of the login, written with the session.
+    ///   - loginFailures: the password login's backoff counts its success ends (``LoginBackoff/clearedKeys``), in the
+    ///     same write.
     package func startSession(
-        for user: UserRecord, app: AppSettings, device: [String: JSONValue], apiKeyId: String? = nil, recording event: AuditEvent
+        for user: UserRecord, app: AppSettings, device: [String: JSONValue], apiKeyId: String? = nil, recording event: AuditEvent,
+        clearing loginFailures: [String] = []
     ) async throws -> LoginResult {
         let now = env.clock.now
         let secret = Base64URL.encode(Secrets.randomBytes(32))
         let session = newSession(for: user, app: app, device: device, secretHash: Secrets.sha256(secret), apiKeyId: apiKeyId)
-        try await env.store.createSession(session, recording: event)
+        try await env.store.createSession(session, recording: event, clearingLoginFailures: loginFailures)
         // Keys rotated or retired by `gatehouse keys` reach this instance before it signs.
         await env.keys.refreshIfNeeded(from: env.store, now: now)
         let key = env.keys.current

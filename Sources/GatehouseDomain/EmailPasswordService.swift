@@ -447,25 +447,40 @@ package struct EmailPasswordService: Sendable {
     /// says the old system accepted the password, the user is created with it and the login succeeds; any other
     /// answer is the ordinary wrong password.
     package func authenticate(app: AppSettings, username: String, password: String, migrate: Bool = false) async throws -> UserRecord {
+        let proof = try await prove(app: app, username: username, password: password, migrate: migrate)
+        try await proof.backoff.succeeded()
+        return proof.user
+    }
+
+    /// A correct password's user, and the login backoff whose counts its success ends.
+    package struct PasswordProof: Sendable {
+        package var user: UserRecord
+        /// Ended by whoever takes the proof: at once (``LoginBackoff/succeeded()``), or in the write of the session it
+        /// starts (``LoginBackoff/clearedKeys``).
+        package var backoff: LoginBackoff
+    }
+
+    /// ``authenticate(app:username:password:migrate:)`` without ending the backoff's counts: the caller ends them.
+    package func prove(app: AppSettings, username: String, password: String, migrate: Bool = false) async throws -> PasswordProof {
         let email = EmailAddress(username)
         let identifier = email?.normalized ?? String(username.prefix(256))
         try await env.checkRateLimit(.login, app: app, identifier: identifier)
         let backoff = LoginBackoff(env: env, app: app, identifier: identifier)
-        let attempt = try await backoff.admit()
-        let login = PasswordLogin(app: app, password: password, backoff: backoff, attempt: attempt)
         let askable = migrate && !password.isEmpty && password.count <= app.passwordPolicy.maxLength && migrates(app)
-        // The account and its user are one read, so an unknown address runs the same statement as a known one.
-        guard password.count <= app.passwordPolicy.maxLength, let email,
-            let (account, user) = try await env.store.emailAccountWithUser(appId: app.id, email: email.normalized)
-        else {
+        // The attempt is counted and the account read with its user in one round trip, and an unknown address runs the
+        // same statements as a known one.
+        let readable = password.count <= app.passwordPolicy.maxLength ? email : nil
+        let (attempt, found) = if let readable { try await backoff.admit(readingAccount: readable.normalized) } else { (try await backoff.admit(), nil) }
+        let login = PasswordLogin(app: app, password: password, backoff: backoff, attempt: attempt)
+        guard let readable, let (account, user) = found else {
             if askable, let email, let migrated = await askToMigrate(app: app, email: email, password: password) {
-                return try await logInMigrated(migrated, email: email, login, replacing: nil)
+                return PasswordProof(user: try await logInMigrated(migrated, email: email, login, replacing: nil), backoff: backoff)
             }
             // The same work as for a known account: a hash.
             try await env.hasher.burnVerify(password, parameters: app.passwordHash)
             try await login.wrongPassword(nil)
         }
-        return try await verify(account, user: user, email: email, login, migrate: askable)
+        return PasswordProof(user: try await verify(account, user: user, email: readable, login, migrate: askable), backoff: backoff)
     }
 
     /// One password login's context: what it checks, and its place in the login backoff.
@@ -517,7 +532,8 @@ package struct EmailPasswordService: Sendable {
             if app.revealUserExistence { throw AuthError.confirmationRequired }
             try await login.wrongPassword(account.userId)
         }
-        try await login.backoff.succeeded()
+        // The backoff's counts end once the caller takes the proof (``PasswordProof``): a right password of a user who
+        // is gone or disabled ends none.
         guard let user else { throw AuthError.invalidCredentials }
         guard !user.disabled else { throw AuthError.userDisabled }
         if env.hasher.needsRehash(account.passwordHash, parameters: app.passwordHash) {
@@ -537,7 +553,6 @@ package struct EmailPasswordService: Sendable {
         // Hashed before any write, never inside a transaction.
         let hash = try await env.hasher.hash(login.password, parameters: login.app.passwordHash)
         if let user = try await createMigrated(migrated, app: login.app, email: email, passwordHash: hash, reason: .login, replacing: pending) {
-            try await login.backoff.succeeded()
             return user
         }
         guard let (account, user) = try await env.store.emailAccountWithUser(appId: login.app.id, email: email.normalized) else {

@@ -52,13 +52,14 @@ package struct LoginService: Sendable {
     /// Proves `credential` for a login and starts a session for its user (Client API
     /// `auth/providers/{provider}/login`). A failure to prove is audited (`login_failed`), a success too.
     package func logIn(_ credential: LoginCredential, app: AppSettings, device: [String: JSONValue]) async throws -> LoginResult {
-        let proof = try await prove(credential, app: app)
+        let (proof, backoff) = try await proving(credential, app: app)
         var detail = ["provider": credential.providerType]
         if let key = proof.apiKeyId { detail["apiKey"] = key }
-        // The session and its login_succeeded row are one write.
+        // The session, its login_succeeded row and the end of the password's backoff counts are one write.
         let event = env.auditEvent(.loginSucceeded, app: app.id, user: proof.user.id, detail: detail)
         let result = try await SessionService(env: env).startSession(
-            for: proof.user, app: app, device: device, apiKeyId: proof.apiKeyId, recording: event
+            for: proof.user, app: app, device: device, apiKeyId: proof.apiKeyId, recording: event,
+            clearing: backoff?.clearedKeys ?? []
         )
         env.countAuthEvent(.loginSucceeded, app: app.id, detail: detail)
         return result
@@ -92,23 +93,32 @@ package struct LoginService: Sendable {
     ///
     /// - Parameter via: which protocol asked, for the audit log (`native auth`; nil for the Client API).
     package func prove(_ credential: LoginCredential, app: AppSettings, via: String? = nil) async throws -> Proof {
+        let (proof, backoff) = try await proving(credential, app: app, via: via)
+        try await backoff?.succeeded()
+        return proof
+    }
+
+    /// ``prove(_:app:via:)``, leaving a password's login backoff for the caller to end (``LoginBackoff/succeeded()``),
+    /// as ``logIn(_:app:device:)`` does in the write of its session.
+    private func proving(_ credential: LoginCredential, app: AppSettings, via: String? = nil) async throws -> (Proof, LoginBackoff?) {
         do {
             try requireEnabled(credential.providerType, app: app)
             if case .emailPassword(let username, let password) = credential {
                 // A login (either protocol) may migrate a user from the old system; a link never does.
-                return Proof(user: try await EmailPasswordService(env: env).authenticate(app: app, username: username, password: password, migrate: true))
+                let proof = try await EmailPasswordService(env: env).prove(app: app, username: username, password: password, migrate: true)
+                return (Proof(user: proof.user), proof.backoff)
             }
             // An anonymous login makes a user, as a registration does.
             let makesAUser = if case .anonymous = credential { true } else { false }
             try await env.checkRateLimit(makesAUser ? .registration : .login, app: app)
             switch credential {
             case .anonymous:
-                return Proof(user: try await AnonymousService(env: env).login(appId: app.id).0)
+                return (Proof(user: try await AnonymousService(env: env).login(appId: app.id).0), nil)
             case .apiKey(let secret):
                 let (user, key) = try await APIKeyService(env: env).login(appId: app.id, key: secret)
-                return Proof(user: user, apiKeyId: key.id)
+                return (Proof(user: user, apiKeyId: key.id), nil)
             default:
-                return Proof(user: try await IdentityService(env: env).logIn(try await identity(credential, app: app), app: app))
+                return (Proof(user: try await IdentityService(env: env).logIn(try await identity(credential, app: app), app: app)), nil)
             }
         } catch let error as AuthError {
             switch error {

@@ -88,7 +88,9 @@ package protocol GatehouseStore: RateCountStore {
     /// Stores a new session and the audit row of the login that started it, together (one statement on PostgreSQL):
     /// no session without its record, and one write instead of two. (A native sign-in's session is one of its flow's
     /// effects instead.)
-    func createSession(_ session: SessionRecord, recording event: AuditEvent) async throws
+    /// `keys`: login-failure runs that end in the same write (a password login's success clears its backoff counts,
+    /// ``LoginBackoff/clearedKeys``, with the session it starts).
+    func createSession(_ session: SessionRecord, recording event: AuditEvent, clearingLoginFailures keys: [String]) async throws
     func session(id: String) async throws -> SessionRecord?
     /// The session and its user (nil when the user is gone), in one read: what every authenticated request needs.
     func sessionWithUser(id: String) async throws -> (session: SessionRecord, user: UserRecord?)?
@@ -156,6 +158,11 @@ package protocol GatehouseStore: RateCountStore {
     /// `seen + 1` and the last attempt to `now`, if the run still has `seen` failures (nil: no run yet), and returns
     /// the new count. Nil when another attempt was counted first: of racing attempts each is counted once.
     func claimLoginAttempt(key: String, account: String, seen: Int?, now: Date) async throws -> Int?
+    /// ``claimLoginAttempt(key:account:seen:now:)`` for a key with no run yet (`seen` nil), and
+    /// ``emailAccountWithUser(appId:email:)`` of `email`, in one round trip (one statement on PostgreSQL): a password
+    /// login's first two. The read does not depend on the claim, which touches no account.
+    func claimLoginAttempt(key: String, account: String, now: Date, readingAccountOf appId: String, email: String) async throws
+        -> (claimed: Int?, account: (account: EmailAccountRecord, user: UserRecord?)?)
     /// Counts a failed password check in `key`'s run (of account `account`); returns the failures in the run.
     func recordLoginFailure(key: String, account: String, now: Date) async throws -> Int
     /// Ends these runs (a correct password).

@@ -190,6 +190,42 @@ import Testing
         }
     }
 
+    /// A Client API login ends its counts in the write of its session; a native password sign-in ends them as it
+    /// proves the password. Either way the next wrong passwords start a new run: here a run of one Client API failure
+    /// is ended by a native sign-in, and two more failures are both answered (without the end, the second would be
+    /// delayed).
+    @Test func aRightPasswordEndsTheRunWhicheverProtocolAsks() async throws {
+        let config = backoffConfiguration(freeFailures: 2, baseDelay: 60, maxDelay: 900, native: true)
+        try await withGatehouse(config) { _, client in
+            _ = try await client.signUp("noor@example.com")
+            #expect(try await client.login("noor@example.com", "wrong").status == .unauthorized)
+            #expect(try await PreRegistrationTests.passwordSignIn(client, "noor@example.com", "correct horse").status == .ok)
+            for _ in 0..<2 { #expect(try await client.login("noor@example.com", "wrong").status == .unauthorized) }
+            #expect(try await client.login("noor@example.com", "wrong").status == .tooManyRequests)
+        }
+    }
+
+    /// A right password of a disabled user is refused (`UserDisabled`) and ends no count: the attempt stays counted,
+    /// as the run before it.
+    @Test func aDisabledUsersRightPasswordEndsNoCount() async throws {
+        let clock = ManualClock()
+        let config = backoffConfiguration(freeFailures: 2, baseDelay: 60, maxDelay: 900)
+        try await withGatehouse(config, clock: clock) { gatehouse, client in
+            let login = try await client.signUp("dara@example.com")
+            #expect(try await client.login("dara@example.com", "wrong").status == .unauthorized)
+            try await gatehouse.setUserDisabled(appId: "test-app", userId: login.userId, disabled: true)
+            #expect(try await client.login("dara@example.com").status == .unauthorized)
+            try await gatehouse.setUserDisabled(appId: "test-app", userId: login.userId, disabled: false)
+            // Two attempts counted (a wrong password and the disabled user's right one): the next waits.
+            #expect(try await client.login("dara@example.com").status == .tooManyRequests)
+            clock.advance(by: 60)
+            #expect(try await client.login("dara@example.com").status == .ok)
+            // Ended by that login, written with its session: two free failures again.
+            for _ in 0..<2 { #expect(try await client.login("dara@example.com", "wrong").status == .unauthorized) }
+            #expect(try await client.login("dara@example.com", "wrong").status == .tooManyRequests)
+        }
+    }
+
     @Test func theDelayScheduleDoublesAndCaps() {
         let backoff = LoginBackoffSettings(freeFailures: 5, baseDelay: 1, maxDelay: 900)
         #expect((0...16).map { backoff.delay(afterFailures: $0) } == [0, 0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900, 900])

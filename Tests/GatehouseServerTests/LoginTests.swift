@@ -67,13 +67,16 @@ import Testing
             let (recording, service, app) = try Self.recordedLogins(gatehouse)
             // The audit rows are written for every outcome; set apart, as their writer may group them.
             let statements = { recording.drain().filter { !$0.hasPrefix("INSERT INTO audit_events") } }
-            let reads = { (log: [String]) in log.filter { $0.contains("FROM email_accounts") || $0.contains("FROM users") } }
+            let reads = { (log: [String]) in log.filter { $0.contains("email_accounts") || $0.contains("FROM users") } }
 
             let proof = try await service.prove(.emailPassword(username: "uma@example.com", password: "correct horse"), app: app)
             #expect(proof.user.id == owner.userId)
             let right = reads(statements())
             #expect(right.count == 1)
             #expect(right.first?.contains("LEFT JOIN users") == true)
+            // On PostgreSQL the attempt's count is in the same statement (on SQLite, whose statements cost no round
+            // trip, it is the one before).
+            if recording.dialect == .postgres { #expect(right.first?.contains("INSERT INTO login_failures") == true) }
 
             for username in ["uma@example.com", "nobody@example.com"] {
                 await #expect(throws: AuthError.invalidCredentials) {
@@ -95,8 +98,35 @@ import Testing
         }
     }
 
-    /// A login's session and its `login_succeeded` row are written together: one statement on PostgreSQL, one
-    /// transaction on SQLite (``SQLDatabase/writeTogether(_:)``: all or nothing). Both are there after it.
+    /// A login's first claim of its backoff count and its read of the account come back together, whatever each
+    /// finds: a first attempt is counted (an unknown address's too, with no account), and a second finds the run and
+    /// counts nothing while still reading the account.
+    @Test func theFirstClaimAndTheAccountReadComeBackTogether() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("ulla@example.com")
+            let store = gatehouse.env.store
+            let now = gatehouse.env.clock.now
+            let known = try await store.claimLoginAttempt(key: "k1", account: "a1", now: now, readingAccountOf: "test-app", email: "ulla@example.com")
+            #expect(known.claimed == 1)
+            #expect(known.account?.account.userId == owner.userId)
+            #expect(known.account?.user?.id == owner.userId)
+            let again = try await store.claimLoginAttempt(key: "k1", account: "a1", now: now, readingAccountOf: "test-app", email: "ulla@example.com")
+            #expect(again.claimed == nil)
+            #expect(again.account?.account.email == "ulla@example.com")
+            #expect(try await store.loginFailures(key: "k1")?.failures == 1)
+            let unknown = try await store.claimLoginAttempt(key: "k2", account: "a2", now: now, readingAccountOf: "test-app", email: "nobody@example.com")
+            #expect(unknown.claimed == 1)
+            #expect(unknown.account == nil)
+            // Another app's account of the same address is not this app's.
+            let elsewhere = try await store.claimLoginAttempt(key: "k3", account: "a3", now: now, readingAccountOf: "other-app", email: "ulla@example.com")
+            #expect(elsewhere.claimed == 1)
+            #expect(elsewhere.account == nil)
+        }
+    }
+
+    /// A login's session, its `login_succeeded` row and the end of its address's backoff counts are written together:
+    /// one statement on PostgreSQL, one transaction on SQLite (``SQLDatabase/writeTogether(_:)``: all or nothing). All
+    /// three are there after it.
     @Test func aLoginWritesItsSessionAndItsAuditRowTogether() async throws {
         try await withGatehouse { gatehouse, client in
             let owner = try await client.signUp("una@example.com")
@@ -104,20 +134,28 @@ import Testing
             let credential = LoginCredential.emailPassword(username: "una@example.com", password: "correct horse")
             let before = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: owner.userId, afterSeq: nil, limit: 100)
 
+            // A wrong password first: the address has a run of failures for the account, which the login ends.
+            await #expect(throws: AuthError.invalidCredentials) {
+                try await service.logIn(.emailPassword(username: "una@example.com", password: "wrong horse"), app: app, device: [:])
+            }
+            let account = LoginBackoff.account(app: "test-app", identifier: "una@example.com")
+            let failures = { try await gatehouse.env.store.loginFailures(key: account + "|*")?.failures }
+            #expect(try await failures() == 1)
+            _ = recording.drain()
+
             let result = try await service.logIn(credential, app: app, device: [:])
-            // Each statement by what it writes: `session`, `audit`, both, or the transaction's edges.
+            // Each write by what it writes (`clear`, `session`, `audit`, joined by + when one statement does several),
+            // and the transaction's edges.
             let written = recording.drain().compactMap { statement -> String? in
-                switch (statement.contains("INSERT INTO sessions"), statement.contains("INSERT INTO audit_events")) {
-                case (true, true): "both"
-                case (true, false): "session"
-                case (false, true): "audit"
-                case (false, false): ["BEGIN", "COMMIT"].contains(statement) ? statement : nil
-                }
+                let parts = [("DELETE FROM login_failures", "clear"), ("INSERT INTO sessions", "session"), ("INSERT INTO audit_events", "audit")]
+                    .filter { statement.contains($0.0) }.map(\.1)
+                return parts.isEmpty ? (["BEGIN", "COMMIT"].contains(statement) ? statement : nil) : parts.joined(separator: "+")
             }
             switch recording.dialect {
-            case .postgres: #expect(written == ["both"])
-            case .sqlite: #expect(written == ["BEGIN", "session", "audit", "COMMIT"])
+            case .postgres: #expect(written == ["clear+session+audit"])
+            case .sqlite: #expect(written == ["BEGIN", "clear", "session", "audit", "COMMIT"])
             }
+            #expect(try await failures() == nil)
             let after = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: owner.userId, afterSeq: nil, limit: 100)
             #expect(after.filter { $0.kind == "login_succeeded" }.count == before.filter { $0.kind == "login_succeeded" }.count + 1)
             let sid = try #require(try jwtPayload(result.refreshToken)["sid"] as? String)

@@ -50,10 +50,7 @@ extension SQLStore {
 
     func claimLoginAttempt(key: String, account: String, seen: Int?, now: Date) async throws -> Int? {
         guard let seen else {
-            return try await db.query(
-                "INSERT INTO login_failures (key, account, failures, last_attempt_at) VALUES ($1, $2, 1, $3) ON CONFLICT (key) DO NOTHING RETURNING failures",
-                .text(key), .text(account), SQLValue(now)
-            ).first.map { Int(try $0.int("failures")) }
+            return try await db.query(Self.claimFirstAttempt, .text(key), .text(account), SQLValue(now)).first.map { Int(try $0.int("failures")) }
         }
         return try await db.query(
             "UPDATE login_failures SET failures = $2 + 1, last_attempt_at = $3 WHERE key = $1 AND failures = $2 RETURNING failures",
@@ -73,7 +70,43 @@ extension SQLStore {
         return Int(try rows.first?.int("failures") ?? 1)
     }
 
+    func claimLoginAttempt(key: String, account: String, now: Date, readingAccountOf appId: String, email: String) async throws
+        -> (claimed: Int?, account: (account: EmailAccountRecord, user: UserRecord?)?)
+    {
+        let claim = (sql: Self.claimFirstAttempt, binds: [SQLValue.text(key), .text(account), SQLValue(now)])
+        switch db.dialect {
+        case .postgres:
+            // One row whatever the two find: the claim's count (null when another attempt was counted first) beside
+            // the account and its user (nulls for an unknown address).
+            let row = try await db.query(
+                """
+                WITH claim AS (\(claim.sql))
+                SELECT (SELECT failures FROM claim) AS claimed, \(Self.columns(Self.accountColumns, of: "email_accounts")), \(Self.joinedUserColumns)
+                FROM (SELECT 1) AS one
+                LEFT JOIN email_accounts ON email_accounts.app_id = $4 AND email_accounts.email = $5
+                LEFT JOIN users ON users.id = email_accounts.user_id
+                """,
+                claim.binds + [.text(appId), .text(email)]
+            ).first
+            guard let row else { throw SQLRowError(column: "claimed", expected: "one row") }
+            return (try row.optionalInt("claimed").map(Int.init), try Self.accountWithUser(row))
+        case .sqlite:
+            // Statements in process cost no round trip.
+            let claimed = try await db.query(claim.sql, claim.binds).first.map { Int(try $0.int("failures")) }
+            return (claimed, try await emailAccountWithUser(appId: appId, email: email))
+        }
+    }
+
+    /// Counts the first attempt of a key with no run: ``claimLoginAttempt(key:account:seen:now:)`` with `seen` nil.
+    private static let claimFirstAttempt =
+        "INSERT INTO login_failures (key, account, failures, last_attempt_at) VALUES ($1, $2, 1, $3) ON CONFLICT (key) DO NOTHING RETURNING failures"
+
     func clearLoginFailures(keys: [String]) async throws {
+        try await Self.clearLoginFailures(keys: keys, db)
+    }
+
+    /// Ends the runs of `keys` (nothing for none).
+    static func clearLoginFailures(keys: [String], _ db: any SQLExecutor) async throws {
         guard !keys.isEmpty else { return }
         let placeholders = (1...keys.count).map { "$\($0)" }.joined(separator: ", ")
         try await db.query("DELETE FROM login_failures WHERE key IN (\(placeholders))", keys.map { SQLValue.text($0) })

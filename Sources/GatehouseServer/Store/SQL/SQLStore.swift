@@ -194,7 +194,7 @@ struct SQLStore: GatehouseStore {
         ).first.map(Self.account)
     }
 
-    private static let emailAccountWithUserQuery = """
+    static let emailAccountWithUserQuery = """
         SELECT \(columns(accountColumns, of: "email_accounts")), \(joinedUserColumns)
         FROM email_accounts LEFT JOIN users ON users.id = email_accounts.user_id
         WHERE email_accounts.app_id = $1 AND email_accounts.email = $2
@@ -202,7 +202,13 @@ struct SQLStore: GatehouseStore {
 
     func emailAccountWithUser(appId: String, email: String) async throws -> (account: EmailAccountRecord, user: UserRecord?)? {
         guard let row = try await db.query(Self.emailAccountWithUserQuery, .text(appId), .text(email)).first else { return nil }
-        return (try Self.account(row), try Self.joinedUser(row))
+        return try Self.accountWithUser(row)
+    }
+
+    /// The account and its user of a row of ``emailAccountWithUserQuery``'s columns; nil when a LEFT JOIN found no
+    /// account.
+    static func accountWithUser(_ row: SQLRow) throws -> (account: EmailAccountRecord, user: UserRecord?)? {
+        try row.optionalText("email") == nil ? nil : (try account(row), try joinedUser(row))
     }
 
     func user(id: String) async throws -> UserRecord? {
@@ -384,8 +390,9 @@ struct SQLStore: GatehouseStore {
 
     // MARK: Sessions
 
-    func createSession(_ session: SessionRecord, recording event: AuditEvent) async throws {
+    func createSession(_ session: SessionRecord, recording event: AuditEvent, clearingLoginFailures keys: [String]) async throws {
         try await db.writeTogether { tx in
+            try await Self.clearLoginFailures(keys: keys, tx)
             try await Self.insertSession(session, tx)
             try await Self.insertAuditEvents([event], tx)
         }

@@ -82,16 +82,19 @@ package struct EmailPasswordService: Sendable {
             if let callAfterAnswer { decideAfterAnswer(callAfterAnswer, account: account, local: local) }
             return
         }
+        // The user and its registration row are one write.
+        let detail = ["provider": Self.providerType, "confirmed": "\(confirmed)"]
+        let event = env.auditEvent(.registration, app: app.id, user: userId, detail: detail)
         do {
-            try await env.store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: mail)
+            try await env.store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: mail, recording: event)
         } catch StoreError.conflict {
             // A racing registration of the address won; its email is on its way, and this one is dropped.
             if app.revealUserExistence { throw AuthError.accountNameInUse }
             await env.audit(.registrationRefused, app: app.id, detail: ["provider": Self.providerType, "race": "true"])
             return
         }
+        env.countAuthEvent(.registration, app: app.id, detail: detail)
         env.logger.info("user registered", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
-        await env.audit(.registration, app: app.id, user: userId, detail: ["provider": Self.providerType, "confirmed": "\(confirmed)"])
         if let callAfterAnswer { decideAfterAnswer(callAfterAnswer, account: account, local: local) }
     }
 
@@ -623,15 +626,16 @@ package struct EmailPasswordService: Sendable {
             now: now
         )
         user.customData = migrated.customData
+        var detail = ["provider": Self.providerType, "at": reason.rawValue]
+        if pending != nil { detail["replacedPending"] = "true" }
         do {
-            try await env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil)
+            let event = env.auditEvent(.userMigrated, app: app.id, user: user.id, detail: detail)
+            try await env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: event)
         } catch StoreError.conflict {
             return nil
         }
+        env.countAuthEvent(.userMigrated, app: app.id, detail: detail)
         env.logger.info("user migrated", metadata: ["app": "\(app.id)", "user": "\(user.id)", "at": "\(reason.rawValue)"])
-        var detail = ["provider": Self.providerType, "at": reason.rawValue]
-        if pending != nil { detail["replacedPending"] = "true" }
-        await env.audit(.userMigrated, app: app.id, user: user.id, detail: detail)
         return user
     }
 

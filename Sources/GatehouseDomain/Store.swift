@@ -30,13 +30,15 @@ package protocol GatehouseStore: RateCountStore {
 
     // MARK: Users
     /// Creates a user with a `local-userpass` identity and its account; with the confirmation token and email
-    /// when given. Throws ``StoreError/conflict`` when the email is taken.
+    /// when given, and the audit row of what made it (`event`) in the same write: no user without its record.
+    /// Throws ``StoreError/conflict`` when the email is taken (and writes nothing).
     func createEmailUser(
         user: UserRecord,
         identity: IdentityRecord,
         account: EmailAccountRecord,
         token: OneTimeTokenRecord?,
-        mail: OutboxMessage?
+        mail: OutboxMessage?,
+        recording event: AuditEvent?
     ) async throws
     /// Replaces a pending registration (the account of `account.userId`, if it is still unconfirmed) with a new one:
     /// its password and confirmation state, the user's unused tokens superseded at `now`, `token` and `mail` stored. One

@@ -89,7 +89,7 @@ import Testing
                     appId: "test-app", email: email, userId: user.id, passwordHash: "", confirmedAt: confirmed ? now : nil,
                     mailboxProvenAt: confirmed ? now : nil
                 )
-                try await gatehouse.env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil)
+                try await gatehouse.env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: nil)
             }
             for (route, body) in [("confirm/call", #"{"email":"EMAIL"}"#), ("reset/call", #"{"email":"EMAIL","password":"a long password","arguments":[]}"#)] {
                 var answers: [String: [String]] = [:]

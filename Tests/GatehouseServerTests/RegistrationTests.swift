@@ -66,22 +66,47 @@ import Testing
                 id: Secrets.objectID(at: now), appId: app.id, kind: .confirmation, userId: userId, secretHash: Secrets.sha256("secret"),
                 createdAt: now, expiresAt: now.addingTimeInterval(60), email: email.normalized
             )
+            let event = { (user: String) in gatehouse.env.auditEvent(.registration, app: app.id, user: user, detail: ["provider": "local-userpass"]) }
             await #expect(throws: StoreError.conflict) {
-                try await store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: nil)
+                try await store.createEmailUser(user: user, identity: identity, account: account, token: token, mail: nil, recording: event(userId))
             }
             #expect(try await store.user(id: userId) == nil)
             #expect(try await store.identities(userId: userId).isEmpty)
             #expect(try await store.oneTimeToken(id: token.id) == nil)
+            #expect(try await store.auditEvents(appId: app.id, userId: userId, afterSeq: nil, limit: 10).isEmpty)
 
             // The same writes for a free address all land.
             let free = try #require(EmailAddress("kim2@example.com"))
             let (user2, identity2, account2) = EmailPasswordService.newAccount(
                 userId: Secrets.objectID(at: now), app: app, email: free, passwordHash: "x", confirmed: true, proven: false, now: now
             )
-            try await store.createEmailUser(user: user2, identity: identity2, account: account2, token: nil, mail: nil)
+            try await store.createEmailUser(user: user2, identity: identity2, account: account2, token: nil, mail: nil, recording: event(user2.id))
             #expect(try await store.user(id: user2.id) == user2)
+            #expect(try await store.auditEvents(appId: app.id, userId: user2.id, afterSeq: nil, limit: 10).map(\.kind) == ["registration"])
             #expect(try await store.identities(userId: user2.id) == [identity2])
             #expect(try await store.emailAccount(appId: app.id, email: free.normalized)?.userId == user2.id)
+        }
+    }
+
+    /// A registration's user and its `registration` audit row are one write: one statement on PostgreSQL, one
+    /// transaction on SQLite. No user is ever without the record of how it came.
+    @Test func aRegistrationWritesItsUserAndItsAuditRowTogether() async throws {
+        try await withGatehouse { gatehouse, _ in
+            let recording = RecordingDatabase((gatehouse.env.store as! SQLStore).db)
+            var env = gatehouse.env
+            env.store = SQLStore(db: recording)
+            try await EmailPasswordService(env: env).register(appId: "test-app", email: "kit@example.com", password: "correct horse")
+            let written = recording.drain().compactMap { statement -> String? in
+                let parts = [("INSERT INTO users", "user"), ("INSERT INTO audit_events", "audit")].filter { statement.contains($0.0) }.map(\.1)
+                return parts.isEmpty ? (["BEGIN", "COMMIT"].contains(statement) ? statement : nil) : parts.joined(separator: "+")
+            }
+            switch recording.dialect {
+            case .postgres: #expect(written == ["user+audit"])
+            case .sqlite: #expect(written == ["BEGIN", "user", "audit", "COMMIT"])
+            }
+            let account = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "kit@example.com"))
+            let rows = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: account.userId, afterSeq: nil, limit: 10)
+            #expect(rows.map(\.kind) == ["registration"])
         }
     }
 

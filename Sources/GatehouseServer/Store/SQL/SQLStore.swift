@@ -84,7 +84,8 @@ struct SQLStore: GatehouseStore {
         identity: IdentityRecord,
         account: EmailAccountRecord,
         token: OneTimeTokenRecord?,
-        mail: OutboxMessage?
+        mail: OutboxMessage?,
+        recording event: AuditEvent?
     ) async throws {
         // Every registration's writes: one statement on PostgreSQL.
         try await db.writeTogether { tx in
@@ -93,6 +94,7 @@ struct SQLStore: GatehouseStore {
             try await Self.insertAccount(account, createdAt: user.createdAt, tx)
             if let token { try await Self.insertToken(token, tx) }
             if let mail { try await Self.insertMail(mail, tx) }
+            if let event { try await Self.insertAuditEvents([event], tx) }
         }
     }
 

@@ -208,7 +208,7 @@ final class PostgresDatabase: SQLDatabase {
                 answer(.failure(StoreError.unavailable("no database connection within \(timeout)")))
                 worker.withLockedValue { $0?.cancel() }
             }
-            let task = Task.immediate {
+            let work: @Sendable () async -> Void = {
                 do {
                     let value = try await client.withConnection { connection in
                         let started = lease.withLockedValue { state -> Bool in
@@ -248,6 +248,13 @@ final class PostgresDatabase: SQLDatabase {
                 }
                 // A failure before the lease (the pool's own) leaves the lease deadline armed.
                 deadlines.disarm(leaseDeadline)
+            }
+            // Where `Task.immediate` is not available (Apple systems before 26), the worker is enqueued.
+            let task: Task<Void, Never>
+            if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
+                task = Task.immediate(operation: work)
+            } else {
+                task = Task(operation: work)
             }
             worker.withLockedValue { $0 = task }
             // The lease timeout may have fired before the task was stored (a timeout of nearly nothing): cancel it now.

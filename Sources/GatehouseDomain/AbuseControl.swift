@@ -88,8 +88,8 @@ package struct LoginBackoff: Sendable {
     package func admit() async throws -> Int {
         guard app.loginBackoff.enabled else { return 0 }
         // Most attempts come from an address with no run for the account (the last login succeeded and cleared it):
-        // counted at once, as the loop below counts them when it finds no run, without reading first. A run that
-        // exists makes this claim a no-op, and the loop decides.
+        // counted at once, as ``admitPastRun()`` counts them when it finds no run, without reading first. A run that
+        // exists makes this claim a no-op, and ``admitPastRun()`` decides.
         if let counted = try await env.store.claimLoginAttempt(key: pair, account: account, seen: nil, now: env.clock.now) {
             return counted
         }
@@ -148,7 +148,8 @@ package struct LoginBackoff: Sendable {
     }
 
     /// The runs a success ends: this address's count for the account and the account's total (none when delays are
-    /// off). A Client API login ends them in the write of the session it starts (``SessionService/startSession(for:app:device:apiKeyId:recording:clearing:)``).
+    /// off). A Client API login ends them in the write of the session it starts
+    /// (``SessionService/startSession(for:app:device:apiKeyId:recording:clearing:)``).
     package var clearedKeys: [String] {
         app.loginBackoff.enabled ? [pair, total] : []
     }

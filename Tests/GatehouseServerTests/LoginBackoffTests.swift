@@ -205,6 +205,30 @@ import Testing
         }
     }
 
+    /// An attacker guessing a victim's password from an address, who logs in to their own account from the same
+    /// address with either protocol, ends only their own account's counts: the victim's stay, and the next guess waits.
+    @Test func anAttackersOwnLoginFromTheSameAddressEndsNoneOfTheVictimsCounts() async throws {
+        let config = backoffConfiguration(freeFailures: 2, baseDelay: 60, maxDelay: 900, native: true, addresses: true)
+        try await withGatehouse(config) { _, client in
+            _ = try await client.signUp("vera@example.com")
+            _ = try await client.signUp("mallory@example.com")
+            for _ in 0..<2 { #expect(try await client.login("vera@example.com", "guess", from: "203.0.113.50").status == .unauthorized) }
+            #expect(try await client.login("mallory@example.com", from: "203.0.113.50").status == .ok)
+            let attacker: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "203.0.113.50"]
+            let ct1 = try #require(
+                try await client.native(.signInInitiate, headers: attacker, ["username": "mallory@example.com", "challenge_type": allChallengeTypes]).step?.continuationToken
+            )
+            let ct2 = try #require(
+                try await client.native(.signInChallenge, headers: attacker, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).step?.continuationToken
+            )
+            let signedIn = try await client.native(.token, headers: attacker, ["continuation_token": ct2, "grant_type": "password", "password": "correct horse"])
+            #expect(signedIn.status == .ok)
+            #expect(try await client.login("vera@example.com", "guess", from: "203.0.113.50").status == .tooManyRequests)
+            // The victim, from elsewhere, is not slowed.
+            #expect(try await client.login("vera@example.com", from: "198.51.100.12").status == .ok)
+        }
+    }
+
     /// A right password of a disabled user is refused (`UserDisabled`) and ends no count: the attempt stays counted,
     /// as the run before it.
     @Test func aDisabledUsersRightPasswordEndsNoCount() async throws {

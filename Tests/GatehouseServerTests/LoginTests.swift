@@ -127,7 +127,7 @@ import Testing
     /// A login's session, its `login_succeeded` row and the end of its address's backoff counts are written together:
     /// one statement on PostgreSQL, one transaction on SQLite (``SQLDatabase/writeTogether(_:)``: all or nothing). All
     /// three are there after it.
-    @Test func aLoginWritesItsSessionAndItsAuditRowTogether() async throws {
+    @Test func aLoginWritesItsSessionItsAuditRowAndTheEndOfItsBackoffTogether() async throws {
         try await withGatehouse { gatehouse, client in
             let owner = try await client.signUp("una@example.com")
             let (recording, service, app) = try Self.recordedLogins(gatehouse)
@@ -138,9 +138,15 @@ import Testing
             await #expect(throws: AuthError.invalidCredentials) {
                 try await service.logIn(.emailPassword(username: "una@example.com", password: "wrong horse"), app: app, device: [:])
             }
-            let account = LoginBackoff.account(app: "test-app", identifier: "una@example.com")
-            let failures = { try await gatehouse.env.store.loginFailures(key: account + "|*")?.failures }
-            #expect(try await failures() == 1)
+            // This address's run and the account's total, each one failure long.
+            let keys = LoginBackoff(env: gatehouse.env, app: app, identifier: "una@example.com").clearedKeys
+            #expect(keys.count == 2)
+            let failures = { () async throws -> [Int?] in
+                var counts: [Int?] = []
+                for key in keys { counts.append(try await gatehouse.env.store.loginFailures(key: key)?.failures) }
+                return counts
+            }
+            #expect(try await failures() == [1, 1])
             _ = recording.drain()
 
             let result = try await service.logIn(credential, app: app, device: [:])
@@ -155,7 +161,7 @@ import Testing
             case .postgres: #expect(written == ["clear+session+audit"])
             case .sqlite: #expect(written == ["BEGIN", "clear", "session", "audit", "COMMIT"])
             }
-            #expect(try await failures() == nil)
+            #expect(try await failures() == [nil, nil])
             let after = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: owner.userId, afterSeq: nil, limit: 100)
             #expect(after.filter { $0.kind == "login_succeeded" }.count == before.filter { $0.kind == "login_succeeded" }.count + 1)
             let sid = try #require(try jwtPayload(result.refreshToken)["sid"] as? String)

@@ -77,16 +77,14 @@ extension SQLStore {
         switch db.dialect {
         case .postgres:
             // One row whatever the two find: the claim's count (null when another attempt was counted first) beside
-            // the account and its user (nulls for an unknown address).
+            // ``emailAccountWithUserQuery``'s row (nulls for an unknown address), whose placeholders come first.
             let row = try await db.query(
                 """
-                WITH claim AS (\(claim.sql))
-                SELECT (SELECT failures FROM claim) AS claimed, \(Self.columns(Self.accountColumns, of: "email_accounts")), \(Self.joinedUserColumns)
-                FROM (SELECT 1) AS one
-                LEFT JOIN email_accounts ON email_accounts.app_id = $4 AND email_accounts.email = $5
-                LEFT JOIN users ON users.id = email_accounts.user_id
+                WITH claim AS (\(type(of: db).shiftingPlaceholders(of: claim.sql, by: 2)))
+                SELECT (SELECT failures FROM claim) AS claimed, found.*
+                FROM (SELECT 1) AS one LEFT JOIN (\(Self.emailAccountWithUserQuery)) AS found ON true
                 """,
-                claim.binds + [.text(appId), .text(email)]
+                [.text(appId), .text(email)] + claim.binds
             ).first
             guard let row else { throw SQLRowError(column: "claimed", expected: "one row") }
             return (try row.optionalInt("claimed").map(Int.init), try Self.accountWithUser(row))

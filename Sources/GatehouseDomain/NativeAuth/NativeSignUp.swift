@@ -10,7 +10,7 @@ extension NativeAuthService {
     package func signUpStart(client: Client, request: NativeAuthRequest) async throws -> NativeStep {
         let types = try challengeTypes(request)
         let email = try username(request)
-        try await env.checkRateLimit(.registration, app: client.app, identifier: email.normalized)
+        try await env.checkRateLimit(.registration, app: client.app, account: email.normalized)
         let settings = client.settings
         guard types.contains(.oob) else {
             return redirect("this app verifies email addresses with a one-time code, and the client does not take codes (oob)", client: client)
@@ -118,11 +118,23 @@ extension NativeAuthService {
 
     /// The app's attributes found in `text` (a JSON object), validated. Unknown names are ignored; a list of
     /// strings (a multi-select) is joined with commas; numbers and booleans are taken as their text. Any invalid
-    /// value fails them all as `attribute_validation_failed`, naming each.
+    /// value fails them all as `attribute_validation_failed`, naming each. Both `signup/v1.0/start` and
+    /// `continue` with `grant_type=attributes` read attributes here and nowhere else, before anything is written.
+    ///
+    /// Refused, as `attribute_validation_failed`: a text that names one key twice, in any object (JSON parsers
+    /// disagree on which value wins, so the text is not read one way; the error names that key); a value with a
+    /// character ``isRefusedInAttribute(_:)`` refuses, however it arrived (a JSON escape such as `\u0000` included),
+    /// or a line break; an empty required value; one over 1,024 characters; one its regex does not match whole.
     package func parseAttributes(_ text: String?, settings: NativeAuthSettings) throws(NativeFlowError) -> [String: String] {
         guard let text else { return [:] }
-        guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) else {
+        let data = Data(text.utf8)
+        guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: data) else {
             throw .invalidRequest("attributes must be a JSON object, like {\"displayName\":\"Ada\"}")
+        }
+        switch JSONDuplicateKeys.first(in: data) {
+        case .duplicate(let name)?: throw .attributeValidationFailed([name])
+        case .unterminated?: throw .invalidRequest("attributes must be a JSON object, like {\"displayName\":\"Ada\"}")
+        case nil: break
         }
         var values: [String: String] = [:]
         var invalid: [String] = []
@@ -140,6 +152,7 @@ extension NativeAuthService {
             case .null, .object: value = nil
             }
             guard let value, value.count <= 1024, !value.contains(where: { $0.isNewline }),
+                !value.unicodeScalars.contains(where: Self.isRefusedInAttribute),
                 attribute.regex.map({ Self.value(value, matches: $0) }) ?? true,
                 !(attribute.required && value.trimmingCharacters(in: .whitespaces).isEmpty)
             else {
@@ -150,6 +163,22 @@ extension NativeAuthService {
         }
         if !invalid.isEmpty { throw .attributeValidationFailed(invalid) }
         return values
+    }
+
+    /// True for a character no attribute value may hold. Attributes are single-line text (Gatehouse's only
+    /// attribute type is `string`) that reaches the profile, the id token's `name` and whatever displays them, so:
+    /// - every control character (Unicode general category Cc): C0 U+0000–U+001F (NUL and tab included), DEL
+    ///   U+007F and C1 U+0080–U+009F;
+    /// - every invisible bidirectional formatting character, which can make a value display as something other
+    ///   than what it holds: the embeddings and overrides U+202A–U+202E, the isolates U+2066–U+2069, and the marks
+    ///   U+200E, U+200F and U+061C. Right-to-left letters themselves are ordinary text and allowed.
+    /// Other format characters stay allowed: the zero-width joiner U+200D builds emoji sequences.
+    package static func isRefusedInAttribute(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F: true
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
     }
 
     /// True when the whole of `value` matches `pattern` (checked to compile when the configuration loads).

@@ -2,15 +2,28 @@ import Crypto
 import Foundation
 import GatehouseDomain
 
-/// The hosted pages' CSRF token: a signed double submit. A page's GET sets it as a cookie and puts it in its form;
-/// a POST must carry the same value in both, and the value must be one this server made, for this app, within the
-/// last hour: `kid.issued.nonce.mac`, the MAC keyed by a secret derived from signing key `kid`
-/// (``SigningKeys/macKey(kid:purpose:)``). An attacker who manages to plant a cookie (a sibling subdomain, a
-/// man in the middle on plain HTTP) cannot make a value that passes.
+/// The hosted pages' CSRF token: a double submit of a server-made value. A page's GET sets a fresh value as a
+/// cookie and puts the same value in its form; a POST passes only when it carries that value in both, byte for byte.
+/// What protects a form is what a cross-site page cannot do:
+/// - read this origin's cookie or the page holding the form, so it cannot put this browser's value in the field
+///   (the cookie is also `HttpOnly`: no script reads it);
+/// - make this browser send the cookie with its POST: the cookie is `SameSite=Strict`;
+/// - set the cookie: behind an `https` public URL it is `__Host-gh_csrf` (`Secure`, `Path=/`, no `Domain`), which
+///   no other host, sibling subdomains included, and no plain-HTTP page can set or overwrite.
 ///
-/// Behind an `https` public URL the cookie is `__Host-gh_csrf` (`Secure`, `Path=/`, no `Domain`): no other host or
-/// plain-HTTP page can set or overwrite it. On plain HTTP (local development) browsers refuse `__Host-` cookies, so it
-/// is `gh_csrf`, scoped to the app's pages.
+/// The value is also `kid.issued.nonce.mac`, the MAC keyed by a secret derived from signing key `kid`
+/// (``SigningKeys/macKey(kid:purpose:)``) over the app and the time: a value passes only for the app it was made for,
+/// within ``maxAge`` of being made, while its key is kept. That refuses values this server never made; it does not
+/// refuse a genuine value, so someone who can set cookies in a victim's browser defeats the check by fetching a page
+/// and planting its value in the cookie and their form. Only the `__Host-` prefix rules that out, and only behind
+/// https: on plain HTTP (local development) browsers refuse `__Host-` cookies, so the cookie is `gh_csrf`, scoped to
+/// the app's pages, and an active attacker on the network or on a host that shares the cookie's domain can plant one.
+///
+/// The value is bound to a browser only by being that browser's cookie (a value from one browser fails with
+/// another's cookie). It is bound to no account or session, because these forms have none: each acts only on what
+/// it carries (an emailed link's token and a new password, or a typed address), so a forged POST could do nothing
+/// its author could not do from their own browser, except borrow the victim's network address, which rate limits
+/// and the audit log key on.
 struct PageCSRF {
     let keys: SigningKeys
     let secure: Bool
@@ -35,7 +48,8 @@ struct PageCSRF {
             : "\(cookieName)=\(token); Path=/app/\(appId); HttpOnly; SameSite=Strict; \(maxAge)"
     }
 
-    /// True when the cookie and the form field hold the same token, made here for `appId` within ``maxAge``.
+    /// True when the cookie and the form field hold the same token, made here for `appId` within ``maxAge``. An
+    /// empty or missing cookie, or a field that differs from it in any byte, is refused before the token is read.
     func accepts(cookie: String, field: String, appId: String, now: Date) -> Bool {
         guard !cookie.isEmpty, Secrets.constantTimeEquals(Array(cookie.utf8), Array(field.utf8)) else { return false }
         let parts = cookie.split(separator: ".", omittingEmptySubsequences: false).map(String.init)

@@ -40,7 +40,7 @@ package struct APIKeyService: Sendable {
         let hash = Secrets.sha256(secret)
         // Per key too (by its hash): a leaked key used from many addresses is still slowed down. The address was
         // counted with every other login (LoginService).
-        try await env.checkRateLimit(.login, app: app, identifier: Secrets.hex(hash), countingAddress: false)
+        try await env.checkRateLimit(.login, app: app, account: Secrets.hex(hash), countingAddress: false)
         guard let found = try await env.store.apiKeyLogin(appId: app.id, keyHash: hash),
             Secrets.constantTimeEquals(found.key.keyHash, hash), !found.key.disabled
         else { throw AuthError.invalidAPIKey }

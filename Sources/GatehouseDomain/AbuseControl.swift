@@ -2,22 +2,35 @@ import Foundation
 import Logging
 
 extension AuthEnvironment {
-    /// Counts this request against the app's limits of `kind`: per client address (``AuthEnvironment/origin``), and
-    /// per `identifier` (an email, an API key, a session) when given. Throws ``AuthError/rateLimited(retryAfter:)``
-    /// when either is over, with the seconds until its window ends.
+    /// Counts this request against the app's limits of `kind`: per client (``RequestOrigin/network``: an IPv4
+    /// address, an IPv6 /64), and per `account` or `identifier` when given. Throws
+    /// ``AuthError/rateLimited(retryAfter:)`` when either is over, with the seconds until its window ends.
+    ///
+    /// An `account` is what anyone may name: an email address or an API key someone else holds. Its count is kept per
+    /// account *and client*, so that no one can use up a limit that would then refuse the account's owner asking from
+    /// elsewhere; many clients against one account are slowed by the login delays (``LoginBackoff``) and, for mail,
+    /// by the send limit's cap per recipient (``checkSendLimit(_:app:address:)``), which never refuse a client that
+    /// has not been asking. An `identifier` is a secret the caller holds (a token id, a flow, a session) and is
+    /// counted on its own, whoever presents it.
     ///
     /// - Parameter countingAddress: false when this request's address was counted for `kind` already (an API key
     ///   login: its address counts with every other login, its key on its own).
     package func checkRateLimit(
-        _ kind: RateLimitSettings.Kind, app: AppSettings, identifier: String? = nil, countingAddress: Bool = true
+        _ kind: RateLimitSettings.Kind, app: AppSettings, account: String? = nil, identifier: String? = nil, countingAddress: Bool = true
     ) async throws {
         guard let rule = app.rateLimits.rule(kind) else { return }
         var limits: [(counter: RateCounter, limit: RateLimitSettings.Limit)] = []
-        if countingAddress, let limit = rule.perIP, let ip = origin.ip {
-            limits.append((RateCounter(key: "\(app.id)|\(kind.rawValue)|ip|\(ip)", window: limit.window), limit))
+        if countingAddress, let limit = rule.perIP, let network = origin.network {
+            limits.append((RateCounter(key: "\(app.id)|\(kind.rawValue)|ip|\(network)", window: limit.window), limit))
         }
-        if let limit = rule.perIdentifier, let identifier {
-            limits.append((RateCounter(key: "\(app.id)|\(kind.rawValue)|id|\(Self.hashedIdentifier(identifier))", window: limit.window), limit))
+        if let limit = rule.perIdentifier {
+            if let account {
+                let key = Self.hashedIdentifier(account + "|from:" + (origin.network ?? "-"))
+                limits.append((RateCounter(key: "\(app.id)|\(kind.rawValue)|acct|\(key)", window: limit.window), limit))
+            }
+            if let identifier {
+                limits.append((RateCounter(key: "\(app.id)|\(kind.rawValue)|id|\(Self.hashedIdentifier(identifier))", window: limit.window), limit))
+            }
         }
         guard !limits.isEmpty else { return }
         let now = clock.now
@@ -72,7 +85,7 @@ package struct LoginBackoff: Sendable {
         self.env = env
         self.app = app
         account = Self.account(app: app.id, identifier: identifier)
-        pair = account + "|" + AuthEnvironment.hashedIdentifier("address:" + (env.origin.ip ?? "-"))
+        pair = account + "|" + AuthEnvironment.hashedIdentifier("address:" + (env.origin.network ?? "-"))
         total = account + "|*"
     }
 

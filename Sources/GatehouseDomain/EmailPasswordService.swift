@@ -28,14 +28,14 @@ package struct EmailPasswordService: Sendable {
     package func register(appId: String, email rawEmail: String, password: String) async throws {
         let (app, local) = try provider(appId)
         guard let email = EmailAddress(rawEmail) else { throw AuthError.invalidEmail }
-        try await env.checkRateLimit(.registration, app: app, identifier: email.normalized)
+        try await env.checkRateLimit(.registration, app: app, account: email.normalized)
         try local.password.check(password, email: email.normalized)
         let existing = try await env.store.emailAccount(appId: app.id, email: email.normalized)
         if app.revealUserExistence, existing != nil { throw AuthError.accountNameInUse }
         // Counted for every registration, taken or not, mailing or not: the limit must not tell them apart.
         try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
         let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
-        if let existing, existing.confirmedAt != nil { return try await registrationRefused(app: app, email: email, owner: existing.userId) }
+        if let existing, existing.confirmedAt != nil { return try await registrationRefused(app: app, owner: existing) }
         let now = env.clock.now
         let userId = existing?.userId ?? Secrets.objectID(at: now)
         var confirmed = local.confirmation == .auto
@@ -49,7 +49,7 @@ package struct EmailPasswordService: Sendable {
         case .auto:
             break
         case .email:
-            (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, email: email)
+            (token, mail) = makeTokenMail(.confirmation, app: app, local: local, userId: userId, email: email, recipient: existing?.recipient)
         case .function:
             let (record, secret) = makeToken(.confirmation, app: app, local: local, userId: userId, email: email)
             let call = ConfirmationCall(appId: app.id, token: secret, tokenId: record.id, username: email.display)
@@ -75,7 +75,7 @@ package struct EmailPasswordService: Sendable {
         if let existing {
             guard try await env.store.replacePendingRegistration(account, token: token, mail: mail, now: now) else {
                 // Confirmed meanwhile: taken after all.
-                return try await registrationRefused(app: app, email: email, owner: existing.userId)
+                return try await registrationRefused(app: app, owner: existing)
             }
             env.logger.info("pending registration replaced", metadata: ["app": "\(app.id)", "user": "\(userId)", "confirmed": "\(confirmed)"])
             await env.audit(.registration, app: app.id, user: userId, detail: ["provider": Self.providerType, "confirmed": "\(confirmed)", "replaced": "true"])
@@ -113,7 +113,7 @@ package struct EmailPasswordService: Sendable {
             do {
                 switch verdict {
                 case .success?:
-                    if try await env.store.redeemConfirmationToken(id: call.tokenId, now: env.clock.now) {
+                    if try await env.store.redeemConfirmationToken(id: call.tokenId, now: env.clock.now) != nil {
                         await env.audit(.confirmation, app: account.appId, user: account.userId, detail: ["by": "function"])
                     }
                 case .pending?:
@@ -142,17 +142,19 @@ package struct EmailPasswordService: Sendable {
         )
         let account = EmailAccountRecord(
             appId: app.id, email: email.normalized, userId: userId, passwordHash: passwordHash, confirmedAt: confirmed ? now : nil,
-            mailboxProvenAt: proven ? now : nil
+            mailboxProvenAt: proven ? now : nil, address: email.display
         )
         return (user, identity, account)
     }
 
     /// A registration of a taken address, in an app that does not reveal user existence: the caller gets the answer
     /// of a new registration; the owner gets an email saying someone tried.
-    private func registrationRefused(app: AppSettings, email: EmailAddress, owner: String?) async throws {
-        try await env.store.enqueue(env.mail(.accountExists, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display)))
+    /// The notice goes to the owner's stored address, not to the caller's spelling of it.
+    private func registrationRefused(app: AppSettings, owner: EmailAccountRecord) async throws {
+        let recipient = owner.recipient
+        try await env.store.enqueue(env.mail(.accountExists, app: app, recipient: recipient, MailVariables(appName: app.name, email: recipient)))
         env.logger.info("registration of a taken address", metadata: ["app": "\(app.id)"])
-        await env.audit(.registrationRefused, app: app.id, user: owner, detail: ["provider": Self.providerType])
+        await env.audit(.registrationRefused, app: app.id, user: owner.userId, detail: ["provider": Self.providerType])
     }
 
     /// A new token of `kind` (the record to store, and its secret).
@@ -169,15 +171,17 @@ package struct EmailPasswordService: Sendable {
         return (token, secret)
     }
 
-    /// A new token of `kind` and the email carrying its link.
+    /// A new token of `kind` and the email carrying its link, to `recipient`: the account's stored address
+    /// (``EmailAccountRecord/recipient``) when it has one, never the caller's spelling of a known address.
     private func makeTokenMail(
         _ kind: OneTimeTokenKind,
         app: AppSettings,
         local: LocalUserpassConfiguration,
         userId: String,
-        email: EmailAddress
+        email: EmailAddress,
+        recipient: String?
     ) -> (OneTimeTokenRecord, OutboxMessage) {
-        let recipient = email.display
+        let recipient = recipient ?? email.display
         let (token, secret) = makeToken(kind, app: app, local: local, userId: userId, email: email)
         let mailKind: MailKind
         let base: String
@@ -205,7 +209,7 @@ package struct EmailPasswordService: Sendable {
     ) async throws {
         if !counted { try await env.checkSendLimit(kind == .confirmation ? .confirmation : .passwordReset, app: app, address: email.normalized) }
         let (token, mail) = makeTokenMail(
-            kind, app: app, local: local, userId: account?.userId ?? Secrets.objectID(), email: email
+            kind, app: app, local: local, userId: account?.userId ?? Secrets.objectID(), email: email, recipient: account?.recipient
         )
         try await env.store.issueOneTimeToken(token, mail: mail, dryRun: account == nil)
     }
@@ -227,22 +231,53 @@ package struct EmailPasswordService: Sendable {
             try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
             var (inert, _) = makeToken(.confirmation, app: app, local: local, userId: account.userId, email: email)
             inert.supersededAt = inert.createdAt
-            let notice = env.mail(.alreadyConfirmed, app: app, recipient: email.display, MailVariables(appName: app.name, email: email.display))
+            let notice = env.mail(.alreadyConfirmed, app: app, recipient: account.recipient, MailVariables(appName: app.name, email: account.recipient))
             try await env.store.issueOneTimeToken(inert, mail: notice, dryRun: false)
         } else {
             try await issue(.confirmation, app: app, local: local, email: email, account: account)
         }
     }
 
+    /// What a confirmation did.
+    package enum Confirmed: Sendable, Equatable {
+        /// The registration's password is confirmed: the user signs in with it.
+        case passwordConfirmed
+        /// Several registrations named the address while it was pending, so the link proved the mailbox and confirmed
+        /// the account but no password (``MailboxProof/registrationConfirmed``). `passwordToken` is a reset token
+        /// (and its id) the confirmer may set a password with at once, when one was asked for; otherwise the owner
+        /// asks for a reset.
+        case noPassword(passwordToken: (token: String, tokenId: String)?)
+
+        package static func == (lhs: Self, rhs: Self) -> Bool {
+            switch (lhs, rhs) {
+            case (.passwordConfirmed, .passwordConfirmed): true
+            case (.noPassword(let a), .noPassword(let b)): a?.token == b?.token && a?.tokenId == b?.tokenId
+            default: false
+            }
+        }
+    }
+
     /// `confirm`: confirms the account of a valid confirmation token, once.
-    package func confirm(appId: String, token: String, tokenId: String) async throws {
-        let (app, _) = try provider(appId)
+    ///
+    /// - Parameter issuingPasswordToken: for a confirmation that confirms no password (a contested registration),
+    ///   issue a reset token for the caller, who just proved the mailbox (the hosted page asks for the password at once).
+    @discardableResult
+    package func confirm(appId: String, token: String, tokenId: String, issuingPasswordToken: Bool = false) async throws -> Confirmed {
+        let (app, local) = try provider(appId)
         guard let record = try await validToken(token: token, tokenId: tokenId, kind: .confirmation, app: app) else {
             throw AuthError.invalidTokenData
         }
-        guard try await env.store.redeemConfirmationToken(id: record.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
+        guard let outcome = try await env.store.redeemConfirmationToken(id: record.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
         env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
-        await env.audit(.confirmation, app: app.id, user: record.userId)
+        guard outcome == .noPassword else {
+            await env.audit(.confirmation, app: app.id, user: record.userId)
+            return .passwordConfirmed
+        }
+        await env.audit(.confirmation, app: app.id, user: record.userId, detail: ["password": "none", "contested": "true"])
+        guard issuingPasswordToken, let address = record.email.flatMap(EmailAddress.init) else { return .noPassword(passwordToken: nil) }
+        let (reset, secret) = makeToken(.passwordReset, app: app, local: local, userId: record.userId, email: address)
+        try await env.store.issueOneTimeToken(reset, mail: nil, dryRun: false)
+        return .noPassword(passwordToken: (secret, reset.id))
     }
 
     /// `confirm/call`: runs the confirmation function again for a pending account, with a new token (older ones
@@ -287,7 +322,7 @@ package struct EmailPasswordService: Sendable {
         let verdict = try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) }
         switch verdict {
         case .success:
-            guard try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
+            guard try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now) != nil else { throw AuthError.invalidTokenData }
             env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
             await env.audit(.confirmation, app: app.id, user: account.userId, detail: ["by": "function"])
         case .pending:
@@ -467,7 +502,7 @@ package struct EmailPasswordService: Sendable {
     package func prove(app: AppSettings, username: String, password: String, migrate: Bool = false) async throws -> PasswordProof {
         let email = EmailAddress(username)
         let identifier = email?.normalized ?? String(username.prefix(256))
-        try await env.checkRateLimit(.login, app: app, identifier: identifier)
+        try await env.checkRateLimit(.login, app: app, account: identifier)
         let backoff = LoginBackoff(env: env, app: app, identifier: identifier)
         let askable = migrate && !password.isEmpty && password.count <= app.passwordPolicy.maxLength && migrates(app)
         // The attempt is counted and the account read with its user in one round trip, and an unknown address runs the
@@ -508,9 +543,12 @@ package struct EmailPasswordService: Sendable {
         let app = login.app
         guard !account.passwordHash.isEmpty else {
             // An account made by native sign-up with codes only, or migrated by a reset request that was not followed
-            // yet: it has no password to check. With `migrate`, the old system may know the password: a user who asked
-            // for a reset (or whose address someone else asked one for) can still sign in with their old password.
-            if migrate, let migrated = await askToMigrate(app: app, email: email, password: login.password) {
+            // yet: it has no password to check. With `migrate`, the old system may know the password of an account it
+            // brought (a user who asked for a reset, or whose address someone else asked one for, can still sign in
+            // with their old password) — never of an account Gatehouse made, which never held the old one.
+            if migrate, account.fromOldSystem || account.confirmedAt == nil,
+                let migrated = await askToMigrate(app: app, email: email, password: login.password)
+            {
                 if account.confirmedAt == nil { return try await logInMigrated(migrated, email: email, login, replacing: account) }
                 let hash = try await env.hasher.hash(login.password, parameters: app.passwordHash)
                 try await env.store.upgradePasswordHash(appId: app.id, email: account.email, from: "", to: hash)
@@ -523,7 +561,7 @@ package struct EmailPasswordService: Sendable {
             try await env.hasher.burnVerify(login.password, parameters: app.passwordHash)
             try await login.wrongPassword(account.userId)
         }
-        let matches = try await env.hasher.verify(login.password, against: account.passwordHash)
+        let matches = try await env.hasher.verify(login.password, against: account.passwordHash, parameters: app.passwordHash)
         if account.confirmedAt == nil, migrate, let migrated = await askToMigrate(app: app, email: email, password: login.password) {
             return try await logInMigrated(migrated, email: email, login, replacing: account)
         }
@@ -626,6 +664,7 @@ package struct EmailPasswordService: Sendable {
             now: now
         )
         user.customData = migrated.customData
+        account.fromOldSystem = true
         var detail = ["provider": Self.providerType, "at": reason.rawValue]
         if pending != nil { detail["replacedPending"] = "true" }
         do {

@@ -15,24 +15,38 @@ import Foundation
 package enum MailboxProof: Sendable, Hashable {
     /// The link or confirmation function of the registration that set the account's password: the password stays
     /// (it is the one the registration chose, and no other registration can have replaced it since, because a new
-    /// registration supersedes the older links).
+    /// registration supersedes the older links) — unless more than one registration named the address while it was
+    /// pending (`contested`). Then nobody can tell whose password the newest registration set: the one that reads
+    /// the mailbox may have registered first and someone else second. The proof then confirms the account and the
+    /// mailbox but no password, and discards what any registrant added, as the owner's first proof does; the owner
+    /// chooses a password (the hosted page asks at once; otherwise a reset).
     case registrationConfirmed
     /// An emailed code, a reset link or code, a reset function: `newPasswordHash` is the password the proof sets
     /// (a reset), or nil (a code sign-in, which keeps a proven password and discards an unproven one).
     case ownerProven(newPasswordHash: String?)
 
-    /// The password hash to store, given the current one and whether the mailbox had been proven before.
-    package func passwordHash(current: String, wasProven: Bool) -> String {
+    /// The password hash to store, given the current one, whether the mailbox had been proven before, and whether
+    /// several registrations named the pending address.
+    package func passwordHash(current: String, wasProven: Bool, contested: Bool = false) -> String {
         switch self {
-        case .registrationConfirmed: current
+        case .registrationConfirmed: contested && !wasProven ? "" : current
         case .ownerProven(let new?): new
         case .ownerProven(nil): wasProven ? current : ""
         }
     }
 
-    /// Whether this proof discards what was set before it: the first proof by the owner of a never-proven mailbox.
-    package func resetsTrust(wasProven: Bool) -> Bool {
-        if case .ownerProven = self { return !wasProven }
-        return false
+    /// Whether this proof discards what was set before it: the first proof by the owner of a never-proven mailbox
+    /// (a contested registration's confirmation is one).
+    package func resetsTrust(wasProven: Bool, contested: Bool = false) -> Bool {
+        switch self {
+        case .ownerProven: !wasProven
+        case .registrationConfirmed: contested && !wasProven
+        }
+    }
+
+    /// What a confirmation did: confirmed the registration's password, or (contested) none.
+    package enum Confirmation: Sendable, Hashable {
+        case passwordConfirmed
+        case noPassword
     }
 }

@@ -59,10 +59,19 @@ package struct EmailAccountRecord: Sendable, Hashable {
     /// When the owner of the address first proved they read it (``MailboxProof``). Nil for a pending account and
     /// for one an app with `confirmation: auto` confirmed without a proof.
     package var mailboxProvenAt: Date? = nil
+    /// The address as the account's first registration spelled it (trimmed, NFC): every email about the account
+    /// goes here, never to the spelling of whoever asks (``recipient``). Nil for accounts made before it was kept.
+    package var address: String? = nil
+    /// When a second registration named this address while it was pending: its confirmation then proves the mailbox
+    /// and confirms no password (``MailboxProof``).
+    package var contestedAt: Date? = nil
+    /// The account came from another system (a lazy migration, an import): only such an account's missing password
+    /// may be vouched for by the migrate-user function.
+    package var fromOldSystem = false
 
     package init(
         appId: String, email: String, userId: String, passwordHash: String, confirmedAt: Date? = nil,
-        mailboxProvenAt: Date? = nil
+        mailboxProvenAt: Date? = nil, address: String? = nil, contestedAt: Date? = nil, fromOldSystem: Bool = false
     ) {
         self.appId = appId
         self.email = email
@@ -70,7 +79,13 @@ package struct EmailAccountRecord: Sendable, Hashable {
         self.passwordHash = passwordHash
         self.confirmedAt = confirmedAt
         self.mailboxProvenAt = mailboxProvenAt
+        self.address = address
+        self.contestedAt = contestedAt
+        self.fromOldSystem = fromOldSystem
     }
+
+    /// Where email about this account goes: its stored ``address``, else its key.
+    package var recipient: String { address ?? email }
 }
 
 /// What a one-time token is for.

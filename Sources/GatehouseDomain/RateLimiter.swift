@@ -1,6 +1,6 @@
 import Foundation
 
-/// Counts requests against rate limits (``AuthEnvironment/checkRateLimit(_:app:identifier:countingAddress:)``) with
+/// Counts requests against rate limits (``AuthEnvironment/checkRateLimit(_:app:account:identifier:countingAddress:)``) with
 /// the database as the count every instance shares, without a database write for most requests.
 ///
 /// The database holds each counter's count in its window. Each instance also keeps, per counter, the count the

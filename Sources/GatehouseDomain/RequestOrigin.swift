@@ -1,3 +1,5 @@
+import Foundation
+
 /// Who is asking: the client's address and user agent, for rate limits and the audit log.
 ///
 /// The façade reads it from the request and hands it to the domain with the environment it builds the request's
@@ -5,12 +7,82 @@
 /// line, tests calling services directly) both are nil.
 package struct RequestOrigin: Sendable, Hashable {
     /// The client's IP address: the connection's peer, or the address a trusted proxy reports (`server.clientIPHeader`).
+    /// Written to the audit log as it is.
     package var ip: String?
     /// The `User-Agent` header, cut to 256 characters.
     package var userAgent: String?
+    /// What limits and login delays count this client as: an IPv4 address on its own, an IPv6 address by its network
+    /// (``ClientNetwork``: the first `server.ipv6PrefixLength` bits, /64 by default, since one subscriber or one
+    /// host usually holds a whole /64 and can pick any address in it). Nil outside a request.
+    package var network: String?
 
-    package init(ip: String? = nil, userAgent: String? = nil) {
+    /// - Parameter ipv6PrefixLength: the bits of an IPv6 address that name one client (`server.ipv6PrefixLength`).
+    package init(ip: String? = nil, userAgent: String? = nil, ipv6PrefixLength: Int = ClientNetwork.defaultIPv6PrefixLength) {
         self.ip = ip
         self.userAgent = userAgent
+        network = ip.map { ClientNetwork.key(for: $0, ipv6PrefixLength: ipv6PrefixLength) }
+    }
+}
+
+/// The key a client address is counted by: IPv4 addresses one by one, IPv6 addresses by their network prefix.
+///
+/// A host on IPv6 is usually given a /64 (RFC 6177; many providers give /56 or /48 to a subscriber) and may use any
+/// of its 2^64 addresses, so counting IPv6 addresses one by one would let one client spread its requests over as
+/// many counters as it likes. An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`) is its IPv4 address. Anything that
+/// does not parse as an address (a proxy header's odd value) is counted as the text it is.
+package enum ClientNetwork {
+    /// `server.ipv6PrefixLength`'s default.
+    package static let defaultIPv6PrefixLength = 64
+
+    /// The counting key of `address`: `192.0.2.1`, or `2001:db8:1:2::/64` for any address of that /64.
+    package static func key(for address: String, ipv6PrefixLength: Int = defaultIPv6PrefixLength) -> String {
+        // A zone (`fe80::1%eth0`) names the interface, not the client.
+        let text = address.split(separator: "%", maxSplits: 1).first.map(String.init) ?? address
+        guard text.contains(":"), var groups = ipv6Groups(text) else { return address }
+        if groups[0..<5].allSatisfy({ $0 == 0 }), groups[5] == 0xffff {
+            return "\(groups[6] >> 8).\(groups[6] & 0xff).\(groups[7] >> 8).\(groups[7] & 0xff)"
+        }
+        let prefix = min(max(ipv6PrefixLength, 0), 128)
+        for index in 0..<8 {
+            let kept = min(max(prefix - index * 16, 0), 16)
+            groups[index] &= kept == 0 ? 0 : UInt16(truncatingIfNeeded: 0xffff << (16 - kept))
+        }
+        return groups.map { String($0, radix: 16) }.joined(separator: ":") + "/\(prefix)"
+    }
+
+    /// The eight 16-bit groups of an IPv6 address in text form (RFC 4291 section 2.2: `::` once, a dotted IPv4 tail);
+    /// nil when it is not one.
+    package static func ipv6Groups(_ text: String) -> [UInt16]? {
+        let halves = text.components(separatedBy: "::")
+        guard halves.count <= 2 else { return nil }
+        func parse(_ part: String, allowIPv4Tail: Bool) -> [UInt16]? {
+            guard !part.isEmpty else { return [] }
+            var groups: [UInt16] = []
+            let pieces = part.split(separator: ":", omittingEmptySubsequences: false)
+            for (index, piece) in pieces.enumerated() {
+                if allowIPv4Tail, index == pieces.count - 1, piece.contains(".") {
+                    let octets = piece.split(separator: ".", omittingEmptySubsequences: false)
+                    guard octets.count == 4 else { return nil }
+                    var bytes: [UInt16] = []
+                    for octet in octets {
+                        guard (1...3).contains(octet.count), octet.allSatisfy(\.isASCII), let value = UInt16(octet), value <= 255 else { return nil }
+                        bytes.append(value)
+                    }
+                    groups += [bytes[0] << 8 | bytes[1], bytes[2] << 8 | bytes[3]]
+                } else {
+                    guard (1...4).contains(piece.count), piece.allSatisfy(\.isHexDigit), let value = UInt16(piece, radix: 16) else { return nil }
+                    groups.append(value)
+                }
+            }
+            return groups
+        }
+        if halves.count == 1 {
+            guard let groups = parse(halves[0], allowIPv4Tail: true), groups.count == 8 else { return nil }
+            return groups
+        }
+        guard let head = parse(halves[0], allowIPv4Tail: false), let tail = parse(halves[1], allowIPv4Tail: true),
+            head.count + tail.count <= 7
+        else { return nil }
+        return head + Array(repeating: 0, count: 8 - head.count - tail.count) + tail
     }
 }

@@ -79,9 +79,10 @@ package protocol GatehouseStore: RateCountStore {
     func oneTimeToken(id: String) async throws -> OneTimeTokenRecord?
     /// Makes an unused token unusable (it counts as superseded).
     func retireOneTimeToken(id: String, now: Date) async throws
-    /// Marks the token used if it is unused, not superseded and unexpired at `now`, and confirms its account;
-    /// one atomic conditional update, so of many concurrent calls exactly one returns true.
-    func redeemConfirmationToken(id: String, now: Date) async throws -> Bool
+    /// Marks the token used if it is unused, not superseded and unexpired at `now`, and confirms its account
+    /// (``MailboxProof/registrationConfirmed``); one atomic conditional update, so of many concurrent calls exactly
+    /// one returns non-nil: whether the registration's password was confirmed, or none (a contested registration).
+    func redeemConfirmationToken(id: String, now: Date) async throws -> MailboxProof.Confirmation?
     /// As ``redeemConfirmationToken(id:now:)``, then sets the new password hash and revokes every session of
     /// the user, in the same transaction.
     func redeemPasswordResetToken(id: String, newPasswordHash: String, now: Date) async throws -> Bool
@@ -145,13 +146,15 @@ package protocol GatehouseStore: RateCountStore {
     func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> Bool
 
     // MARK: Send limits
-    /// Records one email request for (app, address, kind) if fewer than `limit` were recorded since `since`, in one
-    /// statement; returns false when the limit is reached. Exact on SQLite (one writer). On PostgreSQL, under read
-    /// committed, requests racing for the last place in the same instant may each take it: the overshoot is at most
-    /// the number of such simultaneous requests, each still counted by every later check.
-    func recordSend(appId: String, address: String, kind: String, now: Date, since: Date, limit: Int) async throws -> Bool
-    /// When the oldest request still in the window was made (to compute Retry-After).
-    func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date?
+    /// Records one email request for (app, address, kind) from `requester` (a client's key) if, since `since`, fewer
+    /// than `limit` were recorded from that requester, and either fewer than `total` from everyone or none from that
+    /// requester; in one statement. Returns false when refused (nothing is recorded, so a refusal never counts).
+    /// Exact on SQLite (one writer). On PostgreSQL, under read committed, requests racing for the last place in the
+    /// same instant may each take it: the overshoot is at most the number of such simultaneous requests, each still
+    /// counted by every later check.
+    func recordSend(appId: String, address: String, kind: String, requester: String, now: Date, since: Date, limit: Int, total: Int) async throws -> Bool
+    /// When the oldest request from `requester` still in the window was made (to compute Retry-After).
+    func oldestSend(appId: String, address: String, kind: String, requester: String, since: Date) async throws -> Date?
 
     // MARK: Login backoff (rate-limit counts: RateCountStore)
     /// The current run of failed password checks for `key`, if any.

@@ -424,7 +424,8 @@ import Testing
 
     /// An address imported unverified holds whatever password the source's registrant chose — perhaps someone who
     /// typed the victim's address. It gives that person nothing: the account stays pending, and the mailbox's owner who
-    /// registers it takes it over with their own password.
+    /// registers it takes it over. A registration over a pending account confirms no password (whose it is cannot be
+    /// told), so the owner chooses theirs after the proof.
     @Test func anAddressImportedUnverifiedIsTheMailboxOwnersOnceTheyRegister() async throws {
         try await Self.withTarget { target, clock in
             #expect(target.apps[0].localUserpass?.confirmation == .email)
@@ -439,6 +440,11 @@ import Testing
                 #expect(try await client.register("victim@example.com", "the victim's own").status == .created)
                 let link = try await client.latestLink("victim@example.com")
                 #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+                #expect(try await client.login("victim@example.com", "the squatter's").status == .unauthorized)
+                #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "victim@example.com")).status == .ok)
+                let reset = try await client.latestLink("victim@example.com")
+                let chosen = ResetPasswordRequest(password: "the victim's own", token: reset.token, tokenId: reset.tokenId)
+                #expect(try await client.call(Path.local("reset"), json: chosen).status == .ok)
                 #expect(try await client.login("victim@example.com", "the victim's own").status == .ok)
                 #expect(try await client.login("victim@example.com", "the squatter's").status == .unauthorized)
             }

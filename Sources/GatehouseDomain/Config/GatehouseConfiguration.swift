@@ -66,6 +66,10 @@ public struct ServerSettings: Sendable, Hashable {
     /// connection's peer. Set it only behind a proxy that overwrites or appends the header, or clients can pick the
     /// address their rate limits are counted against.
     public var clientIPHeader: String?
+    /// How many leading bits of an IPv6 client address name one client for rate limits, login delays and send
+    /// limits (an IPv4 address always counts on its own). Default 64: a host is usually given a whole /64 and may
+    /// use any address in it. 48…128.
+    public var ipv6PrefixLength = 64
     /// Seconds a connection may sit without starting a request (new, or kept alive after an answer) before it is
     /// closed. Default 60.
     public var idleTimeout = 60
@@ -220,10 +224,15 @@ public struct AppSettings: Sendable, Hashable {
     public var apiKeys: Bool
     /// A folder of Mustache files replacing built-in email templates (`confirmation.html.mustache`, …).
     public var emailTemplates: String?
-    /// At most this many emails per address and kind in ``emailLimitWindow`` seconds. Default 5.
+    /// `emailLimit.count`: at most this many emails of one kind to one address in ``emailLimitWindow`` seconds asked
+    /// for by one client (an IPv4 address, an IPv6 network). Default 5.
     public var emailLimit: Int
-    /// Default 600 (10 minutes).
+    /// `emailLimit.window`. Default 600 (10 minutes).
     public var emailLimitWindow: Int
+    /// `emailLimit.total`: emails of one kind to one address in the window from every client together, after which
+    /// each further client still gets its first one (the owner asking from their own device is never refused because
+    /// others asked), and no more. Default 20.
+    public var emailLimitTotal: Int
     /// Argon2id parameters for new password hashes. Hashes with other parameters are upgraded at the next login.
     public var passwordHash: Argon2Parameters
     /// `nativeAuth`: the native auth API; nil when the key is absent (the API answers `nativeauthapi_disabled`).
@@ -261,6 +270,7 @@ public struct AppSettings: Sendable, Hashable {
         emailTemplates: String? = nil,
         emailLimit: Int = 5,
         emailLimitWindow: Int = 600,
+        emailLimitTotal: Int = 20,
         passwordHash: Argon2Parameters = .owasp,
         nativeAuth: NativeAuthSettings? = nil,
         customToken: CustomTokenSettings? = nil,
@@ -280,6 +290,7 @@ public struct AppSettings: Sendable, Hashable {
         self.emailTemplates = emailTemplates
         self.emailLimit = emailLimit
         self.emailLimitWindow = emailLimitWindow
+        self.emailLimitTotal = emailLimitTotal
         self.passwordHash = passwordHash
         self.nativeAuth = nativeAuth
         self.customToken = customToken

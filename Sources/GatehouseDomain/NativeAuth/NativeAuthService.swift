@@ -191,15 +191,17 @@ package struct NativeAuthService: Sendable {
             throw NativeFlowError.tooManyEmails(retryAfter: retryAfter)
         }
         // A sign-up for a taken address mails its owner a notice instead of a code, and no code can match: the caller
-        // sees a sign-up like any other, the owner hears of it. (The same statements run either way.)
-        var taken = false
-        if flow.kind == .signUp { taken = try await env.store.emailAccount(appId: client.app.id, email: flow.username)?.confirmedAt != nil }
+        // sees a sign-up like any other, the owner hears of it. (The same statements run either way, for every kind of
+        // flow.) Mail about an account goes to its stored address, whatever spelling the caller typed.
+        let account = try await env.store.emailAccount(appId: client.app.id, email: flow.username)
+        let taken = flow.kind == .signUp && account?.confirmedAt != nil
         let real = (flow.kind == .signUp || flow.userId != nil) && !taken
+        let recipient = account?.recipient ?? flow.email
         let code = OneTimeCode.generate(length: settings.code.length)
-        var variables = MailVariables(appName: client.app.name, email: flow.email)
+        var variables = MailVariables(appName: client.app.name, email: recipient)
         variables.code = code
         variables.expiresInMinutes = max(1, settings.code.ttl / 60)
-        let mail = env.mail(taken ? .accountExists : .oneTimeCode, app: client.app, recipient: flow.email, variables)
+        let mail = env.mail(taken ? .accountExists : .oneTimeCode, app: client.app, recipient: recipient, variables)
         if taken {
             env.logger.info("sign-up of a taken address", metadata: ["app": "\(client.app.id)", "via": "native auth"])
             await env.audit(.registrationRefused, app: client.app.id, detail: ["via": "native auth"])

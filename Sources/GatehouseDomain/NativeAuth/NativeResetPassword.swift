@@ -17,7 +17,7 @@ extension NativeAuthService {
         let types = try challengeTypes(request)
         let email = try username(request)
         // Counted before anything is answered: each start writes a flow and an audit row.
-        try await env.checkRateLimit(.flow, app: client.app, identifier: email.normalized)
+        try await env.checkRateLimit(.flow, app: client.app, account: email.normalized)
         let passwords = EmailPasswordService(env: env)
         // An address of the old system that Gatehouse does not know yet is migrated (without a password) first, so
         // that its owner gets the code and sets a password; the answer is the same either way.

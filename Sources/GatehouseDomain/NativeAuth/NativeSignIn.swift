@@ -14,7 +14,7 @@ extension NativeAuthService {
         let types = try challengeTypes(request)
         let email = try username(request)
         // A flow is written; the password, if any, is counted as a login when it is checked.
-        try await env.checkRateLimit(.flow, app: client.app, identifier: email.normalized)
+        try await env.checkRateLimit(.flow, app: client.app, account: email.normalized)
         let account = try await env.store.emailAccount(appId: client.app.id, email: email.normalized)
         // An app that migrates users cannot tell an unknown address before its password: the old system may know it.
         if account == nil, client.app.revealUserExistence, !EmailPasswordService(env: env).migrates(client.app) {

@@ -63,7 +63,7 @@ public struct ConfigurationLoader: Sendable {
         var config = GatehouseConfiguration(apps: [])
         if let server = try top.optionalMapping(
             "server",
-            allowed: ["host", "port", "publicURL", "location", "clientIPHeader", "idleTimeout", "headerTimeout", "bodyTimeout", "maxConnections", "shutdownTimeout", "metrics"]
+            allowed: ["host", "port", "publicURL", "location", "clientIPHeader", "ipv6PrefixLength", "idleTimeout", "headerTimeout", "bodyTimeout", "maxConnections", "shutdownTimeout", "metrics"]
         ) {
             if let metrics = try server.optionalMapping("metrics", allowed: ["enabled", "token"]) {
                 if let value = try metrics.optionalBool("enabled") { config.server.metrics.enabled = value }
@@ -76,6 +76,7 @@ public struct ConfigurationLoader: Sendable {
             if let value = try server.optionalInt("shutdownTimeout") { config.server.shutdownTimeout = value }
             if let host = try server.optionalString("host") { config.server.host = host }
             config.server.clientIPHeader = try server.optionalString("clientIPHeader")
+            if let value = try server.optionalInt("ipv6PrefixLength") { config.server.ipv6PrefixLength = value }
             if let port = try server.optionalInt("port") { config.server.port = port }
             config.server.publicURL = try server.optionalString("publicURL")
             if let location = try server.optionalString("location") { config.server.location = location }
@@ -131,9 +132,10 @@ public struct ConfigurationLoader: Sendable {
         if let ttl = try app.optionalInt("refreshTokenTTL") { config.refreshTokenTTL = ttl }
         if let reveal = try app.optionalBool("revealUserExistence") { config.revealUserExistence = reveal }
         config.emailTemplates = try app.optionalString("emailTemplates")
-        if let limit = try app.optionalMapping("emailLimit", allowed: ["count", "window"]) {
+        if let limit = try app.optionalMapping("emailLimit", allowed: ["count", "window", "total"]) {
             if let count = try limit.optionalInt("count") { config.emailLimit = count }
             if let window = try limit.optionalInt("window") { config.emailLimitWindow = window }
+            if let total = try limit.optionalInt("total") { config.emailLimitTotal = total }
         }
         if let idle = try app.optionalInt("sessionIdleTimeout") { config.sessionIdleTimeout = idle }
         if let limits = try app.optionalMapping("rateLimits", allowed: Set(["enabled"] + RateLimitSettings.Kind.allCases.map(\.rawValue))) {
@@ -452,6 +454,7 @@ public struct ConfigurationLoader: Sendable {
         for (key, value, range) in [
             ("idleTimeout", config.server.idleTimeout, 1...3600), ("headerTimeout", config.server.headerTimeout, 1...300),
             ("bodyTimeout", config.server.bodyTimeout, 1...3600), ("shutdownTimeout", config.server.shutdownTimeout, 1...3600),
+            ("ipv6PrefixLength", config.server.ipv6PrefixLength, 48...128),
         ] where !range.contains(value) {
             throw ConfigurationError(key: "server.\(key)", message: "expected \(range.lowerBound)…\(range.upperBound) seconds, found \(value)")
         }
@@ -516,6 +519,11 @@ public struct ConfigurationLoader: Sendable {
             }
             guard (1...86_400).contains(app.emailLimitWindow) else {
                 throw ConfigurationError(key: path + ".emailLimit.window", message: "expected 1…86400 seconds, found \(app.emailLimitWindow)")
+            }
+            guard (app.emailLimit...10_000).contains(app.emailLimitTotal) else {
+                throw ConfigurationError(
+                    key: path + ".emailLimit.total", message: "expected emailLimit.count (\(app.emailLimit))…10000, found \(app.emailLimitTotal)"
+                )
             }
             guard app.sessionIdleTimeout == 0 || (300...15_552_000).contains(app.sessionIdleTimeout) else {
                 throw ConfigurationError(

@@ -59,6 +59,8 @@ struct RequestOriginMiddleware: RouterMiddleware {
     typealias Context = GatehouseRequestContext
     /// `server.clientIPHeader`.
     let clientIPHeader: HTTPField.Name?
+    /// `server.ipv6PrefixLength`: the network an IPv6 client is counted by (``RequestOrigin/network``).
+    var ipv6PrefixLength = ClientNetwork.defaultIPv6PrefixLength
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var ip = context.peerIP
@@ -67,7 +69,9 @@ struct RequestOriginMiddleware: RouterMiddleware {
             if !last.isEmpty, last.count <= 64 { ip = last }
         }
         var context = context
-        context.origin = RequestOrigin(ip: ip, userAgent: request.headers[.userAgent].map { String($0.prefix(256)) })
+        context.origin = RequestOrigin(
+            ip: ip, userAgent: request.headers[.userAgent].map { String($0.prefix(256)) }, ipv6PrefixLength: ipv6PrefixLength
+        )
         return try await next(request, context)
     }
 }

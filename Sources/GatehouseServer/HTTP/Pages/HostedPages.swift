@@ -58,11 +58,25 @@ struct HostedPages {
         try await formPage(request, context) { app, form, csrf in
             let token = form["token"] ?? "", tokenId = form["tokenId"] ?? ""
             do {
-                try await service(context).confirm(appId: app.id, token: token, tokenId: tokenId)
-                return Page(
-                    title: "Your email is confirmed",
-                    body: "<p class=\"ok\" role=\"status\">Thank you. Your email address is confirmed; you can sign in to \(htmlEscape(app.name)) now.</p>"
-                )
+                switch try await service(context).confirm(appId: app.id, token: token, tokenId: tokenId, issuingPasswordToken: true) {
+                case .passwordConfirmed:
+                    return Page(
+                        title: "Your email is confirmed",
+                        body: "<p class=\"ok\" role=\"status\">Thank you. Your email address is confirmed; you can sign in to \(htmlEscape(app.name)) now.</p>"
+                    )
+                case .noPassword(let passwordToken?):
+                    // More than one registration named this address: whose password the link would confirm is not
+                    // known, so none is; the mailbox's owner chooses one now.
+                    return resetForm(
+                        app: app, token: passwordToken.token, tokenId: passwordToken.tokenId, csrf: csrf, error: nil,
+                        intro: "<p class=\"ok\" role=\"status\">Your email address is confirmed.</p><p>This address was registered more than once, so no password was kept. Choose the password for your \(htmlEscape(app.name)) account now.</p>"
+                    )
+                case .noPassword(nil):
+                    return Page(
+                        title: "Your email is confirmed",
+                        body: "<p class=\"ok\" role=\"status\">Your email address is confirmed. It was registered more than once, so no password was kept: ask for a password reset to choose one.</p>"
+                    )
+                }
             } catch AuthError.invalidTokenData {
                 let state = try await service(context).tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .confirmation)
                 return confirmationOutcome(state, app: app, csrf: csrf)
@@ -139,7 +153,8 @@ struct HostedPages {
         }
     }
 
-    private func resetForm(app: AppSettings, token: String, tokenId: String, csrf: String, error: String?) -> Page {
+    /// - Parameter intro: the paragraph above the form, when it says more than "choose a new password".
+    private func resetForm(app: AppSettings, token: String, tokenId: String, csrf: String, error: String?, intro: String? = nil) -> Page {
         // Pages are only reached through the provider's token checks, so the provider is on.
         let policy = app.localUserpass?.password ?? PasswordPolicy()
         let rule = "Use between \(policy.minLength) and \(policy.maxLength) characters."
@@ -149,7 +164,7 @@ struct HostedPages {
             status: error == nil ? .ok : .badRequest,
             title: "Choose a new password",
             body: """
-                <p>Choose a new password for your \(htmlEscape(app.name)) account.</p>
+                \(intro ?? "<p>Choose a new password for your \(htmlEscape(app.name)) account.</p>")
                 <form method="post" action="reset">
                 \(hidden(["token": token, "tokenId": tokenId, "csrf": csrf]))
                 <div class="field">

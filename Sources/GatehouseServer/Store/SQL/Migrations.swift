@@ -304,6 +304,30 @@ enum Migrations {
                 "CREATE TABLE readiness_probe (id TEXT PRIMARY KEY, pad BLOB NOT NULL)"
             ]
         ),
+        Migration(
+            version: 11,
+            name: "send counts per requester, contested registrations, accounts from an old system",
+            statements: [
+                // The send limit counts per recipient and asking client, so that others asking cannot use up the
+                // owner's own allowance. Rows from before count as one requester's (the empty key).
+                "ALTER TABLE send_log ADD COLUMN requester TEXT NOT NULL DEFAULT ''",
+                // When a second registration named a pending address: its confirmation then proves the mailbox but
+                // confirms no password (the owner chooses one).
+                "ALTER TABLE email_accounts ADD COLUMN contested_at INTEGER",
+                // 1 for an account a lazy migration or an import brought from another system: only such an account
+                // may have its missing password vouched for by the migrate-user function.
+                "ALTER TABLE email_accounts ADD COLUMN from_old_system INTEGER NOT NULL DEFAULT 0",
+                // Accounts an import brought (their identity names its source) or a lazy migration made (its audit
+                // row, while retention keeps it) before the column existed.
+                """
+                UPDATE email_accounts SET from_old_system = 1 WHERE user_id IN (
+                    SELECT user_id FROM identities WHERE provider_type = 'local-userpass' AND data LIKE '%"imported_from"%'
+                    UNION SELECT user_id FROM audit_events WHERE kind = 'user_migrated' AND user_id IS NOT NULL)
+                """,
+                // The address as its registration spelled it: where mail about the account goes.
+                "ALTER TABLE email_accounts ADD COLUMN address TEXT",
+            ]
+        ),
     ]
 }
 

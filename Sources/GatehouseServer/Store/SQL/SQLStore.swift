@@ -102,11 +102,11 @@ struct SQLStore: GatehouseStore {
         try await db.transaction { tx in
             guard !(try await tx.query(
                 """
-                UPDATE email_accounts SET password_hash = $2, confirmed_at = $3, mailbox_proven_at = $4
+                UPDATE email_accounts SET password_hash = $2, confirmed_at = $3, mailbox_proven_at = $4, contested_at = COALESCE(contested_at, $7)
                 WHERE user_id = $1 AND app_id = $5 AND email = $6 AND confirmed_at IS NULL RETURNING user_id
                 """,
                 .text(account.userId), .text(account.passwordHash), SQLValue(account.confirmedAt), SQLValue(account.mailboxProvenAt),
-                .text(account.appId), .text(account.email)
+                .text(account.appId), .text(account.email), SQLValue(now)
             ).isEmpty) else { return false }
             try await tx.query(
                 "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL",
@@ -315,11 +315,11 @@ struct SQLStore: GatehouseStore {
         ).first.map { (try $0.text("user_id"), try $0.optionalText("email")) }
     }
 
-    func redeemConfirmationToken(id: String, now: Date) async throws -> Bool {
+    func redeemConfirmationToken(id: String, now: Date) async throws -> MailboxProof.Confirmation? {
         try await db.transaction { tx in
-            guard let token = try await Self.consume(id, kind: .confirmation, now: now, tx) else { return false }
-            try await Self.proveMailbox(userId: token.userId, email: token.email, .registrationConfirmed, now: now, tx)
-            return true
+            guard let token = try await Self.consume(id, kind: .confirmation, now: now, tx) else { return nil }
+            let hash = try await Self.proveMailbox(userId: token.userId, email: token.email, .registrationConfirmed, now: now, tx)
+            return hash == "" ? .noPassword : .passwordConfirmed
         }
     }
 
@@ -343,9 +343,11 @@ struct SQLStore: GatehouseStore {
     /// have added to the user: its API keys, every other identity and email account (an address linked to it), every
     /// unused one-time token, and every session. The account's row is locked first (PostgreSQL), so that proofs
     /// racing for one account apply one after the other.
-    static func proveMailbox(userId: String, email: String?, _ proof: MailboxProof, now: Date, _ tx: any SQLExecutor) async throws {
+    /// - Returns: the password hash the account has afterwards (empty: none); nil when no single account was proven.
+    @discardableResult
+    static func proveMailbox(userId: String, email: String?, _ proof: MailboxProof, now: Date, _ tx: any SQLExecutor) async throws -> String? {
         let lock = "UPDATE email_accounts SET user_id = user_id WHERE user_id = $1"
-        let returning = " RETURNING app_id, email, password_hash, mailbox_proven_at"
+        let returning = " RETURNING app_id, email, password_hash, mailbox_proven_at, contested_at"
         let rows = if let email {
             try await tx.query(lock + " AND email = $2" + returning, .text(userId), .text(email))
         } else {
@@ -354,7 +356,7 @@ struct SQLStore: GatehouseStore {
         guard rows.count == 1, let row = rows.first else {
             // A token made before tokens recorded their address, for a user with several email accounts: as such
             // tokens always did, it confirms them and (a reset) sets the password of each; no trust reset.
-            guard !rows.isEmpty else { return }
+            guard !rows.isEmpty else { return nil }
             if case .ownerProven(let new?) = proof {
                 try await tx.query("UPDATE email_accounts SET password_hash = $2 WHERE user_id = $1", .text(userId), .text(new))
             }
@@ -362,12 +364,13 @@ struct SQLStore: GatehouseStore {
                 "UPDATE email_accounts SET confirmed_at = COALESCE(confirmed_at, $2), mailbox_proven_at = COALESCE(mailbox_proven_at, $2) WHERE user_id = $1",
                 .text(userId), SQLValue(now)
             )
-            return
+            return nil
         }
         let (appId, address) = (try row.text("app_id"), try row.text("email"))
         let wasProven = try row.optionalDate("mailbox_proven_at") != nil
-        let hash = proof.passwordHash(current: try row.text("password_hash"), wasProven: wasProven)
-        if proof.resetsTrust(wasProven: wasProven) {
+        let contested = try row.optionalDate("contested_at") != nil
+        let hash = proof.passwordHash(current: try row.text("password_hash"), wasProven: wasProven, contested: contested)
+        if proof.resetsTrust(wasProven: wasProven, contested: contested) {
             _ = try await revokeAllSessions(userId: userId, now: now, tx)
             try await deleteAPIKeys(ofUser: userId, tx)
             try await tx.query(
@@ -381,13 +384,15 @@ struct SQLStore: GatehouseStore {
         }
         try await tx.query(
             """
-            UPDATE email_accounts SET password_hash = $3, confirmed_at = COALESCE(confirmed_at, $4), mailbox_proven_at = COALESCE(mailbox_proven_at, $4)
+            UPDATE email_accounts SET password_hash = $3, confirmed_at = COALESCE(confirmed_at, $4), mailbox_proven_at = COALESCE(mailbox_proven_at, $4),
+                contested_at = NULL
             WHERE app_id = $1 AND email = $2
             """,
             .text(appId), .text(address), .text(hash), SQLValue(now)
         )
         // A proof clears the account's login-failure counts, from every address (the login backoff's rows).
         try await tx.query("DELETE FROM login_failures WHERE account = $1", .text(LoginBackoff.account(app: appId, identifier: address)))
+        return hash
     }
 
     // MARK: Sessions
@@ -747,22 +752,24 @@ struct SQLStore: GatehouseStore {
     /// One statement, no transaction: the count and the insert are one statement (SQLite runs it alone; on
     /// PostgreSQL a transaction around it would not make two racing sends see each other either). Rows older than the
     /// window are not counted, and the retention pass deletes them (``RetentionTarget/sendLog``), not every send.
-    func recordSend(appId: String, address: String, kind: String, now: Date, since: Date, limit: Int) async throws -> Bool {
+    func recordSend(appId: String, address: String, kind: String, requester: String, now: Date, since: Date, limit: Int, total: Int) async throws -> Bool {
         !(try await db.query(
             """
-            INSERT INTO send_log (app_id, address, kind, at)
-            SELECT $1, $2, $3, $4
-            WHERE (SELECT COUNT(*) FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND at >= $5) < $6
+            INSERT INTO send_log (app_id, address, kind, at, requester)
+            SELECT $1, $2, $3, $4, $7
+            FROM (SELECT COUNT(*) AS everyone, COUNT(CASE WHEN requester = $7 THEN 1 END) AS mine
+                  FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND at >= $5) AS sent
+            WHERE sent.mine < $6 AND (sent.everyone < $8 OR sent.mine = 0)
             RETURNING at
             """,
-            .text(appId), .text(address), .text(kind), SQLValue(now), SQLValue(since), .int(Int64(limit))
+            .text(appId), .text(address), .text(kind), SQLValue(now), SQLValue(since), .int(Int64(limit)), .text(requester), .int(Int64(total))
         ).isEmpty)
     }
 
-    func oldestSend(appId: String, address: String, kind: String, since: Date) async throws -> Date? {
+    func oldestSend(appId: String, address: String, kind: String, requester: String, since: Date) async throws -> Date? {
         try await db.query(
-            "SELECT MIN(at) AS oldest FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND at >= $4",
-            .text(appId), .text(address), .text(kind), SQLValue(since)
+            "SELECT MIN(at) AS oldest FROM send_log WHERE app_id = $1 AND address = $2 AND kind = $3 AND requester = $4 AND at >= $5",
+            .text(appId), .text(address), .text(kind), .text(requester), SQLValue(since)
         ).first.flatMap { try $0.optionalDate("oldest") }
     }
 
@@ -944,11 +951,16 @@ struct SQLStore: GatehouseStore {
 
     static func insertAccounts(_ accounts: [(EmailAccountRecord, createdAt: Date)], _ tx: any SQLExecutor) async throws {
         try await insertRows(
-            into: "email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at, mailbox_proven_at)", accounts, tx
+            into: """
+                email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at, mailbox_proven_at, address, contested_at, \
+                from_old_system)
+                """,
+            accounts, tx
         ) { account, createdAt in
             [
                 .text(account.appId), .text(account.email), .text(account.userId), .text(account.passwordHash),
-                SQLValue(account.confirmedAt), SQLValue(createdAt), SQLValue(account.mailboxProvenAt),
+                SQLValue(account.confirmedAt), SQLValue(createdAt), SQLValue(account.mailboxProvenAt), SQLValue(account.address),
+                SQLValue(account.contestedAt), .int(account.fromOldSystem ? 1 : 0),
             ]
         }
     }
@@ -975,7 +987,7 @@ struct SQLStore: GatehouseStore {
         )
     }
 
-    static let accountColumns = "app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at"
+    static let accountColumns = "app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at, address, contested_at, from_old_system"
 
     static func account(_ row: SQLRow) throws -> EmailAccountRecord {
         EmailAccountRecord(
@@ -984,7 +996,10 @@ struct SQLStore: GatehouseStore {
             userId: try row.text("user_id"),
             passwordHash: try row.text("password_hash"),
             confirmedAt: try row.optionalDate("confirmed_at"),
-            mailboxProvenAt: try row.optionalDate("mailbox_proven_at")
+            mailboxProvenAt: try row.optionalDate("mailbox_proven_at"),
+            address: try row.optionalText("address"),
+            contestedAt: try row.optionalDate("contested_at"),
+            fromOldSystem: try row.int("from_old_system") != 0
         )
     }
 

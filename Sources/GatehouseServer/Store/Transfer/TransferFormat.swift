@@ -112,6 +112,13 @@ enum TransferFormat {
         /// When the owner first proved they read the address (version 2); absent for an account that was never proven.
         var mailboxProvenAt: Timestamp? = nil
         var createdAt: Timestamp
+        /// Optional, absent from older files (readers of version 2 ignore them): the address as registered, where mail
+        /// goes (absent: `email`); when a second registration named the pending address; whether the account came
+        /// from another system (only then may the migrate-user function vouch for a missing password; an export
+        /// always says, and a file that does not, written by hand for a migration, counts as from another system).
+        var address: String? = nil
+        var contestedAt: Timestamp? = nil
+        var fromOldSystem: Bool? = nil
     }
 
     struct Session: Codable, Equatable {

@@ -211,7 +211,8 @@ struct ForeignImport {
             accounts.append((
                 EmailAccountRecord(
                     appId: appId, email: user.email.normalized, userId: userId, passwordHash: user.passwordHash ?? "",
-                    confirmedAt: user.emailVerified ? now : nil, mailboxProvenAt: user.emailVerified ? now : nil
+                    confirmedAt: user.emailVerified ? now : nil, mailboxProvenAt: user.emailVerified ? now : nil,
+                    address: user.email.display, fromOldSystem: true
                 ),
                 createdAt
             ))

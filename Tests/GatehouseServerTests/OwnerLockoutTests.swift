@@ -1,0 +1,249 @@
+import Foundation
+import GatehouseDomain
+@testable import GatehouseServer
+import GatehouseTestSupport
+import GatehouseWire
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+
+/// An attacker who names the owner's address cannot lock the owner out, whichever protocol either uses: counts that
+/// others drive slow them and never refuse the owner's right credential, code or recovery mail from an address that has
+/// not been failing. Every test runs with the production defaults (rate limits, login delays, send limits) and client
+/// addresses from `X-Forwarded-For`, so one test is many clients.
+@Suite struct OwnerLockoutTests {
+    static let attacker = "203.0.113.66"
+    static let owner = "198.51.100.10"
+
+    /// Production limits, client addresses from the proxy header.
+    static func defaults(native: Bool = false) -> GatehouseConfiguration {
+        limitedConfiguration(RateLimitSettings.defaultRules, native: native)
+    }
+
+    @Test func wrongPasswordsFromOneAddressNeverRefuseTheOwnersRightPasswordFromAnother() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(Self.defaults(), clock: clock) { _, client in
+            _ = try await client.signUp("olga@example.com")
+            // More than the per-username limit (30) of wrong logins, from one address: its own delays refuse most of them.
+            var refused = 0
+            for _ in 0..<40 where try await client.login("olga@example.com", "guess", from: Self.attacker).status == .tooManyRequests { refused += 1 }
+            #expect(refused > 0)
+            #expect(try await client.login("olga@example.com", from: Self.owner).status == .ok)
+            // Again and again: five minutes later the attacker tries once more, and the owner still gets in.
+            clock.advance(by: 301)
+            for _ in 0..<40 { _ = try await client.login("olga@example.com", "guess", from: Self.attacker) }
+            #expect(try await client.login("olga@example.com", from: Self.owner).status == .ok)
+        }
+    }
+
+    @Test func aLeakedAPIKeyHammeredFromElsewhereDoesNotRefuseItsOwner() async throws {
+        try await withGatehouse(Self.defaults()) { _, client in
+            let login = try await client.signUp("kai@example.com")
+            let created = try await client.call("/api/client/v2.0/auth/api_keys", body: #"{"name":"build"}"#, bearer: login.refreshToken)
+            let key = try #require((try JSONSerialization.jsonObject(with: created.body) as? [String: Any])?["key"] as? String)
+            let path = Path.app() + "/auth/providers/api-key/login"
+            let body = try JSONSerialization.data(withJSONObject: ["key": key])
+            for _ in 0..<35 { _ = try await client.post(path, body, from: Self.attacker) }
+            #expect(try await client.post(path, body, from: Self.attacker).status == .tooManyRequests)
+            #expect(try await client.post(path, body, from: Self.owner).status == .ok)
+        }
+    }
+
+    @Test func nativeStartsFromOneAddressNeverRefuseTheOwnersSignInOrReset() async throws {
+        try await withGatehouse(Self.defaults(native: true)) { _, client in
+            _ = try await client.nativeSignedUp("nina@example.com")
+            let from = { (ip: String) in HTTPFields([HTTPField(name: HTTPField.Name("X-Forwarded-For")!, value: ip)]) }
+            let signIn = ["username": "nina@example.com", "challenge_type": allChallengeTypes]
+            for _ in 0..<31 { _ = try await client.native(.signInInitiate, headers: from(Self.attacker), signIn) }
+            #expect(try await client.native(.signInInitiate, headers: from(Self.attacker), signIn).status == .tooManyRequests)
+            #expect(try await client.native(.signInInitiate, headers: from(Self.owner), signIn).status == .ok)
+            for _ in 0..<31 { _ = try await client.native(.resetPasswordStart, headers: from(Self.attacker), signIn) }
+            #expect(try await client.native(.resetPasswordStart, headers: from(Self.owner), signIn).status == .ok)
+        }
+    }
+
+    @Test func resetMailRequestedByOthersNeverUsesUpTheOwnersOwnRequest() async throws {
+        try await withGatehouse(Self.defaults()) { _, client in
+            _ = try await client.signUp("omar@example.com")
+            let body = try JSONEncoder().encode(EmailRequest(email: "omar@example.com"))
+            let sendFrom = { (ip: String) in try await client.post(Path.local("reset/send"), body, from: ip).status }
+            // One address: its five, then refused.
+            for _ in 0..<5 { #expect(try await sendFrom(Self.attacker) == .ok) }
+            #expect(try await sendFrom(Self.attacker) == .tooManyRequests)
+            // Many addresses: up to the total cap (20), then one each.
+            for host in 1...3 { for _ in 0..<5 { #expect(try await sendFrom("192.0.2.\(host)") == .ok) } }
+            #expect(try await sendFrom("192.0.2.4") == .ok)
+            #expect(try await sendFrom("192.0.2.4") == .tooManyRequests)
+            let before = try await client.mailbox("omar@example.com").count
+            #expect(try await sendFrom(Self.owner) == .ok)
+            #expect(try await client.mailbox("omar@example.com").count == before + 1)
+        }
+    }
+
+    @Test func nativeCodeMailRequestedByOthersNeverUsesUpTheOwnersOwnRequest() async throws {
+        try await withGatehouse(Self.defaults(native: true)) { _, client in
+            _ = try await client.nativeSignedUp("nora@example.com")
+            let from = { (ip: String) in HTTPFields([HTTPField(name: HTTPField.Name("X-Forwarded-For")!, value: ip)]) }
+            func resetCode(_ ip: String) async throws -> HTTPResponse.Status {
+                let started = try await client.native(.resetPasswordStart, headers: from(ip), ["username": "nora@example.com", "challenge_type": allChallengeTypes])
+                let token = try #require(try started.decode(NativeAuthStepResponse.self).continuationToken)
+                return try await client.native(.resetPasswordChallenge, headers: from(ip), ["continuation_token": token, "challenge_type": allChallengeTypes]).status
+            }
+            for _ in 0..<5 { #expect(try await resetCode(Self.attacker) == .ok) }
+            #expect(try await resetCode(Self.attacker) != .ok)
+            let before = try await client.mailbox("nora@example.com").count
+            #expect(try await resetCode(Self.owner) == .ok)
+            #expect(try await client.mailbox("nora@example.com").count == before + 1)
+        }
+    }
+
+    // MARK: IPv6
+
+    @Test func ipv6ClientsAreCountedByTheirSlash64() async throws {
+        let config = limitedConfiguration([.login: .init(perIP: .init(3, per: 300), perIdentifier: nil)])
+        try await withGatehouse(config) { _, client in
+            // Four addresses of one /64: the fourth is over the limit of three.
+            for host in 1...3 {
+                let status = try await client.login("nobody@example.com", "x", from: "2001:db8:1:2::\(host)").status
+                #expect(status == .unauthorized)
+            }
+            #expect(try await client.login("nobody@example.com", "x", from: "2001:db8:1:2:ffff:ffff:ffff:ffff").status == .tooManyRequests)
+            // The next /64 is another client.
+            #expect(try await client.login("nobody@example.com", "x", from: "2001:db8:1:3::1").status == .unauthorized)
+        }
+    }
+
+    @Test func anonymousUsersFromOneSlash64AreOneClient() async throws {
+        let config = limitedConfiguration([.registration: .init(perIP: .init(2, per: 300), perIdentifier: nil)])
+        try await withGatehouse(config) { _, client in
+            let path = Path.app() + "/auth/providers/anon-user/login"
+            let body = Data(#"{"provider":"anon-user"}"#.utf8)
+            var statuses: [HTTPResponse.Status] = []
+            for address in ["2001:db8:aa:bb::1", "2001:db8:aa:bb:1:2:3:4", "2001:db8:aa:bb::99", "2001:db8:aa:bc::1"] {
+                statuses.append(try await client.post(path, body, from: address).status)
+            }
+            #expect(statuses == [.ok, .ok, .tooManyRequests, .ok])
+        }
+    }
+
+    @Test func clientNetworksParseEveryIPv6Spelling() {
+        #expect(ClientNetwork.key(for: "192.0.2.1") == "192.0.2.1")
+        #expect(ClientNetwork.key(for: "2001:db8:1:2:3:4:5:6") == "2001:db8:1:2:0:0:0:0/64")
+        #expect(ClientNetwork.key(for: "2001:DB8:1:2::") == "2001:db8:1:2:0:0:0:0/64")
+        #expect(ClientNetwork.key(for: "fe80::1%eth0") == "fe80:0:0:0:0:0:0:0/64")
+        #expect(ClientNetwork.key(for: "::ffff:192.0.2.7") == "192.0.2.7")
+        #expect(ClientNetwork.key(for: "2001:db8::1", ipv6PrefixLength: 48) == "2001:db8:0:0:0:0:0:0/48")
+        #expect(ClientNetwork.key(for: "2001:db8:1:2:3:4:5:6", ipv6PrefixLength: 128) == "2001:db8:1:2:3:4:5:6/128")
+        #expect(ClientNetwork.key(for: "2001:db8:1:2:3:4:5:6", ipv6PrefixLength: 56) == "2001:db8:1:0:0:0:0:0/56")
+        // What is not an address is counted as it is.
+        for odd in ["::1::2", "1:2:3:4:5:6:7:8:9", "2001:db8::12345", "unknown"] { #expect(ClientNetwork.key(for: odd) == odd) }
+    }
+
+    // MARK: Registrations of a pending address
+
+    @Test func aSecondRegistrationOfAPendingAddressConfirmsNoPassword() async throws {
+        try await withGatehouse(Self.defaults()) { _, client in
+            let victim = "vera@example.com"
+            #expect(try await client.register(victim, "the owner's password").status == .created)
+            #expect(try await client.post(Path.local("register"), try JSONEncoder().encode(RegisterRequest(email: victim, password: "the attacker's one")), from: Self.attacker).status == .created)
+            // The owner opens the newest link, which their mailbox got.
+            let link = try await client.latestLink(victim)
+            #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+            // Neither registrant's password opens the account: nobody can tell whose the link confirmed.
+            #expect(try await client.login(victim, "the attacker's one", from: Self.attacker).status == .unauthorized)
+            #expect(try await client.login(victim, "the owner's password", from: Self.owner).status == .unauthorized)
+            // The owner chooses one with a reset.
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: victim)).status == .ok)
+            let reset = try await client.latestLink(victim)
+            #expect(try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "chosen after", token: reset.token, tokenId: reset.tokenId)).status == .ok)
+            #expect(try await client.login(victim, "chosen after", from: Self.owner).status == .ok)
+            #expect(try await client.login(victim, "the attacker's one", from: Self.attacker).status == .unauthorized)
+        }
+    }
+
+    @Test func theHostedConfirmPageOfAContestedAddressAsksForThePasswordAtOnce() async throws {
+        try await withGatehouse(Self.defaults()) { _, client in
+            let victim = "vito@example.com"
+            #expect(try await client.register(victim, "the owner's password").status == .created)
+            #expect(try await client.register(victim, "the attacker's one").status == .created)
+            let link = try await client.latestLink(victim)
+            let page = try await client.execute(uri: "/app/test-app/confirm?token=\(link.token)&tokenId=\(link.tokenId)", method: .get) { $0 }
+            let cookie = try #require(page.headers[.setCookie]?.split(separator: ";").first.map(String.init))
+            let html = String(buffer: page.body)
+            let csrf = String(try #require(html.firstMatch(of: /name="csrf" value="([^"]+)"/)?.output.1))
+            let form = "token=\(link.token)&tokenId=\(link.tokenId)&csrf=\(csrf.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+            let confirmed = try await client.execute(
+                uri: "/app/test-app/confirm", method: .post,
+                headers: [.contentType: "application/x-www-form-urlencoded", .cookie: cookie], body: ByteBuffer(string: form)
+            ) { String(buffer: $0.body) }
+            #expect(confirmed.contains("registered more than once"))
+            let resetToken = String(try #require(confirmed.firstMatch(of: /name="token" value="([0-9a-f]+)"/)?.output.1))
+            let resetTokenId = String(try #require(confirmed.firstMatch(of: /name="tokenId" value="([0-9a-f]+)"/)?.output.1))
+            #expect(try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "chosen on the page", token: resetToken, tokenId: resetTokenId)).status == .ok)
+            #expect(try await client.login(victim, "chosen on the page").status == .ok)
+            #expect(try await client.login(victim, "the attacker's one").status == .unauthorized)
+        }
+    }
+
+    @Test func oneRegistrationAloneStillConfirmsItsPassword() async throws {
+        try await withGatehouse(Self.defaults()) { gatehouse, client in
+            _ = try await client.signUp("solo@example.com")
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "solo@example.com")?.contestedAt == nil)
+        }
+    }
+
+    // MARK: Spellings
+
+    @Test func mailGoesToTheStoredAddressAndNonCanonicalLabelsAreRefused() async throws {
+        try await withGatehouse(Self.defaults(native: true)) { gatehouse, client in
+            _ = try await client.signUp("alice@example.com")
+            // An ACE label that decodes to ASCII (`com`), that ends in a hyphen, or whose Unicode is not in NFC is no
+            // spelling of a domain.
+            let odd = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "Alice@Example.xn--com-"))
+            #expect(odd.status == .badRequest)
+            #expect(EmailAddress("a@b\u{fc}cher.example") != nil)
+            #expect(EmailAddress("a@XN--BCHER-KVA.example")?.normalized == "a@bücher.example")
+            #expect(EmailAddress("a@xn--Bcher-kva.example") != nil)
+            for refused in ["a@xn--com-.example", "a@xn--bcher-kva-.example", "a@xn--bucher-xyd.example"] { #expect(EmailAddress(refused) == nil, "\(refused)") }
+            // Another spelling of a known address: the mail goes to the address as registered, never to the asker's.
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "ALICE@EXAMPLE.COM")).status == .ok)
+            let outbox = try await gatehouse.env.store.mailbox(recipient: nil, limit: 50)
+            #expect(!outbox.isEmpty)
+            #expect(outbox.allSatisfy { $0.recipient == "alice@example.com" }, "\(outbox.map(\.recipient))")
+            // Native reset codes too.
+            let started = try await client.native(.resetPasswordStart, ["username": "Alice@EXAMPLE.com", "challenge_type": allChallengeTypes])
+            let token = try #require(try started.decode(NativeAuthStepResponse.self).continuationToken)
+            #expect(try await client.native(.resetPasswordChallenge, ["continuation_token": token, "challenge_type": allChallengeTypes]).status == .ok)
+            let newest = try #require(try await gatehouse.env.store.mailbox(recipient: nil, limit: 1).first)
+            #expect(newest.kind == MailKind.oneTimeCode.rawValue)
+            #expect(newest.recipient == "alice@example.com")
+        }
+    }
+
+    // MARK: Lazy migration
+
+    @Test func theMigrateUserFunctionNeverSetsAFirstPasswordOnAnAccountGatehouseMade() async throws {
+        let asked = NIOLockedValueBox<[String]>([])
+        let functions = FunctionHandlers(migrateUser: { call in
+            asked.withLockedValue { $0.append(call.email) }
+            return .migrated(emailVerified: true, customData: [:])
+        })
+        try await withOpenServer(nativeConfiguration(methods: [.emailOTP]), logger: quietLogger, functions: functions) { gatehouse in
+            try await gatehouse.makeApplication().test(.router) { client in
+                // A code-only native sign-up: the account has no password.
+                _ = try await client.nativeTokens(try await client.nativeSignUp("cody@example.com"), username: "cody@example.com")
+                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "cody@example.com")?.passwordHash == "")
+                // The old system's password for the address (the function vouches for anything) does not open it.
+                #expect(try await client.login("cody@example.com", "old system's").status == .unauthorized)
+                #expect(asked.withLockedValue { $0 }.isEmpty)
+                // An account the old system brought (a reset request migrated it) still may be vouched for.
+                #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "olden@example.com")).status == .ok)
+                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "olden@example.com")?.fromOldSystem == true)
+                #expect(try await client.login("olden@example.com", "old system's").status == .ok)
+            }
+        }
+    }
+}

@@ -75,6 +75,10 @@ public struct Argon2Parameters: Sendable, Hashable {
             && hashLength >= 4 && UInt64(hashLength) <= UInt64(UInt32.max)
     }
 
+    /// The work of a hash with these parameters, in blocks computed: memory (KiB, one block each) × passes. Lanes
+    /// do not change it (they run one after another), so it is what one hash or verification costs in CPU.
+    public var work: UInt64 { UInt64(memoryKiB) * UInt64(iterations) }
+
     /// Throws ``Argon2Error/invalidParameters`` unless parallelism is in 1...2^24-1,
     /// memoryKiB ≥ 8 × parallelism, iterations ≥ 1 and hashLength is in 4...2^32-1.
     public func validate() throws {
@@ -83,7 +87,7 @@ public struct Argon2Parameters: Sendable, Hashable {
 }
 
 /// An error from ``Argon2``: invalid parameters or inputs, a PHC string that cannot be parsed, or one whose
-/// cost is above the limits of ``Argon2/verifyAnyPHC(password:phc:maxMemoryKiB:)``.
+/// cost is above the limits of ``Argon2/verifyAnyPHC(password:phc:maxMemoryKiB:maxWork:isCancelled:)``.
 public struct Argon2Error: Error, Hashable, Sendable, CustomStringConvertible {
     private enum Kind: Hashable, Sendable {
         case invalidParameters
@@ -147,7 +151,7 @@ public struct Argon2Error: Error, Hashable, Sendable, CustomStringConvertible {
 /// in the PHC string format used by the reference implementation and most libraries,
 /// e.g. `$argon2id$v=19$m=19456,t=2,p=1$<salt>$<tag>`.
 ///
-/// For hashes imported from other systems, ``verifyAnyPHC(password:phc:maxMemoryKiB:)`` and
+/// For hashes imported from other systems, ``verifyAnyPHC(password:phc:maxMemoryKiB:maxWork:isCancelled:)`` and
 /// ``parseAnyPHC(_:)`` also take Argon2d and Argon2i and version 1.0 (0x10), and
 /// ``hash(password:salt:parameters:variant:version:secret:associatedData:)`` computes their raw tags.
 /// New hashes are always Argon2id version 0x13.
@@ -195,7 +199,7 @@ public enum Argon2 {
     /// system that stores the tag and its parameters apart (new hashes should use Argon2id version 0x13).
     ///
     /// The memory and passes come from the caller: check them against a limit first when they come from
-    /// imported data (``verifyAnyPHC(password:phc:maxMemoryKiB:)`` does that for PHC strings).
+    /// imported data (``verifyAnyPHC(password:phc:maxMemoryKiB:maxWork:isCancelled:)`` does that for PHC strings).
     ///
     /// - Parameters:
     ///   - password: The password P (any bytes, possibly empty).
@@ -205,8 +209,11 @@ public enum Argon2 {
     ///   - version: Version 1.0 (0x10) or 1.3 (0x13).
     ///   - secret: Optional secret K ("pepper"), empty by default.
     ///   - associatedData: Optional associated data X, empty by default.
+    ///   - isCancelled: Asked before every segment (four times a pass per lane): once it answers true the hash stops
+    ///     and throws `CancellationError`, so that a long hash ends soon after its caller gives up.
     /// - Returns: `parameters.hashLength` bytes.
-    /// - Throws: ``Argon2Error/invalidParameters`` when the parameters or input lengths are out of range.
+    /// - Throws: ``Argon2Error/invalidParameters`` when the parameters or input lengths are out of range;
+    ///   `CancellationError` when `isCancelled` answered true.
     public static func hash(
         password: [UInt8],
         salt: [UInt8],
@@ -214,16 +221,17 @@ public enum Argon2 {
         variant: Argon2Variant,
         version: Argon2Version,
         secret: [UInt8] = [],
-        associatedData: [UInt8] = []
+        associatedData: [UInt8] = [],
+        isCancelled: () -> Bool = { false }
     ) throws -> [UInt8] {
         try parameters.validate()
         let limit = Int(UInt32.max)
         guard salt.count >= 8, salt.count <= limit, password.count <= limit,
               secret.count <= limit, associatedData.count <= limit
         else { throw Argon2Error.invalidParameters }
-        return Argon2Engine.compute(
+        return try Argon2Engine.compute(
             password: password, salt: salt, secret: secret, associatedData: associatedData,
-            parameters: parameters, variant: variant, version: version
+            parameters: parameters, variant: variant, version: version, isCancelled: isCancelled
         )
     }
 }
@@ -239,8 +247,8 @@ enum Argon2Engine {
 
     static func compute(
         password: [UInt8], salt: [UInt8], secret: [UInt8], associatedData: [UInt8],
-        parameters: Argon2Parameters, variant: Argon2Variant, version: Argon2Version
-    ) -> [UInt8] {
+        parameters: Argon2Parameters, variant: Argon2Variant, version: Argon2Version, isCancelled: () -> Bool = { false }
+    ) throws -> [UInt8] {
         let lanes = Int(parameters.parallelism)
         let tagLength = parameters.hashLength
 
@@ -305,6 +313,8 @@ enum Argon2Engine {
         for pass in 0..<passes {
             for slice in 0..<syncPoints {
                 for lane in 0..<lanes {
+                    // The matrix is wiped and kept by the deferred release above, as at the end of a hash.
+                    if isCancelled() { throw CancellationError() }
                     filler.fillSegment(pass: pass, lane: lane, slice: slice)
                 }
             }

@@ -37,6 +37,13 @@ public enum Bcrypt {
     ///   project's machine): bound
     ///   `cost` before calling with a value from storage.
     public static func checksum(password: [UInt8], salt: [UInt8], cost: Int) -> [UInt8] {
+        // Never cancelled, so never nil.
+        checksum(password: password, salt: salt, cost: cost, isCancelled: { false })!
+    }
+
+    /// ``checksum(password:salt:cost:)`` that asks `isCancelled` before every round of the key schedule (2^`cost` of
+    /// them) and gives up, returning nil, once it answers true: a long one ends soon after its caller stops waiting.
+    public static func checksum(password: [UInt8], salt: [UInt8], cost: Int, isCancelled: () -> Bool) -> [UInt8]? {
         precondition(salt.count == saltByteCount, "a bcrypt salt has 16 bytes")
         precondition(costRange.contains(cost), "bcrypt's cost is 4...31")
         var key = Array(password.prefix(maxKeyByteCount))
@@ -56,16 +63,19 @@ public enum Bcrypt {
         BlowfishConstants.s.withUnsafeBufferPointer { (state + 18).initialize(from: $0.baseAddress!, count: 1024) }
 
         var ciphertext: [UInt32] = [0x4F72_7068, 0x6561_6E42, 0x6568_6F6C, 0x6465_7253, 0x6372_7944, 0x6F75_6274]
-        keyWords.withUnsafeBufferPointer { keyWords in
+        let finished = keyWords.withUnsafeBufferPointer { keyWords in
             saltWords.withUnsafeBufferPointer { saltWords in
                 let key = keyWords.baseAddress!, salt = saltWords.baseAddress!
                 expandState(state, key: key, salt: salt)
                 for _ in 0..<(1 << cost) {
+                    if isCancelled() { return false }
                     expandState(state, key: key)
                     expandState(state, key: salt)
                 }
+                return true
             }
         }
+        guard finished else { return nil }
         for _ in 0..<64 {
             for block in 0..<3 {
                 var (left, right) = (ciphertext[2 * block], ciphertext[2 * block + 1])

@@ -25,8 +25,9 @@ extension Argon2 {
     /// returns a PHC string, e.g. `$argon2id$v=19$m=19456,t=2,p=1$<salt>$<tag>`, where salt and tag
     /// are standard base64 without padding.
     ///
+    /// - Parameter isCancelled: Asked before every segment; once it answers true the hash throws `CancellationError`.
     /// - Throws: ``Argon2Error/invalidParameters`` when `parameters` are out of range.
-    public static func hashPHC(password: String, parameters: Argon2Parameters) throws -> String {
+    public static func hashPHC(password: String, parameters: Argon2Parameters, isCancelled: () -> Bool = { false }) throws -> String {
         try parameters.validate()
         var generator = SystemRandomNumberGenerator()
         var salt = [UInt8](repeating: 0, count: 16)
@@ -36,7 +37,9 @@ extension Argon2 {
                 salt[i * 8 + j] = UInt8(truncatingIfNeeded: word >> UInt64(j * 8))
             }
         }
-        let tag = try hash(password: Array(password.utf8), salt: salt, parameters: parameters)
+        let tag = try hash(
+            password: Array(password.utf8), salt: salt, parameters: parameters, variant: .id, version: .v13, isCancelled: isCancelled
+        )
         return "$argon2id$v=19$m=\(parameters.memoryKiB),t=\(parameters.iterations),p=\(parameters.parallelism)$"
             + PHCBase64.encode(salt) + "$" + PHCBase64.encode(tag)
     }
@@ -45,10 +48,16 @@ extension Argon2 {
     /// or any library writing the same format). The tags are compared in constant time.
     ///
     /// - Throws: ``Argon2Error/malformedHash(_:)`` when `phc` cannot be parsed or is not Argon2id version 19.
-    /// - Note: The memory cost comes from `phc`: only verify strings this server wrote.
-    public static func verifyPHC(password: String, phc: String) throws -> Bool {
+    /// - Note: The memory cost comes from `phc`: only verify strings this server wrote, or check their
+    ///   ``parseParameters(phc:)`` against a limit first.
+    /// - Parameter isCancelled: Asked before every segment; once it answers true the verification throws
+    ///   `CancellationError`.
+    public static func verifyPHC(password: String, phc: String, isCancelled: () -> Bool = { false }) throws -> Bool {
         let parsed = try PHCString(parsingArgon2idV19: phc)
-        let tag = try hash(password: Array(password.utf8), salt: parsed.salt, parameters: parsed.parameters)
+        let tag = try hash(
+            password: Array(password.utf8), salt: parsed.salt, parameters: parsed.parameters, variant: .id, version: .v13,
+            isCancelled: isCancelled
+        )
         return constantTimeEqual(tag, parsed.tag)
     }
 
@@ -61,11 +70,11 @@ extension Argon2 {
         try PHCString(parsingArgon2idV19: phc).parameters
     }
 
-    /// The most passes ``verifyAnyPHC(password:phc:maxMemoryKiB:)`` accepts: 1,000.
+    /// The most passes ``verifyAnyPHC(password:phc:maxMemoryKiB:maxWork:isCancelled:)`` accepts: 1,000.
     ///
     /// Hashes in use have a few passes (RFC 9106 and OWASP recommend 1 to 5, libsodium's strongest Argon2i
     /// preset has 8); this cap only stops strings whose small memory hides an absurd amount of work. The work
-    /// of a hash is memory × passes: to bound it more tightly, check ``parseAnyPHC(_:)``'s parameters first.
+    /// of a hash is memory × passes (``Argon2Parameters/work``): `maxWork` bounds it.
     public static let maxVerifyIterations: UInt32 = 1_000
 
     /// Parses an Argon2 PHC string of any variant and version without hashing: whether it is one, and
@@ -88,13 +97,18 @@ extension Argon2 {
     /// as imported from another system (see ``parseAnyPHC(_:)`` for the strings accepted). The tags are
     /// compared in constant time.
     ///
-    /// Refuses, before allocating anything for the hash, strings that need more than `maxMemoryKiB` KiB
-    /// or more than ``maxVerifyIterations`` passes. Lanes are limited only by ``Argon2Parameters/validate()``
+    /// Refuses, before allocating anything for the hash, strings that need more than `maxMemoryKiB` KiB,
+    /// more than ``maxVerifyIterations`` passes, or more than `maxWork` blocks of work (memory × passes,
+    /// ``Argon2Parameters/work``; no limit when nil). Lanes are limited only by ``Argon2Parameters/validate()``
     /// (and memory, which is at least 8 KiB per lane).
     ///
+    /// - Parameter isCancelled: Asked before every segment; once it answers true the verification throws
+    ///   `CancellationError`.
     /// - Throws: ``Argon2Error/malformedHash(_:)`` when `phc` cannot be parsed;
-    ///   ``Argon2Error/costLimitExceeded(_:)`` when its memory or passes are above the limits.
-    public static func verifyAnyPHC(password: String, phc: String, maxMemoryKiB: UInt32) throws -> Bool {
+    ///   ``Argon2Error/costLimitExceeded(_:)`` when its memory, passes or work are above the limits.
+    public static func verifyAnyPHC(
+        password: String, phc: String, maxMemoryKiB: UInt32, maxWork: UInt64? = nil, isCancelled: () -> Bool = { false }
+    ) throws -> Bool {
         let parsed = try PHCString(parsing: phc)
         guard parsed.parameters.memoryKiB <= maxMemoryKiB else {
             throw Argon2Error.costLimitExceeded(
@@ -106,9 +120,14 @@ extension Argon2 {
                 "t=\(parsed.parameters.iterations) is above the limit of \(maxVerifyIterations) passes"
             )
         }
+        if let maxWork, parsed.parameters.work > maxWork {
+            throw Argon2Error.costLimitExceeded(
+                "m × t = \(parsed.parameters.work) blocks is above the limit of \(maxWork)"
+            )
+        }
         let tag = try hash(
             password: Array(password.utf8), salt: parsed.salt, parameters: parsed.parameters,
-            variant: parsed.variant, version: parsed.version
+            variant: parsed.variant, version: parsed.version, isCancelled: isCancelled
         )
         return constantTimeEqual(tag, parsed.tag)
     }

@@ -199,7 +199,11 @@ public final class AuthServer: Sendable {
         // All of the file in one transaction, however long it takes to read: no request deadline (see exportUsers).
         try await PostgresDatabase.$unbounded.withValue(true) {
             try await withMigratedDatabase(configuration, logger: logger) { database, _ in
-                try await UserTransfer(db: database).importLines(apps: Set(configuration.apps.map(\.id)), next: next)
+                try await UserTransfer(db: database).importLines(
+                    apps: Set(configuration.apps.map(\.id)),
+                    ownParameters: Dictionary(configuration.apps.map { ($0.id, $0.passwordHash) }, uniquingKeysWith: { first, _ in first }),
+                    next: next
+                )
             }
         }
     }

@@ -192,9 +192,9 @@ final class SpyHasher: PasswordHasher, @unchecked Sendable {
         note("hash")
         return try await base.hash(password, parameters: parameters)
     }
-    func verify(_ password: String, against hash: String) async throws -> Bool {
+    func verify(_ password: String, against hash: String, parameters: Argon2Parameters) async throws -> Bool {
         note("verify")
-        return try await base.verify(password, against: hash)
+        return try await base.verify(password, against: hash, parameters: parameters)
     }
     func needsRehash(_ hash: String, parameters: Argon2Parameters) -> Bool { base.needsRehash(hash, parameters: parameters) }
     func burnVerify(_ password: String, parameters: Argon2Parameters) async throws {

@@ -5,21 +5,36 @@ import NIOConcurrencyHelpers
 import NIOPosix
 import ServiceLifecycle
 
-/// Argon2id in PHC string form, on NIO's blocking thread pool.
+/// Argon2id in PHC string form, on NIO's blocking thread pool; imported hashes on a lane of their own.
 final class Argon2PasswordHasher: PasswordHasher {
     private let pool: NIOThreadPool
+    /// Where hashes costlier than an ordinary login's are verified (``ImportedHashLane``).
+    let importedLane: ImportedHashLane
     private let dummies = NIOLockedValueBox<[Argon2Parameters: String]>([:])
     private let metrics: QueuedWorkMetrics
 
-    init(pool: NIOThreadPool = .singleton, metrics: QueuedWorkMetrics = .none) {
+    init(pool: NIOThreadPool = .singleton, importedLane: ImportedHashLane = ImportedHashLane(), metrics: QueuedWorkMetrics = .none) {
         self.pool = pool
+        self.importedLane = importedLane
         self.metrics = metrics
     }
 
-    /// Runs `work` on the pool, measuring its wait for a thread and its run.
-    private func onPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Runs `work` on the pool, measuring its wait for a thread and its run. When the calling task is cancelled (a
+    /// client gone, the server shutting down), `work`'s check answers true, and Argon2 stops at its next segment.
+    private func onPool<T: Sendable>(_ work: @escaping @Sendable (_ isCancelled: () -> Bool) throws -> T) async throws -> T {
         let (queued, metrics) = (ContinuousClock.now, metrics)
-        return try await pool.runIfActive { try metrics.run(since: queued, work) }
+        let cancelled = NIOLockedValueBox(false)
+        return try await withTaskCancellationHandler {
+            try await pool.runIfActive { try metrics.run(since: queued) { try work { cancelled.withLockedValue { $0 } } } }
+        } onCancel: {
+            cancelled.withLockedValue { $0 = true }
+        }
+    }
+
+    /// ``onPool(_:)`` on the imported-hash lane.
+    private func onLane<T: Sendable>(_ work: @escaping @Sendable (_ isCancelled: () -> Bool) throws -> T) async throws -> T {
+        let (queued, metrics) = (ContinuousClock.now, metrics)
+        return try await importedLane.run { isCancelled in try metrics.run(since: queued) { try work(isCancelled) } }
     }
 
     /// The largest memory cost a stored hash may ask for: a tampered row must not make the server allocate
@@ -31,20 +46,41 @@ final class Argon2PasswordHasher: PasswordHasher {
 
     func hash(_ password: String, parameters: Argon2Parameters) async throws -> String {
         let password = Self.normalized(password)
-        return try await onPool { try Argon2.hashPHC(password: password, parameters: parameters) }
+        return try await onPool { isCancelled in try Argon2.hashPHC(password: password, parameters: parameters, isCancelled: isCancelled) }
     }
 
-    /// Verifies an Argon2id hash, or a ``ForeignPasswordHash`` an import brought (the password as typed, since the
-    /// other system hashed it so); anything else is a wrong password.
-    func verify(_ password: String, against hash: String) async throws -> Bool {
-        // Gatehouse's own form first: every login but an imported user's first is this one, parsed once.
-        if let stored = try? Argon2.parseParameters(phc: hash) {
-            guard stored.memoryKiB <= Self.maxMemoryKiB else { return false }
-            let password = Self.normalized(password)
-            return try await onPool { (try? Argon2.verifyPHC(password: password, phc: hash)) ?? false }
+    /// A verification's answer, with cancellation passed on: any other error (a hash that turned out malformed) is a
+    /// wrong password.
+    private static func answer(_ verify: () throws -> Bool) throws -> Bool {
+        do {
+            return try verify()
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            return false
         }
-        guard let foreign = ForeignPasswordHash(hash) else { return false }
-        return try await onPool { (try? foreign.verify(password)) ?? false }
+    }
+
+    /// Verifies Gatehouse's Argon2id, or a ``ForeignPasswordHash`` an import brought (the password as typed, since the
+    /// other system hashed it so), as ``HashCostBudget/assess(_:ownParameters:)`` decides: a hash no costlier than the
+    /// app's own (`parameters`) on the pool, a costlier one within the budget on ``importedLane``, anything else (a
+    /// form no login reads, a hash over the budget) is a wrong password and is not run.
+    ///
+    /// - Throws: ``StoreError/unavailable(_:)`` when the lane is full (a busy server); `CancellationError`.
+    func verify(_ password: String, against hash: String, parameters: Argon2Parameters = .owasp) async throws -> Bool {
+        switch HashCostBudget.assess(hash, ownParameters: parameters) {
+        case .own:
+            // Every login but an imported user's first is this one.
+            let password = Self.normalized(password)
+            return try await onPool { isCancelled in try Self.answer { try Argon2.verifyPHC(password: password, phc: hash, isCancelled: isCancelled) } }
+        case .imported(.argon2id(let phc), _):
+            let password = Self.normalized(password)
+            return try await onLane { isCancelled in try Self.answer { try Argon2.verifyPHC(password: password, phc: phc, isCancelled: isCancelled) } }
+        case .imported(.foreign(let foreign), _):
+            return try await onLane { isCancelled in try Self.answer { try foreign.verify(password, isCancelled: isCancelled) } }
+        case .refused:
+            return false
+        }
     }
 
     /// True for a hash of other parameters, and for every foreign hash: the next successful login stores Argon2id.
@@ -62,7 +98,7 @@ final class Argon2PasswordHasher: PasswordHasher {
             dummy = try await hash(Secrets.token(), parameters: parameters)
             dummies.withLockedValue { $0[parameters] = dummy }
         }
-        _ = try await verify(password, against: dummy)
+        _ = try await verify(password, against: dummy, parameters: parameters)
     }
 
     /// Computes the dummy hash ahead of the first request, so that the first unknown login is not slower.

@@ -58,10 +58,10 @@ struct BcryptHash: Sendable, Hashable {
     var salt: [UInt8]
     var checksum: [UInt8]
 
-    /// The highest cost accepted: a tampered row must not make one login run for minutes. Cost 16 takes about 4.5 s
-    /// here and each step up doubles it (31 would take some 40 hours). Auth0 and Supabase (Go's bcrypt.DefaultCost)
-    /// write 10, Django and passlib default to 12, OWASP asks for at least 10: 16 leaves room for the most cautious
-    /// deployments.
+    /// The highest cost parsed. What a login may spend is ``HashCostBudget``'s (cost 14 passes it, 15 does not); this
+    /// outer bound only keeps the parser from reading costs no system writes. Cost 16 takes about 4.5 s here and each
+    /// step up doubles it (31 would take some 40 hours). Auth0 and Supabase (Go's bcrypt.DefaultCost) write 10, Django
+    /// and passlib default to 12, OWASP asks for at least 10.
     static let maxCost = 16
 
     /// Parses one of the forms above; nil for anything else, including a cost above ``maxCost``.
@@ -139,6 +139,12 @@ struct BcryptHash: Sendable, Hashable {
     /// as ``ForeignPasswordHash`` is (NIO's blocking pool).
     func verify(_ password: String) -> Bool {
         Bcrypt.constantTimeEqual(Bcrypt.checksum(password: key(for: password), salt: salt, cost: cost), checksum)
+    }
+
+    /// ``verify(_:)`` that asks `isCancelled` before every round of the key schedule; nil once it answered true.
+    func verify(_ password: String, isCancelled: () -> Bool) -> Bool? {
+        guard let computed = Bcrypt.checksum(password: key(for: password), salt: salt, cost: cost, isCancelled: isCancelled) else { return nil }
+        return Bcrypt.constantTimeEqual(computed, checksum)
     }
 
     /// bcrypt's key material for `password`: the password, or its digest in the form's encoding.

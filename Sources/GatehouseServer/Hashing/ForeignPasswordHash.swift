@@ -156,9 +156,65 @@ struct ForeignPasswordHash: Sendable, Hashable {
         (scheme, salt, checksum) = (.argon2(phc: phc), [], [])
     }
 
-    /// Whether a login can verify `text`: Argon2id as Gatehouse writes it, or a hash of another system this type reads.
-    static func isVerifiable(_ text: String) -> Bool {
+    /// Whether `text` is in a form a login reads: Argon2id as Gatehouse writes it, or a hash of another system this
+    /// type reads (at any cost: ``refusal(_:ownParameters:)`` says whether a login may run it).
+    static func isReadable(_ text: String) -> Bool {
         (text.hasPrefix("$argon2id$") && (try? Argon2.parseParameters(phc: text)) != nil) || ForeignPasswordHash(text) != nil
+    }
+
+    /// Whether a login can verify `text` within ``HashCostBudget``: nil when it can (Argon2id as Gatehouse writes it,
+    /// or a hash of another system this type reads), else why not, for an import's report. `ownParameters` are the
+    /// importing app's: Gatehouse's own form costing no more than they do passes whatever the budget.
+    static func refusal(_ text: String, ownParameters: Argon2Parameters? = nil) -> String? {
+        if case .refused(let reason) = HashCostBudget.assess(text, ownParameters: ownParameters) { return reason }
+        return nil
+    }
+
+    /// What one verification of this hash costs in ``HashCostBudget``'s work units; nil when past counting.
+    var work: UInt64? {
+        func product(_ factors: [UInt64]) -> UInt64? {
+            var total: UInt64 = 1
+            for factor in factors {
+                let (next, overflow) = total.multipliedReportingOverflow(by: factor)
+                if overflow { return nil }
+                total = next
+            }
+            return total
+        }
+        switch scheme {
+        case .pbkdf2(let digest, let rounds):
+            // Each block of the derived key is a chain of `rounds` HMACs of its own.
+            let blocks = (checksum.count + digest.byteCount - 1) / digest.byteCount
+            return product([UInt64(rounds), UInt64(max(blocks, 1)), HashCostBudget.pbkdf2Round(digest)])
+        case .scrypt(let cost, let blockSize, let parallelism):
+            return product([UInt64(cost), UInt64(blockSize), UInt64(parallelism), HashCostBudget.scryptBlock])
+        case .firebaseScrypt(let memoryCost, let rounds, _, _):
+            return product([UInt64(1) << UInt64(memoryCost), UInt64(rounds), HashCostBudget.scryptBlock])
+        case .digest:
+            return 1
+        case .argon2(let phc):
+            guard let info = try? Argon2.parseAnyPHC(phc) else { return nil }
+            return product([info.parameters.work, HashCostBudget.argon2Block])
+        case .bcrypt(let bcrypt):
+            return product([UInt64(1) << UInt64(bcrypt.cost), HashCostBudget.bcryptRound])
+        }
+    }
+
+    /// The hash's kind and cost parameters, for a refusal's reason (never the salt or checksum).
+    var costDescription: String {
+        switch scheme {
+        case .pbkdf2(let digest, let rounds): "PBKDF2-\(digest.rawValue.uppercased()), \(rounds) rounds, \(checksum.count)-byte key"
+        case .scrypt(let cost, let blockSize, let parallelism): "scrypt N=\(cost), r=\(blockSize), p=\(parallelism)"
+        case .firebaseScrypt(let memoryCost, let rounds, _, _): "Firebase scrypt m=\(memoryCost), r=\(rounds)"
+        case .digest(let digest, let hmacKey, _): hmacKey == nil ? "salted \(digest.rawValue)" : "HMAC-\(digest.rawValue)"
+        case .argon2(let phc):
+            if let info = try? Argon2.parseAnyPHC(phc) {
+                "Argon2 m=\(info.parameters.memoryKiB) KiB, t=\(info.parameters.iterations)"
+            } else {
+                "Argon2"
+            }
+        case .bcrypt(let bcrypt): "bcrypt cost \(bcrypt.cost)"
+        }
     }
 
     /// Makes a hash of parts an export kept apart (Firebase's, Auth0's, Keycloak's); nil when they are not a hash
@@ -243,8 +299,11 @@ struct ForeignPasswordHash: Sendable, Hashable {
     }
 
     /// Whether `password` (its UTF-8 bytes, as Django and passlib hash them) makes this hash. Constant time in the
-    /// comparison.
-    func verify(_ password: String) throws -> Bool {
+    /// comparison. Check ``work`` against ``HashCostBudget`` first: this runs whatever the hash costs.
+    ///
+    /// `isCancelled` is asked before every Argon2 segment and every bcrypt round; once it answers true those stop and
+    /// this throws `CancellationError`. PBKDF2 and scrypt run to their end (within the budget, about a second at most).
+    func verify(_ password: String, isCancelled: () -> Bool = { false }) throws -> Bool {
         let derived: SymmetricKey
         switch scheme {
         case .pbkdf2(let digest, let rounds):
@@ -265,9 +324,13 @@ struct ForeignPasswordHash: Sendable, Hashable {
             let encrypted = try AES._CTR.encrypt(signerKey, using: key, nonce: AES._CTR.Nonce(nonceBytes: [UInt8](repeating: 0, count: 16)))
             return Secrets.constantTimeEquals(Array(encrypted), checksum)
         case .bcrypt(let bcrypt):
-            return bcrypt.verify(password)
+            guard let matches = bcrypt.verify(password, isCancelled: isCancelled) else { throw CancellationError() }
+            return matches
         case .argon2(let phc):
-            return try Argon2.verifyAnyPHC(password: password, phc: phc, maxMemoryKiB: Argon2PasswordHasher.maxMemoryKiB)
+            return try Argon2.verifyAnyPHC(
+                password: password, phc: phc, maxMemoryKiB: Argon2PasswordHasher.maxMemoryKiB,
+                maxWork: HashCostBudget.maxWork / HashCostBudget.argon2Block, isCancelled: isCancelled
+            )
         case .digest(let digest, let hmacKey, let saltFirst):
             let password = Array(password.utf8)
             return Secrets.constantTimeEquals(digest.hash(saltFirst ? salt + password : password + salt, hmacKey: hmacKey), checksum)

@@ -155,8 +155,12 @@ struct UserTransfer {
 
     /// Reads an export line by line from `next` (nil at the end) and inserts it, all in one transaction: a
     /// malformed or truncated file, a user of an app not in `apps`, or a user, email or identity the database
-    /// already has aborts the import with a ``TransferError`` naming the line, and nothing is written.
-    func importLines(apps: Set<String>, next: @escaping @Sendable () throws -> String?) async throws -> TransferSummary {
+    /// already has aborts the import with a ``TransferError`` naming the line, and nothing is written. So does a
+    /// password hash over ``HashCostBudget``, unless it is Gatehouse's Argon2id costing no more than its app's
+    /// parameters in `ownParameters` (by app id).
+    func importLines(
+        apps: Set<String>, ownParameters: [String: Argon2Parameters] = [:], next: @escaping @Sendable () throws -> String?
+    ) async throws -> TransferSummary {
         try await db.transaction { tx in
             let decoder = JSONDecoder()
             var number = 0
@@ -196,7 +200,7 @@ struct UserTransfer {
                         summary.signingKeys += 1
                     case .user:
                         guard let user = line.user else { continue }
-                        let records = try Self.records(user, apps: apps, version: header.version)
+                        let records = try Self.records(user, apps: apps, ownParameters: ownParameters[user.appId], version: header.version)
                         try await SQLStore.insertUser(records.user, tx)
                         for identity in records.identities { try await SQLStore.insertIdentity(identity, tx) }
                         for key in records.apiKeys { try await SQLStore.insertAPIKey(key, tx) }
@@ -227,7 +231,7 @@ struct UserTransfer {
     }
 
     /// The rows of one exported user, checked: a line that would make an account no one can sign in to is refused.
-    private static func records(_ user: TransferFormat.User, apps: Set<String>, version: Int) throws -> (
+    private static func records(_ user: TransferFormat.User, apps: Set<String>, ownParameters: Argon2Parameters?, version: Int) throws -> (
         user: UserRecord, identities: [IdentityRecord], account: (EmailAccountRecord, Date)?, sessions: [SessionRecord], apiKeys: [APIKeyRecord]
     ) {
         guard isObjectID(user.id) else { throw TransferError("user id \"\(user.id)\" is not 24 lowercase hex digits") }
@@ -254,9 +258,13 @@ struct UserTransfer {
             }
             if !exported.passwordHash.isEmpty {
                 // Argon2id as Gatehouse writes it, or a hash of another system that the login can verify (and
-                // replaces with Argon2id at the first success).
-                guard ForeignPasswordHash.isVerifiable(exported.passwordHash) else {
+                // replaces with Argon2id at the first success), within the cost budget: a file's Argon2id is checked
+                // as another system's would be, unless it costs no more than the app's own.
+                guard ForeignPasswordHash.isReadable(exported.passwordHash) else {
                     throw TransferError("user \(user.id): the password hash is in no form a login can verify (see docs/migrating.md)")
+                }
+                if let refusal = ForeignPasswordHash.refusal(exported.passwordHash, ownParameters: ownParameters) {
+                    throw TransferError("user \(user.id): \(refusal)")
                 }
             }
             account = (

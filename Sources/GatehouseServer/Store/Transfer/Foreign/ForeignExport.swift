@@ -106,7 +106,7 @@ struct ForeignUser: Sendable, Hashable {
     /// The user's id in the source system: kept in their email/password identity's data as `source_user_id`.
     var sourceId: String?
     var email: EmailAddress
-    /// A hash the login verifies (``ForeignPasswordHash/isVerifiable(_:)``), or nil: the user sets a password through
+    /// A hash the login verifies (``ForeignPasswordHash/refusal(_:ownParameters:)`` finds none), or nil: the user sets a password through
     /// a password reset.
     var passwordHash: String?
     var emailVerified: Bool
@@ -317,8 +317,12 @@ struct ForeignExportReader {
             throw Skip(sourceId: sourceId, email: nil, reason: "has no email address (a phone, username or federated-only user)")
         }
         guard let email = EmailAddress(rawEmail) else { throw Skip(sourceId: sourceId, email: rawEmail, reason: "\"\(rawEmail)\" is not an email address") }
-        if let passwordHash, !ForeignPasswordHash.isVerifiable(passwordHash) {
-            throw Skip(sourceId: sourceId, email: rawEmail, reason: "its password hash is in a form Gatehouse cannot verify (\(passwordHash.prefix(12))…)")
+        if let passwordHash {
+            guard ForeignPasswordHash.isReadable(passwordHash) else {
+                throw Skip(sourceId: sourceId, email: rawEmail, reason: "its password hash is in a form Gatehouse cannot verify (\(passwordHash.prefix(12))…)")
+            }
+            // Over the cost budget: one login to it would hold a hashing thread for too long.
+            if let refusal = ForeignPasswordHash.refusal(passwordHash) { throw Skip(sourceId: sourceId, email: rawEmail, reason: refusal) }
         }
         let customData = customData ?? [:]
         if let encoded = try? JSONEncoder().encode(customData), encoded.count > Self.maxCustomDataSize {

@@ -475,9 +475,9 @@ package struct EmailPasswordService: Sendable {
     /// API, native auth). Unknown addresses cost a dummy hash, so that they answer at the same speed; a hash made
     /// with older parameters is upgraded.
     ///
-    /// Counted against the app's `login` rate limits (per address and per username) and its login backoff: after a
-    /// run of wrong passwords for the username, known or not, from this client address, attempts from it must wait
-    /// (``AuthError/loginDelayed(retryAfter:)``); see ``LoginBackoff``.
+    /// Counted against the app's `login` rate limits (per client, and per username from that client) and its login
+    /// backoff: after a run of wrong passwords for the username, known or not, from this client, attempts from it must
+    /// wait (``AuthError/loginDelayed(retryAfter:)``); see ``LoginBackoff``.
     ///
     /// Lazy migration (`migrate`, for logins; a link never migrates): where the app has a migrate-user function, an
     /// address Gatehouse does not know, or knows only as a pending registration, is asked about — after the limits

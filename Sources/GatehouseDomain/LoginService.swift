@@ -89,7 +89,8 @@ package struct LoginService: Sendable {
     }
 
     /// The user `credential` stands for, created on a provider's first login. Counted against the app's login
-    /// limits (per client address; passwords per username too, with the login backoff; keys per key).
+    /// limits (per client address; passwords per username and client too, with the login backoff; keys per key and
+    /// client).
     ///
     /// - Parameter via: which protocol asked, for the audit log (`native auth`; nil for the Client API).
     package func prove(_ credential: LoginCredential, app: AppSettings, via: String? = nil) async throws -> Proof {

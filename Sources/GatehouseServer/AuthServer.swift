@@ -351,7 +351,12 @@ public final class AuthServer: Sendable {
         let router = Router(context: GatehouseRequestContext.self)
         router.add(middleware: RequestLogMiddleware(metrics: metrics))
         router.add(middleware: NoSniffMiddleware())
-        router.add(middleware: RequestOriginMiddleware(clientIPHeader: configuration.server.clientIPHeader.flatMap { HTTPField.Name($0) }))
+        router.add(
+            middleware: RequestOriginMiddleware(
+                clientIPHeader: configuration.server.clientIPHeader.flatMap { HTTPField.Name($0) },
+                ipv6PrefixLength: configuration.server.ipv6PrefixLength
+            )
+        )
         // Outside the error middleware: refusals carry the CORS headers too, so browser clients can read them.
         router.add(middleware: CORSMiddleware(configuration: configuration))
         router.add(middleware: ClientAPIErrorMiddleware(publicURL: publicURL))

@@ -222,6 +222,36 @@ import Testing
         }
     }
 
+    /// An account's registered spelling, its contested mark and whether it came from an old system move with it; a
+    /// file that does not say where its accounts came from (one written by hand for a migration) brings them from an
+    /// old system, so the migrate-user function may still vouch for a missing password.
+    @Test func addressContestedMarkAndOriginMove() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let source = testConfiguration(database: .sqliteFile(folder.appendingPathComponent("marks.sqlite").path))
+        let clock = ManualClock()
+        try await withGatehouse(source, clock: clock) { _, client throws in
+            #expect(try await client.register("Mixed.Case@Example.com", "first one").status == .created)
+            #expect(try await client.register("mixed.case@example.com", "second one").status == .created)
+            _ = try await client.signUp("made.here@example.com")
+        }
+        let lines = try await Self.export(source, clock: clock, sessions: false)
+        let handWritten = lines.map { $0.replacing(#","fromOldSystem":false"#, with: "") }
+        for (file, fromOldSystem) in [(lines, false), (handWritten, true)] {
+            let (target, drop) = try await Self.target(in: folder.appendingPathComponent(UUID().uuidString))
+            _ = try await Self.importLines(file, into: target)
+            try await withGatehouse(target, clock: clock) { gatehouse, _ in
+                let contested = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "mixed.case@example.com"))
+                #expect(contested.address == "Mixed.Case@Example.com")
+                #expect(contested.contestedAt != nil)
+                let made = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "made.here@example.com"))
+                #expect(made.contestedAt == nil)
+                #expect(made.fromOldSystem == fromOldSystem)
+            }
+            await drop()
+        }
+    }
+
     @Test func timestampsAndBytesRoundTripExactly() throws {
         for milliseconds: Int64 in [0, 1, 999, -1, -1001, 1_800_000_000_123, 1_795_000_000_001, 253_402_300_799_999] {
             let encoded = try JSONEncoder().encode(TransferFormat.Timestamp(milliseconds: milliseconds))

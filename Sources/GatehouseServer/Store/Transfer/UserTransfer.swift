@@ -95,7 +95,9 @@ struct UserTransfer {
                     let account = try SQLStore.account(row)
                     accounts[account.userId] = TransferFormat.EmailAccount(
                         email: account.email, passwordHash: account.passwordHash, confirmedAt: account.confirmedAt.map(TransferFormat.Timestamp.init),
-                        mailboxProvenAt: account.mailboxProvenAt.map(TransferFormat.Timestamp.init), createdAt: .init(try row.date("created_at"))
+                        mailboxProvenAt: account.mailboxProvenAt.map(TransferFormat.Timestamp.init), createdAt: .init(try row.date("created_at")),
+                        address: account.address, contestedAt: account.contestedAt.map(TransferFormat.Timestamp.init),
+                        fromOldSystem: account.fromOldSystem
                     )
                 }
                 var live: [String: [SessionRecord]] = [:]
@@ -272,7 +274,11 @@ struct UserTransfer {
                     appId: user.appId, email: exported.email, userId: user.id, passwordHash: exported.passwordHash,
                     confirmedAt: exported.confirmedAt?.date,
                     // Version 1 files do not say how an account was confirmed: a confirmed one is taken as proven.
-                    mailboxProvenAt: version == 1 ? exported.confirmedAt?.date : exported.mailboxProvenAt?.date
+                    mailboxProvenAt: version == 1 ? exported.confirmedAt?.date : exported.mailboxProvenAt?.date,
+                    address: exported.address.flatMap { EmailAddress($0)?.normalized == exported.email ? $0 : nil },
+                    // A file that does not say (written by hand for a migration, or by an older export) brings its
+                    // accounts from the system it was made from.
+                    contestedAt: exported.contestedAt?.date, fromOldSystem: exported.fromOldSystem ?? true
                 ),
                 exported.createdAt.date
             )

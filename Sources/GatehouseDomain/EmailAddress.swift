@@ -10,10 +10,14 @@ package struct EmailAddress: Hashable, Sendable {
     /// accent is one account, and so is a domain typed in Unicode or as `xn--…`.
     package let normalized: String
 
-    /// Parses and checks an address. Deliberately permissive about the local part (RFC 5321 and 6531 allow a lot),
-    /// strict about what would break mail or lookups or fool a reader: one `@`, no spaces, control or invisible
-    /// formatting characters (bidirectional overrides, zero-width joiners), no private-use or unassigned code points,
-    /// a dotted domain of letters, digits and hyphens (international letters included), sane lengths.
+    /// Parses and checks an address. Permissive about the local part's letters (RFC 5321 and 6531 allow a lot),
+    /// strict about what would break mail or lookups or fool a reader, or give one mailbox a second spelling: one `@`,
+    /// no spaces, control or invisible formatting characters (bidirectional overrides, zero-width joiners), no
+    /// private-use or unassigned code points; no quoted local part or comment (`"ann"@…`, `ann(x)@…`: the same
+    /// mailbox as `ann@…` to a mail server, another account here); nothing that compatibility normalization (NFKC)
+    /// changes (fullwidth `ｅｘａｍｐｌｅ`, `ℯ`, superscripts: IDNA maps them to plain letters, so a mail server may
+    /// deliver them to the plain address); a dotted domain of letters, digits and hyphens (international letters
+    /// included), sane lengths.
     package init?(_ raw: String) {
         let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping
         guard trimmed.utf8.count <= 254, let at = trimmed.lastIndex(of: "@") else { return nil }
@@ -21,6 +25,10 @@ package struct EmailAddress: Hashable, Sendable {
         let domain = trimmed[trimmed.index(after: at)...]
         guard !local.isEmpty, local.utf8.count <= 64, !domain.isEmpty else { return nil }
         guard !trimmed.unicodeScalars.contains(where: Self.isForbidden) else { return nil }
+        guard Self.isCompatibilityStable(trimmed) else { return nil }
+        guard !local.unicodeScalars.contains(where: { "\"()\\,;:<>[]".unicodeScalars.contains($0) }),
+            !local.hasPrefix("."), !local.hasSuffix("."), !local.contains("..")
+        else { return nil }
         guard !local.contains("@"), !domain.contains("@") else { return nil }
         let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
         guard labels.count >= 2 else { return nil }
@@ -29,6 +37,7 @@ package struct EmailAddress: Hashable, Sendable {
         var unicodeLabels: [String] = []
         for label in labels {
             guard label.utf8.count <= 63, let decoded = Punycode.unicodeLabel(label)?.precomposedStringWithCanonicalMapping,
+                Self.isCompatibilityStable(decoded),
                 !decoded.isEmpty, !decoded.hasPrefix("-"), !decoded.hasSuffix("-"),
                 !decoded.unicodeScalars.contains(where: Self.isForbidden), decoded.unicodeScalars.allSatisfy(Self.isDomainCharacter)
             else { return nil }
@@ -36,6 +45,11 @@ package struct EmailAddress: Hashable, Sendable {
         }
         display = trimmed
         normalized = local.lowercased() + "@" + unicodeLabels.joined(separator: ".").lowercased()
+    }
+
+    /// Whether NFKC leaves `text` as it is (scalars compared: String's == treats canonically equivalent text as equal).
+    private static func isCompatibilityStable(_ text: String) -> Bool {
+        text.unicodeScalars.elementsEqual(text.precomposedStringWithCompatibilityMapping.unicodeScalars)
     }
 
     /// Characters no address may hold: whitespace, controls, invisible formatting, private-use, unassigned.

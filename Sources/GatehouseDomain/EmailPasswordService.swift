@@ -166,7 +166,7 @@ package struct EmailPasswordService: Sendable {
         let token = OneTimeTokenRecord(
             id: Secrets.objectID(at: now), appId: app.id, kind: kind, userId: userId, secretHash: Secrets.sha256(secret),
             createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(local.tokenTTL)), usedAt: nil, supersededAt: nil,
-            email: email.normalized
+            email: email.normalized, requester: env.requesterKey
         )
         return (token, secret)
     }

@@ -108,10 +108,14 @@ package struct OneTimeTokenRecord: Sendable, Hashable {
     /// The (normalized) address the token was made for: a confirmation or reset proves this mailbox and no other of
     /// the user's. Nil for tokens made before it was recorded.
     package var email: String? = nil
+    /// Who asked for it: a key of the asking client (``RequestOrigin/network``, hashed), empty when unknown. A newer
+    /// token supersedes only the older ones the same client asked for, so that someone else asking for mail to the
+    /// address cannot void the link the owner holds.
+    package var requester: String = ""
 
     package init(
         id: String, appId: String, kind: OneTimeTokenKind, userId: String, secretHash: [UInt8], createdAt: Date,
-        expiresAt: Date, usedAt: Date? = nil, supersededAt: Date? = nil, email: String? = nil
+        expiresAt: Date, usedAt: Date? = nil, supersededAt: Date? = nil, email: String? = nil, requester: String = ""
     ) {
         self.id = id
         self.appId = appId
@@ -123,6 +127,7 @@ package struct OneTimeTokenRecord: Sendable, Hashable {
         self.usedAt = usedAt
         self.supersededAt = supersededAt
         self.email = email
+        self.requester = requester
     }
 }
 

@@ -26,7 +26,7 @@ extension AuthEnvironment {
         try await checkRateLimit(.email, app: app, account: address)
         let now = clock.now
         let since = now.addingTimeInterval(-TimeInterval(app.emailLimitWindow))
-        let requester = Self.hashedIdentifier("mail-requester:" + (origin.network ?? "-"))
+        let requester = requesterKey
         guard try await store.recordSend(
             appId: app.id, address: address, kind: kind.rawValue, requester: requester, now: now, since: since, limit: app.emailLimit,
             total: app.emailLimitTotal
@@ -38,4 +38,8 @@ extension AuthEnvironment {
             throw AuthError.tooManyEmails(retryAfter: retryAfter)
         }
     }
+
+    /// The asking client (``RequestOrigin/network``), hashed: what send counts and one-time tokens record as who
+    /// asked, never the address itself.
+    package var requesterKey: String { Self.hashedIdentifier("mail-requester:" + (origin.network ?? "-")) }
 }

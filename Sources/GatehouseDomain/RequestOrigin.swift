@@ -28,17 +28,31 @@ package struct RequestOrigin: Sendable, Hashable {
 ///
 /// A host on IPv6 is usually given a /64 (RFC 6177; many providers give /56 or /48 to a subscriber) and may use any
 /// of its 2^64 addresses, so counting IPv6 addresses one by one would let one client spread its requests over as
-/// many counters as it likes. An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`) is its IPv4 address. Anything that
-/// does not parse as an address (a proxy header's odd value) is counted as the text it is.
+/// many counters as it likes. Every spelling of one address is one key: an IPv4-mapped IPv6 address
+/// (`::ffff:192.0.2.1`) is its IPv4 address, brackets and a port (`[2001:db8::1]:443`, `192.0.2.1:5555`) and a zone
+/// (`%eth0`) are dropped, IPv4 octets are read as decimal (`010.1.1.1` is `10.1.1.1`). Anything that does not parse
+/// as an address (a proxy header's odd value) is counted as one client, `unparsed`, so that odd values cannot mint
+/// counters.
 package enum ClientNetwork {
     /// `server.ipv6PrefixLength`'s default.
     package static let defaultIPv6PrefixLength = 64
+    /// The key of every value that is not an address.
+    package static let unparsed = "unparsed"
 
-    /// The counting key of `address`: `192.0.2.1`, or `2001:db8:1:2::/64` for any address of that /64.
+    /// The counting key of `address`: `192.0.2.1`, or `2001:db8:1:2:0:0:0:0/64` for any address of that /64.
     package static func key(for address: String, ipv6PrefixLength: Int = defaultIPv6PrefixLength) -> String {
+        var text = Substring(address)
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            // `[v6]` or `[v6]:port`.
+            text = text[text.index(after: text.startIndex)..<close]
+        } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
+            // `v4:port`.
+            text = text[..<colon]
+        }
         // A zone (`fe80::1%eth0`) names the interface, not the client.
-        let text = address.split(separator: "%", maxSplits: 1).first.map(String.init) ?? address
-        guard text.contains(":"), var groups = ipv6Groups(text) else { return address }
+        text = text.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false).first ?? text
+        if !text.contains(":") { return ipv4(text).map { $0.map(String.init).joined(separator: ".") } ?? unparsed }
+        guard var groups = ipv6Groups(String(text)) else { return unparsed }
         if groups[0..<5].allSatisfy({ $0 == 0 }), groups[5] == 0xffff {
             return "\(groups[6] >> 8).\(groups[6] & 0xff).\(groups[7] >> 8).\(groups[7] & 0xff)"
         }
@@ -48,6 +62,18 @@ package enum ClientNetwork {
             groups[index] &= kept == 0 ? 0 : UInt16(truncatingIfNeeded: 0xffff << (16 - kept))
         }
         return groups.map { String($0, radix: 16) }.joined(separator: ":") + "/\(prefix)"
+    }
+
+    /// The four octets of a dotted IPv4 address (each 1 to 3 decimal digits, at most 255); nil when it is not one.
+    package static func ipv4(_ text: Substring) -> [UInt8]? {
+        let octets = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard octets.count == 4 else { return nil }
+        var bytes: [UInt8] = []
+        for octet in octets {
+            guard (1...3).contains(octet.count), octet.allSatisfy({ $0.isASCII && $0.isNumber }), let value = UInt8(octet) else { return nil }
+            bytes.append(value)
+        }
+        return bytes
     }
 
     /// The eight 16-bit groups of an IPv6 address in text form (RFC 4291 section 2.2: `::` once, a dotted IPv4 tail);
@@ -61,13 +87,7 @@ package enum ClientNetwork {
             let pieces = part.split(separator: ":", omittingEmptySubsequences: false)
             for (index, piece) in pieces.enumerated() {
                 if allowIPv4Tail, index == pieces.count - 1, piece.contains(".") {
-                    let octets = piece.split(separator: ".", omittingEmptySubsequences: false)
-                    guard octets.count == 4 else { return nil }
-                    var bytes: [UInt16] = []
-                    for octet in octets {
-                        guard (1...3).contains(octet.count), octet.allSatisfy(\.isASCII), let value = UInt16(octet), value <= 255 else { return nil }
-                        bytes.append(value)
-                    }
+                    guard let bytes = ipv4(piece)?.map(UInt16.init) else { return nil }
                     groups += [bytes[0] << 8 | bytes[1], bytes[2] << 8 | bytes[3]]
                 } else {
                     guard (1...4).contains(piece.count), piece.allSatisfy(\.isHexDigit), let value = UInt16(piece, radix: 16) else { return nil }

@@ -27,7 +27,27 @@ import Testing
         Hostile(label: "a control in an optional attribute", json: #"{"displayName":"Eve","city":"Paris\u0007"}"#, name: "city"),
         Hostile(label: "a duplicate name", json: #"{"displayName":"Eve","displayName":"Mallory"}"#, name: "displayName"),
         Hostile(label: "a duplicate optional name", json: #"{"displayName":"Eve","city":"A","city":"B"}"#, name: "city"),
+        Hostile(label: "a zero-width space", json: #"{"displayName":"Ev\u200Be"}"#, name: "displayName"),
+        Hostile(label: "a byte-order mark", json: #"{"displayName":"\uFEFFEve"}"#, name: "displayName"),
+        Hostile(label: "a hidden tag character", json: #"{"displayName":"Eve\uDB40\uDC41"}"#, name: "displayName"),
+        Hostile(label: "a noncharacter", json: #"{"displayName":"Eve\uFFFF"}"#, name: "displayName"),
+        Hostile(label: "a private-use character", json: #"{"displayName":"Eve\uE000"}"#, name: "displayName"),
+        Hostile(
+            label: "one emoji joining thousands of scalars",
+            json: "{\"displayName\":\"" + Array(repeating: "\u{1F469}", count: 600).joined(separator: "\u{200D}") + "\"}", name: "displayName"
+        ),
     ]
+
+    /// A text nested deeper than an object of arrays is not read at all.
+    @Test func deepNestingIsRefusedBeforeItIsRead() async throws {
+        try await withGatehouse(Self.configuration()) { gatehouse, client in
+            let deep = #"{"displayName":"Eve","x":"# + String(repeating: "[", count: 300) + String(repeating: "]", count: 300) + "}"
+            let reply = try await client.native(.signUpStart, ["username": "eve@example.com", "challenge_type": allChallengeTypes, "attributes": deep])
+            expectNativeError(reply, .invalidRequest)
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "eve@example.com") == nil)
+            #expect(NativeAuthService.nestingDepth(Data(#"{"a":["[{","b"],"c":"]]]"}"#.utf8)) == 2)
+        }
+    }
 
     static func configuration() -> GatehouseConfiguration {
         nativeConfiguration(attributes: [.init(name: "displayName", required: true), .init(name: "city", required: false)])
@@ -97,9 +117,13 @@ import Testing
         }
     }
 
-    @Test func theRefusedCharactersAreExactlyTheControlsAndTheBidiFormattingOnes() {
-        let refused: [UInt32] = [0x00, 0x09, 0x1F, 0x7F, 0x80, 0x85, 0x9F, 0x061C, 0x200E, 0x200F, 0x202A, 0x202E, 0x2066, 0x2069]
-        let allowed: [UInt32] = [0x20, 0x7E, 0xA0, 0xE9, 0x0627, 0x200B, 0x200D, 0x202F, 0x2065, 0x206A, 0x1F600]
+    /// Controls, every invisible format character but the zero-width joiner, private-use and unassigned code points.
+    @Test func theRefusedCharactersAreControlsFormatCharactersAndUnassignedOnes() {
+        let refused: [UInt32] = [
+            0x00, 0x09, 0x1F, 0x7F, 0x80, 0x85, 0x9F, 0x061C, 0x200E, 0x200F, 0x202A, 0x202E, 0x2066, 0x2069,
+            0x00AD, 0x200B, 0x2061, 0x2065, 0x206A, 0xFEFF, 0xFFF9, 0xFFFF, 0xE000, 0xE0041, 0x10FFFF,
+        ]
+        let allowed: [UInt32] = [0x20, 0x7E, 0xA0, 0xE9, 0x0627, 0x200D, 0x202F, 0xFE0F, 0x1F600, 0x1F3FD]
         for value in refused { #expect(NativeAuthService.isRefusedInAttribute(Unicode.Scalar(value)!), "U+\(String(value, radix: 16))") }
         for value in allowed { #expect(!NativeAuthService.isRefusedInAttribute(Unicode.Scalar(value)!), "U+\(String(value, radix: 16))") }
     }

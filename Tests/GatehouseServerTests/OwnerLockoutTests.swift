@@ -138,8 +138,79 @@ import Testing
         #expect(ClientNetwork.key(for: "2001:db8::1", ipv6PrefixLength: 48) == "2001:db8:0:0:0:0:0:0/48")
         #expect(ClientNetwork.key(for: "2001:db8:1:2:3:4:5:6", ipv6PrefixLength: 128) == "2001:db8:1:2:3:4:5:6/128")
         #expect(ClientNetwork.key(for: "2001:db8:1:2:3:4:5:6", ipv6PrefixLength: 56) == "2001:db8:1:0:0:0:0:0/56")
-        // What is not an address is counted as it is.
-        for odd in ["::1::2", "1:2:3:4:5:6:7:8:9", "2001:db8::12345", "unknown"] { #expect(ClientNetwork.key(for: odd) == odd) }
+        // Every spelling of one address is one client: brackets, ports and leading zeros go.
+        for spelling in ["[2001:db8:1:2::1]", "[2001:db8:1:2::9]:443", "2001:0db8:0001:0002::1"] {
+            #expect(ClientNetwork.key(for: spelling) == "2001:db8:1:2:0:0:0:0/64", "\(spelling)")
+        }
+        for spelling in ["10.77.1.1:5555", "010.077.001.001", "::ffff:a4d:101"] { #expect(ClientNetwork.key(for: spelling) == "10.77.1.1", "\(spelling)") }
+        // What is not an address is one client, whatever it says: odd values cannot make counters.
+        for odd in ["::1::2", "1:2:3:4:5:6:7:8:9", "2001:db8::12345", "unknown", "10.77.1.256", "1.2.3", "[::1", ""] {
+            #expect(ClientNetwork.key(for: odd) == ClientNetwork.unparsed, "\(odd)")
+        }
+    }
+
+    // MARK: Links
+
+    @Test func anotherClientAskingForMailNeverVoidsTheLinkTheOwnerHolds() async throws {
+        try await withGatehouse(Self.defaults()) { _, client in
+            _ = try await client.signUp("rosa@example.com")
+            let body = try JSONEncoder().encode(EmailRequest(email: "rosa@example.com"))
+            #expect(try await client.post(Path.local("reset/send"), body, from: Self.owner).status == .ok)
+            let owners = try await client.latestLink("rosa@example.com")
+            // Someone else asks, in any spelling, again and again: the owner's link still works.
+            for spelling in ["rosa@example.com", "ROSA@example.com"] {
+                let other = try JSONEncoder().encode(EmailRequest(email: spelling))
+                #expect(try await client.post(Path.local("reset/send"), other, from: Self.attacker).status == .ok)
+            }
+            let others = try await client.latestLink("rosa@example.com")
+            #expect(others.tokenId != owners.tokenId)
+            let reset = ResetPasswordRequest(password: "the owner's new one", token: owners.token, tokenId: owners.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+            // One link used, every other one is spent: a link works once, whoever asked for it.
+            let late = ResetPasswordRequest(password: "someone else's", token: others.token, tokenId: others.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: late).status == .badRequest)
+            #expect(try await client.login("rosa@example.com", "the owner's new one", from: Self.owner).status == .ok)
+            // The same client asking again still supersedes its own older link.
+            #expect(try await client.post(Path.local("reset/send"), body, from: Self.owner).status == .ok)
+            let first = try await client.latestLink("rosa@example.com")
+            #expect(try await client.post(Path.local("reset/send"), body, from: Self.owner).status == .ok)
+            let stale = ResetPasswordRequest(password: "from the older mail", token: first.token, tokenId: first.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: stale).status == .badRequest)
+        }
+    }
+
+    @Test func anotherClientsConfirmationResendNeverVoidsTheOwnersLink() async throws {
+        try await withGatehouse(Self.defaults()) { _, client in
+            #expect(try await client.post(Path.local("register"), try JSONEncoder().encode(RegisterRequest(email: "cyd@example.com", password: "cyd's password")), from: Self.owner).status == .created)
+            let owners = try await client.latestLink("cyd@example.com")
+            #expect(try await client.post(Path.local("confirm/send"), try JSONEncoder().encode(EmailRequest(email: "cyd@example.com")), from: Self.attacker).status == .ok)
+            #expect(try await client.latestLink("cyd@example.com").tokenId != owners.tokenId)
+            #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: owners.token, tokenId: owners.tokenId)).status == .ok)
+            #expect(try await client.login("cyd@example.com", "cyd's password", from: Self.owner).status == .ok)
+        }
+    }
+
+    // MARK: Look-alike addresses
+
+    @Test func lookAlikeSpellingsOfAnAddressAreRefused() async throws {
+        try await withGatehouse(Self.defaults()) { _, client in
+            let lookAlikes = [
+                "victim@\u{FF45}\u{FF58}\u{FF41}\u{FF4D}\u{FF50}\u{FF4C}\u{FF45}.com",  // fullwidth
+                "victim@\u{212F}xample.com",  // script e
+                "victim@example.\u{FF43}\u{FF4F}\u{FF4D}",
+                "victim@exa\u{1D50}ple.com",  // modifier letter small m
+                "\u{FF56}ictim@example.com",
+                #""victim"@example.com"#, "victim(c)@example.com", ".victim@example.com", "vic..tim@example.com",
+                "victim@xn--mi7chab1aes7c.com",  // Punycode of the fullwidth label
+            ]
+            for address in lookAlikes {
+                let reply = try await client.register(address, "the attacker's one")
+                #expect(reply.status == .badRequest, "\(address): \(reply.status)")
+            }
+            #expect(try await client.register("victim@example.com", "the owner's").status == .created)
+            #expect(EmailAddress("jürgen@bücher.example") != nil)
+            #expect(EmailAddress("o'brien+tag@example.com") != nil)
+        }
     }
 
     // MARK: Registrations of a pending address

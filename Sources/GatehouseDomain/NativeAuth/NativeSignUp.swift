@@ -124,11 +124,13 @@ extension NativeAuthService {
     /// Refused, as `attribute_validation_failed`: a text that names one key twice, in any object (JSON parsers
     /// disagree on which value wins, so the text is not read one way; the error names that key); a value with a
     /// character ``isRefusedInAttribute(_:)`` refuses, however it arrived (a JSON escape such as `\u0000` included),
-    /// or a line break; an empty required value; one over 1,024 characters; one its regex does not match whole.
+    /// or a line break; an empty required value; one over 1,024 Unicode scalars (not characters: one emoji sequence
+    /// may join thousands); one its regex does not match whole. A text nested deeper than an object of arrays is
+    /// `invalid_request` before it is decoded.
     package func parseAttributes(_ text: String?, settings: NativeAuthSettings) throws(NativeFlowError) -> [String: String] {
         guard let text else { return [:] }
         let data = Data(text.utf8)
-        guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: data) else {
+        guard Self.nestingDepth(data) <= 2, case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: data) else {
             throw .invalidRequest("attributes must be a JSON object, like {\"displayName\":\"Ada\"}")
         }
         switch JSONDuplicateKeys.first(in: data) {
@@ -151,7 +153,7 @@ extension NativeAuthService {
                 value = strings.count == items.count ? strings.joined(separator: ",") : nil
             case .null, .object: value = nil
             }
-            guard let value, value.count <= 1024, !value.contains(where: { $0.isNewline }),
+            guard let value, value.unicodeScalars.count <= 1024, !value.contains(where: { $0.isNewline }),
                 !value.unicodeScalars.contains(where: Self.isRefusedInAttribute),
                 attribute.regex.map({ Self.value(value, matches: $0) }) ?? true,
                 !(attribute.required && value.trimmingCharacters(in: .whitespaces).isEmpty)
@@ -172,13 +174,42 @@ extension NativeAuthService {
     /// - every invisible bidirectional formatting character, which can make a value display as something other
     ///   than what it holds: the embeddings and overrides U+202A–U+202E, the isolates U+2066–U+2069, and the marks
     ///   U+200E, U+200F and U+061C. Right-to-left letters themselves are ordinary text and allowed.
-    /// Other format characters stay allowed: the zero-width joiner U+200D builds emoji sequences.
+    /// - every other invisible format character (category Cf: zero-width space U+200B, U+FEFF, the soft hyphen, tag
+    ///   characters that can smuggle hidden text, …) but the zero-width joiner U+200D, which builds emoji sequences;
+    /// - private-use and unassigned code points (noncharacters such as U+FFFF among them): nobody can tell what they
+    ///   show.
     package static func isRefusedInAttribute(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x00...0x1F, 0x7F...0x9F: true
-        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
-        default: false
+        case 0x00...0x1F, 0x7F...0x9F: return true
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true
+        case 0x200D: return false
+        default:
+            switch scalar.properties.generalCategory {
+            case .format, .privateUse, .unassigned, .surrogate: return true
+            default: return false
+            }
         }
+    }
+
+    /// The deepest nesting of objects and arrays in the JSON text `data`, strings skipped: read before the text is
+    /// decoded, so that a deep text costs no more than its bytes.
+    package static func nestingDepth(_ data: Data) -> Int {
+        var depth = 0, deepest = 0, inString = false, escaped = false
+        for byte in data {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+                deepest = max(deepest, depth)
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+            default: break
+            }
+        }
+        return deepest
     }
 
     /// True when the whole of `value` matches `pattern` (checked to compile when the configuration loads).

@@ -306,11 +306,14 @@ enum Migrations {
         ),
         Migration(
             version: 11,
-            name: "send counts per requester, contested registrations, accounts from an old system",
+            name: "send counts and tokens per requester, contested registrations, registered addresses, accounts from an old system",
             statements: [
                 // The send limit counts per recipient and asking client, so that others asking cannot use up the
                 // owner's own allowance. Rows from before count as one requester's (the empty key).
                 "ALTER TABLE send_log ADD COLUMN requester TEXT NOT NULL DEFAULT ''",
+                // Who asked for a confirmation or reset token: a newer one supersedes only the same client's older
+                // ones, so that others asking cannot void the owner's link.
+                "ALTER TABLE one_time_tokens ADD COLUMN requester TEXT NOT NULL DEFAULT ''",
                 // When a second registration named a pending address: its confirmation then proves the mailbox but
                 // confirms no password (the owner chooses one).
                 "ALTER TABLE email_accounts ADD COLUMN contested_at INTEGER",

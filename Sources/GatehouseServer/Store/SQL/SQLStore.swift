@@ -263,9 +263,13 @@ struct SQLStore: GatehouseStore {
     func issueOneTimeToken(_ token: OneTimeTokenRecord, mail: OutboxMessage?, dryRun: Bool) async throws {
         do {
             try await db.transaction { tx in
+                // Only the asking client's older tokens: someone else asking cannot void the link the owner holds.
                 try await tx.query(
-                    "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND kind = $3 AND used_at IS NULL AND superseded_at IS NULL",
-                    SQLValue(token.createdAt), .text(token.userId), .text(token.kind.rawValue)
+                    """
+                    UPDATE one_time_tokens SET superseded_at = $1
+                    WHERE user_id = $2 AND kind = $3 AND requester = $4 AND used_at IS NULL AND superseded_at IS NULL
+                    """,
+                    SQLValue(token.createdAt), .text(token.userId), .text(token.kind.rawValue), .text(token.requester)
                 )
                 try await Self.insertToken(token, tx)
                 if let mail { try await Self.insertMail(mail, tx) }
@@ -283,7 +287,7 @@ struct SQLStore: GatehouseStore {
     func oneTimeToken(id: String) async throws -> OneTimeTokenRecord? {
         try await db.query(
             """
-            SELECT id, app_id, kind, user_id, secret_hash, created_at, expires_at, used_at, superseded_at, email
+            SELECT id, app_id, kind, user_id, secret_hash, created_at, expires_at, used_at, superseded_at, email, requester
             FROM one_time_tokens WHERE id = $1
             """,
             .text(id)
@@ -298,21 +302,29 @@ struct SQLStore: GatehouseStore {
                 expiresAt: try row.date("expires_at"),
                 usedAt: try row.optionalDate("used_at"),
                 supersededAt: try row.optionalDate("superseded_at"),
-                email: try row.optionalText("email")
+                email: try row.optionalText("email"),
+                requester: try row.text("requester")
             )
         }
     }
 
     /// The single conditional update that makes a token single-use: the user and address it was made for.
+    /// Other clients' tokens of the same kind may still be live (each client supersedes only its own): once one is
+    /// used, they are superseded in the same transaction, so a link works once whoever asked for it.
     private static func consume(_ id: String, kind: OneTimeTokenKind, now: Date, _ tx: any SQLExecutor) async throws -> (userId: String, email: String?)? {
-        try await tx.query(
+        guard let used = try await tx.query(
             """
             UPDATE one_time_tokens SET used_at = $1
             WHERE id = $2 AND kind = $3 AND used_at IS NULL AND superseded_at IS NULL AND expires_at > $1
             RETURNING user_id, email
             """,
             SQLValue(now), .text(id), .text(kind.rawValue)
-        ).first.map { (try $0.text("user_id"), try $0.optionalText("email")) }
+        ).first.map({ (userId: try $0.text("user_id"), email: try $0.optionalText("email")) }) else { return nil }
+        try await tx.query(
+            "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND kind = $3 AND used_at IS NULL AND superseded_at IS NULL",
+            SQLValue(now), .text(used.userId), .text(kind.rawValue)
+        )
+        return used
     }
 
     func redeemConfirmationToken(id: String, now: Date) async throws -> MailboxProof.Confirmation? {
@@ -968,11 +980,11 @@ struct SQLStore: GatehouseStore {
     private static func insertToken(_ token: OneTimeTokenRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             """
-            INSERT INTO one_time_tokens (id, app_id, kind, user_id, secret_hash, created_at, expires_at, email, superseded_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+            INSERT INTO one_time_tokens (id, app_id, kind, user_id, secret_hash, created_at, expires_at, email, superseded_at, requester)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
             """,
             .text(token.id), .text(token.appId), .text(token.kind.rawValue), .text(token.userId), .blob(token.secretHash),
-            SQLValue(token.createdAt), SQLValue(token.expiresAt), SQLValue(token.email), SQLValue(token.supersededAt)
+            SQLValue(token.createdAt), SQLValue(token.expiresAt), SQLValue(token.email), SQLValue(token.supersededAt), .text(token.requester)
         )
     }
 

@@ -4,7 +4,13 @@
 #   bash scripts/postgres-env.sh start DIR   installs PostgreSQL from Debian's packages if missing, creates a cluster in
 #                                            DIR, starts it on a free loopback port, and prints the admin URL
 #                                            (postgres://gatehouse:gatehouse@127.0.0.1:PORT/postgres)
-#   bash scripts/postgres-env.sh stop DIR    stops it (the caller removes DIR)
+#   bash scripts/postgres-env.sh stop DIR [MODE]
+#                                            stops it (the caller removes DIR); MODE is pg_ctl's shutdown mode, `fast`
+#                                            (the default: sessions are told, SQLSTATE 57P01) or `immediate` (the
+#                                            postmaster kills its children: sessions just drop)
+#   bash scripts/postgres-env.sh terminate DIR
+#                                            ends every client session but its own (`pg_terminate_backend`) and
+#                                            prints how many
 #   bash scripts/postgres-env.sh restart DIR starts a stopped cluster again on its port (the fault tests stop a cluster
 #                                            of their own with `pg_ctl stop -m fast` and bring it back)
 #
@@ -47,10 +53,17 @@ restart)
     ;;
 stop)
     bin=$(bindir)
-    [ -d "$dir/data" ] && as_owner "'$bin/pg_ctl' -D '$dir/data' -m fast -w stop" >/dev/null 2>&1 || true
+    mode=${3:-fast}
+    case "$mode" in fast|immediate) ;; *) echo "stop mode: fast or immediate" >&2; exit 2 ;; esac
+    [ -d "$dir/data" ] && as_owner "'$bin/pg_ctl' -D '$dir/data' -m $mode -w stop" >/dev/null 2>&1 || true
+    ;;
+terminate)
+    bin=$(bindir)
+    PGPASSWORD=gatehouse "$bin/psql" -h 127.0.0.1 -p "$(cat "$dir/port")" -U gatehouse -d postgres -Atc \
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
     ;;
 *)
-    echo "usage: postgres-env.sh start|stop|restart DIR" >&2
+    echo "usage: postgres-env.sh start|stop|restart|terminate DIR" >&2
     exit 2
     ;;
 esac

@@ -6,13 +6,12 @@ import NIOCore
 import NIOSSL
 import PostgresNIO
 
-/// PostgreSQL: a connection pool (postgres-nio's `PostgresClient`) shared by every request. Several Gatehouse
+/// PostgreSQL: a connection pool (``PostgresPool``, over postgres-nio's `PostgresConnection`) shared by every request. Several Gatehouse
 /// instances may use one database; everything that must hold across them (single-use tokens, revoked sessions,
 /// send limits) is a conditional statement or a transaction in the database, not state in a process.
 final class PostgresDatabase: SQLDatabase {
     let dialect = SQLDialect.postgres
-    private let client: PostgresClient
-    private let runner: Task<Void, Never>
+    private let pool: PostgresPool
     private let logger: Logger
     /// How long a statement waits for a connection before the database counts as unreachable.
     private let leaseTimeout: Duration
@@ -26,19 +25,19 @@ final class PostgresDatabase: SQLDatabase {
     static let deadlineGrace: Duration = .seconds(2)
     /// Set while migrations run: their statements (an index on a large table) may take as long as they need.
     @TaskLocal static var unbounded = false
-    /// The wait for a connection, the work on it, and the connections in use (the pool's own events go to postgres-nio's
-    /// logger, not to swift-metrics).
+    /// The wait for a connection, the work on it, and the connections in use (the pool's own events go to the log, not
+    /// to swift-metrics).
     private let metrics: QueuedWorkMetrics
     /// The lease timeouts and work deadlines of every statement in flight.
     private let deadlines = Deadlines()
+    /// Whether the last real write failed with `disk_full` (53100) or ENOSPC, for `/readyz`.
+    let writeHealth: WriteHealth? = WriteHealth()
 
     private init(
-        client: PostgresClient, runner: Task<Void, Never>, logger: Logger, leaseTimeout: Duration, workDeadline: Duration,
-        metrics: QueuedWorkMetrics
+        pool: PostgresPool, logger: Logger, leaseTimeout: Duration, workDeadline: Duration, metrics: QueuedWorkMetrics
     ) {
         self.metrics = metrics
-        self.client = client
-        self.runner = runner
+        self.pool = pool
         self.logger = logger
         self.leaseTimeout = leaseTimeout
         self.workDeadline = workDeadline
@@ -49,29 +48,25 @@ final class PostgresDatabase: SQLDatabase {
     static func open(
         _ settings: PostgresSettings, logger: Logger, connect: Bool = true, metrics: QueuedWorkMetrics = .none
     ) async throws -> PostgresDatabase {
-        let tls: PostgresClient.Configuration.TLS
+        let tls: PostgresConnection.Configuration.TLS
         switch settings.sslMode {
         case .disable:
             tls = .disable
         case .require:
             var configuration = TLSConfiguration.makeClientConfiguration()
             configuration.certificateVerification = .none
-            tls = .require(configuration)
+            tls = .require(try NIOSSLContext(configuration: configuration))
         case .verifyFull:
-            tls = .require(.makeClientConfiguration())
+            tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
         }
-        var configuration = PostgresClient.Configuration(
+        var configuration = PostgresConnection.Configuration(
             host: settings.host, port: settings.port, username: settings.username, password: settings.password,
             database: settings.database, tls: tls
         )
         // The pool's connections are opened at start and kept, none of them closed for being idle, and the pool sends
-        // no keep-alive query of its own: for either, postgres-nio arms a timer (a task group of three tasks around a
-        // sleep) each time a connection goes back to the pool, and the two cost about a fifth of the server's CPU in a
-        // profile read (Benchmarks/PROFILING.md). Idle connections are kept alive by the server's TCP keepalives
-        // instead (below).
-        configuration.options.minimumConnections = settings.poolSize
-        configuration.options.maximumConnections = settings.poolSize
-        configuration.options.keepAliveBehavior = nil
+        // no keep-alive query of its own (a timer per connection returned to the pool cost about a fifth of the
+        // server's CPU in postgres-nio's pool: Benchmarks/PROFILING.md). Idle connections are kept alive by the
+        // server's TCP keepalives instead (below).
         // Nothing runs or holds a lock for ever: a statement, or its wait for a row lock, is cancelled by the server
         // past query_timeout, and a connection left idle inside a transaction is ended after 60 s, its locks released,
         // instead of stalling every request that needs those rows.
@@ -87,17 +82,16 @@ final class PostgresDatabase: SQLDatabase {
         configuration.options.connectTimeout = .seconds(Int64(settings.connectTimeout))
         var clientLogger = logger
         clientLogger.logLevel = max(logger.logLevel, .notice)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: clientLogger)
-        let runner = Task { await client.run() }
+        let pool = PostgresPool(size: settings.poolSize, configuration: configuration, logger: clientLogger)
         let db = PostgresDatabase(
-            client: client, runner: runner, logger: clientLogger, leaseTimeout: .seconds(Int64(settings.connectTimeout)),
+            pool: pool, logger: clientLogger, leaseTimeout: .seconds(Int64(settings.connectTimeout)),
             workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace, metrics: metrics
         )
         guard connect else { return db }
         do {
             try await db.ping()
         } catch {
-            runner.cancel()
+            pool.shutdown()
             throw error
         }
         return db
@@ -107,8 +101,24 @@ final class PostgresDatabase: SQLDatabase {
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         // A statement on its own commits when it ends: a write whose answer never came may have taken effect.
         let writes = !Self.isRead(sql)
-        return try await Self.mapErrors(writing: writes) {
-            try await self.withConnection(writing: writes) { connection in try await Self.run(sql, binds, on: connection, logger: self.logger) }
+        let rows = try await recordingSpace {
+            try await Self.mapErrors(writing: writes) {
+                try await self.withConnection(writing: writes) { connection in try await Self.run(sql, binds, on: connection, logger: self.logger) }
+            }
+        }
+        if writes { writeHealth?.wrote() }
+        return rows
+    }
+
+    /// Runs `body`; a failure that says the disk is full (53100 `disk_full`, ENOSPC) is kept for `/readyz`.
+    private func recordingSpace<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as StoreError {
+            if case .unavailable(let reason) = error, reason.contains("SQLSTATE 53100") || WriteHealth.mentionsNoSpace(reason) {
+                writeHealth?.failed(reason, full: true)
+            }
+            throw error
         }
     }
 
@@ -124,8 +134,10 @@ final class PostgresDatabase: SQLDatabase {
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         // Until COMMIT is sent a lost connection rolls the transaction back; from then on its outcome is unknown.
         let committing = NIOLockedValueBox(false)
+        // Whether a statement that writes ran in it: its COMMIT then wrote.
+        let wrote = NIOLockedValueBox(false)
         do {
-            return try await Self.mapErrors(writing: false) {
+            let result = try await recordingSpace { try await Self.mapErrors(writing: false) {
                 try await self.withConnection(writing: false, committing: committing) { connection in
                     try await connection.query("BEGIN", logger: self.logger)
                     // COMMIT and ROLLBACK run in tasks of their own, which a cancellation of the request does not
@@ -133,7 +145,7 @@ final class PostgresDatabase: SQLDatabase {
                     // locks held.
                     let logger = self.logger
                     do {
-                        let result = try await body(Connection(connection: connection, logger: logger))
+                        let result = try await body(Connection(connection: connection, logger: logger, wrote: wrote))
                         committing.withLockedValue { $0 = true }
                         try await Task { try await connection.query("COMMIT", logger: logger) }.value
                         return result
@@ -144,14 +156,16 @@ final class PostgresDatabase: SQLDatabase {
                         throw error
                     }
                 }
-            }
+            } }
+            if wrote.withLockedValue({ $0 }) { writeHealth?.wrote() }
+            return result
         } catch StoreError.unavailable(let reason) where committing.withLockedValue({ $0 }) {
             throw StoreError.outcomeUnknown("during COMMIT: " + reason)
         }
     }
 
     /// A pooled connection for `work`. While the server is unreachable the pool keeps retrying and would hold the
-    /// request for up to a minute; after `leaseTimeout` without a connection the statement fails as
+    /// request until it is back; after `leaseTimeout` without a connection the statement fails as
     /// ``StoreError/unavailable(_:)`` instead, so that requests answer 503 promptly. Once a connection is leased the
     /// work has ``workDeadline`` (unless migrations run it); past it the connection is closed and the work fails as
     /// unavailable, its outcome unknown.
@@ -159,7 +173,7 @@ final class PostgresDatabase: SQLDatabase {
         writing: Bool, committing: NIOLockedValueBox<Bool> = NIOLockedValueBox(false),
         _ work: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let (client, logger, timeout, metrics) = (self.client, self.logger, leaseTimeout, metrics)
+        let (pool, logger, timeout, metrics) = (self.pool, self.logger, leaseTimeout, metrics)
         let queued = ContinuousClock.now
         // Migrations and database administration (`unbounded`): the same wait for a connection, then no deadline, and
         // no server-side limit either, for this work only.
@@ -210,7 +224,7 @@ final class PostgresDatabase: SQLDatabase {
             }
             let work: @Sendable () async -> Void = {
                 do {
-                    let value = try await client.withConnection { connection in
+                    let value = try await pool.withConnection { connection in
                         let started = lease.withLockedValue { state -> Bool in
                             guard case .waiting = state else { return false }
                             state = .leased
@@ -277,17 +291,19 @@ final class PostgresDatabase: SQLDatabase {
 
     /// Stops the pool: its connections close.
     func shutdown() {
-        runner.cancel()
+        pool.shutdown()
     }
 
     private struct Connection: SQLExecutor {
         let connection: PostgresConnection
         let logger: Logger
+        let wrote: NIOLockedValueBox<Bool>
         /// Errors are mapped here already, so that a caller inside the transaction can tell a conflict from other
         /// failures (the import names the line that conflicts); the transaction rolls back either way.
         func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
             // Inside a transaction nothing is committed until COMMIT: a lost answer here writes nothing.
-            try await PostgresDatabase.mapErrors(writing: false) { try await PostgresDatabase.run(sql, binds, on: connection, logger: logger) }
+            if !PostgresDatabase.isRead(sql) { wrote.withLockedValue { $0 = true } }
+            return try await PostgresDatabase.mapErrors(writing: false) { try await PostgresDatabase.run(sql, binds, on: connection, logger: logger) }
         }
     }
 
@@ -336,9 +352,8 @@ final class PostgresDatabase: SQLDatabase {
                 throw StoreError.unavailable("SQLSTATE \(state): \(error.serverInfo?[.message] ?? "")")
             }
             throw error
-        } catch where String(reflecting: type(of: error)).contains("ConnectionPoolError") {
-            // The pool gave up creating connections (its circuit breaker); the type is not public API.
-            throw StoreError.unavailable(String(reflecting: error))
+        } catch let error as PostgresPool.Failure {
+            throw StoreError.unavailable(error.description)
         }
     }
 

@@ -69,6 +69,10 @@ protocol SQLDatabase: SQLExecutor {
     /// Cheap round trip for readiness checks.
     func ping() async throws
     func close() async throws
+    /// Whether the last real write failed for lack of space (nil: not tracked).
+    var writeHealth: WriteHealth? { get }
+    /// Bytes free on the filesystem that holds the database, where the process can see it (an SQLite file); else nil.
+    func freeSpace() -> Int64?
 }
 
 extension SQLExecutor {
@@ -87,6 +91,8 @@ extension SQLValue {
 }
 
 extension SQLDatabase {
+    var writeHealth: WriteHealth? { nil }
+    func freeSpace() -> Int64? { nil }
     /// Runs the writes `collect` makes, all or none. Each is an `INSERT`, `UPDATE` or `DELETE` with `$1…$n` of its own
     /// whose rows nothing reads (`collect` gets no rows back) and which need not see each other's effects. On
     /// PostgreSQL they go as one statement, each but the last a data-modifying `WITH` clause: one round trip instead

@@ -10,14 +10,25 @@ struct SQLStore: GatehouseStore {
 
     /// Writes and deletes, in one committed transaction, a row large enough to need new pages: it fails when the
     /// database cannot take writes (a full disk, `max_page_count` reached, a read-only server) and not only when it
-    /// cannot be reached. Random bytes, so that compression cannot shrink them.
+    /// cannot be reached. Random bytes, so that compression cannot shrink them. Its success alone does not make a
+    /// database whose last real write failed for lack of space ready (``WriteHealth``): that write may have fitted in
+    /// reused pages. Such a database is ready again once a real write succeeds, or, for an SQLite file, once the probe
+    /// succeeds with space free on the file's filesystem.
     func probeWrite() async throws {
         let id = UUID().uuidString
         let pad = [UInt8]((0..<8192).map { _ in UInt8.random(in: 0...255) })
-        try await db.transaction { tx in
-            try await tx.query("INSERT INTO readiness_probe (id, pad) VALUES ($1, $2)", [.text(id), .blob(pad)])
-            try await tx.query("DELETE FROM readiness_probe WHERE id = $1", [.text(id)])
+        try await WriteHealth.$probing.withValue(true) {
+            try await db.transaction { tx in
+                try await tx.query("INSERT INTO readiness_probe (id, pad) VALUES ($1, $2)", [.text(id), .blob(pad)])
+                try await tx.query("DELETE FROM readiness_probe WHERE id = $1", [.text(id)])
+            }
         }
+        guard let health = db.writeHealth, let reason = health.fullReason else { return }
+        if let free = db.freeSpace(), free >= WriteHealth.spaceToRecover {
+            health.recovered()
+            return
+        }
+        throw StoreError.unavailable("the last write failed for lack of space (\(reason)); not ready until a write succeeds")
     }
 
     // MARK: Signing keys
@@ -409,28 +420,29 @@ struct SQLStore: GatehouseStore {
 
     // MARK: Sessions
 
-    func createSession(_ session: SessionRecord, recording event: AuditEvent, clearingLoginFailures keys: [String]) async throws {
+    func createSession(_ session: IssuedSession, recording event: AuditEvent, clearingLoginFailures keys: [String]) async throws {
         try await db.writeTogether { tx in
             try await Self.clearLoginFailures(keys: keys, tx)
-            try await Self.insertSession(session, tx)
+            try await Self.insertSession(session.record, tx)
             try await Self.insertAuditEvents([event], tx)
         }
     }
 
     static func insertSession(_ session: SessionRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
-            "INSERT INTO sessions (\(sessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+            "INSERT INTO sessions (\(sessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
             .text(session.id), .text(session.appId), .text(session.userId), .text(session.deviceId),
             .text(try JSONColumn.encode(session.device)), .blob(session.secretHash), SQLValue(session.createdAt),
             SQLValue(session.expiresAt), SQLValue(session.revokedAt), SQLValue(session.clientId),
             SQLValue(session.previousSecretHash), SQLValue(session.rotationSalt), SQLValue(session.rotatedAt),
-            SQLValue(session.apiKeyId), SQLValue(session.lastUsedAt)
+            SQLValue(session.apiKeyId), SQLValue(session.lastUsedAt), .text(session.kind.rawValue),
+            .text(session.methods.map(\.rawValue).joined(separator: " ")), SQLValue(session.provenAt)
         )
     }
 
     static let sessionColumns = """
         id, app_id, user_id, device_id, device, secret_hash, created_at, expires_at, revoked_at, \
-        client_id, previous_secret_hash, rotation_salt, rotated_at, api_key_id, last_used_at
+        client_id, previous_secret_hash, rotation_salt, rotated_at, api_key_id, last_used_at, kind, methods, proven_at
         """
 
     private static let sessionWithUserQuery = """
@@ -467,7 +479,10 @@ struct SQLStore: GatehouseStore {
             rotationSalt: try row.optionalBlob("rotation_salt"),
             rotatedAt: try row.optionalDate("rotated_at"),
             apiKeyId: try row.optionalText("api_key_id"),
-            lastUsedAt: try row.optionalDate("last_used_at")
+            lastUsedAt: try row.optionalDate("last_used_at"),
+            kind: SessionKind(rawValue: try row.text("kind")),
+            methods: try row.text("methods").split(separator: " ").compactMap { AuthenticationMethod(rawValue: String($0)) },
+            provenAt: try row.optionalDate("proven_at")
         )
     }
 
@@ -707,7 +722,7 @@ struct SQLStore: GatehouseStore {
         case .proveMailbox(let userId, let email, let proof):
             try await proveMailbox(userId: userId, email: email, proof, now: now, tx)
         case .createSession(let session):
-            try await insertSession(session, tx)
+            try await insertSession(session.record, tx)
         }
     }
 

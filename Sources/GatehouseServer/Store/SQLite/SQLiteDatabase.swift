@@ -1,8 +1,10 @@
 import Foundation
 import GatehouseDomain
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import VaporCSQLite
 
 /// The embedded SQLite database: one connection, WAL journal, foreign keys on.
 ///
@@ -22,11 +24,23 @@ final class SQLiteDatabase: SQLDatabase {
     private let lock = AsyncLock()
     /// The wait for the connection (its lock), the work on it, and whether it is in use.
     private let metrics: QueuedWorkMetrics
+    /// Whether the last real write failed with SQLITE_FULL, for `/readyz`.
+    let writeHealth: WriteHealth? = WriteHealth()
+    /// The database file's folder (nil in memory), whose filesystem's free space `/readyz` reads after a full disk.
+    private let folder: String?
 
-    private init(handle: SQLiteHandle, thread: NIOThreadPool, metrics: QueuedWorkMetrics) {
+    private init(handle: SQLiteHandle, thread: NIOThreadPool, metrics: QueuedWorkMetrics, folder: String?) {
         self.handle = handle
         self.thread = thread
         self.metrics = metrics
+        self.folder = folder
+    }
+
+    func freeSpace() -> Int64? {
+        guard let folder else { return nil }
+        var stats = statvfs()
+        guard statvfs(folder, &stats) == 0 else { return nil }
+        return Int64(stats.f_bavail) * Int64(stats.f_frsize)
     }
 
     deinit {
@@ -41,13 +55,15 @@ final class SQLiteDatabase: SQLDatabase {
         _ url: DatabaseURL, logger: Logger, metrics: QueuedWorkMetrics = .none, busyTimeout: Duration = .seconds(5)
     ) async throws -> SQLiteDatabase {
         let path: String
+        var folder: String?
         switch url {
         case .sqliteMemory:
             path = ":memory:"
         case .sqliteFile(let file):
-            let folder = URL(fileURLWithPath: file).deletingLastPathComponent()
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let parent = URL(fileURLWithPath: file).deletingLastPathComponent()
+            try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
             path = file
+            folder = parent.path
         case .postgres:
             preconditionFailure("SQLiteDatabase opens SQLite URLs only")
         }
@@ -60,7 +76,7 @@ final class SQLiteDatabase: SQLDatabase {
             try? await thread.shutdownGracefully()
             throw StoreError.unavailable("cannot open the SQLite database at \(path): \(error)")
         }
-        let db = SQLiteDatabase(handle: handle, thread: thread, metrics: metrics)
+        let db = SQLiteDatabase(handle: handle, thread: thread, metrics: metrics, folder: folder)
         do {
             if case .sqliteFile = url {
                 try await db.raw("PRAGMA journal_mode = WAL")
@@ -84,7 +100,10 @@ final class SQLiteDatabase: SQLDatabase {
         } catch {
             // I/O errors, a full disk, a database locked past the busy timeout, a closed connection: the request
             // cannot be served now (503), nothing was half-written (statements of a transaction roll back together).
-            throw StoreError.unavailable(String(describing: error))
+            let reason = String(describing: error)
+            let full = (error as? SQLiteFailure).map { $0.code & 0xff == SQLITE_FULL } ?? false
+            writeHealth?.failed(reason, full: full || WriteHealth.mentionsNoSpace(reason))
+            throw StoreError.unavailable(reason)
         }
     }
 
@@ -104,7 +123,9 @@ final class SQLiteDatabase: SQLDatabase {
     @discardableResult
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         let queued = ContinuousClock.now
-        return try await lock.withLock { try await self.metrics.leased(since: queued) { try await self.raw(sql, binds) } }
+        let rows = try await lock.withLock { try await self.metrics.leased(since: queued) { try await self.raw(sql, binds) } }
+        if !PostgresDatabase.isRead(sql) { writeHealth?.wrote(freeSpace: freeSpace) }
+        return rows
     }
 
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
@@ -112,9 +133,11 @@ final class SQLiteDatabase: SQLDatabase {
         return try await lock.withLock {
             try await self.metrics.leased(since: queued) {
                 try await self.raw("BEGIN IMMEDIATE")
+                let transaction = Transaction(db: self)
                 do {
-                    let result = try await body(Transaction(db: self))
+                    let result = try await body(transaction)
                     try await self.raw("COMMIT")
+                    if transaction.wrote.withLockedValue({ $0 }) { self.writeHealth?.wrote(freeSpace: self.freeSpace) }
                     return result
                 } catch {
                     _ = try? await self.raw("ROLLBACK")
@@ -152,8 +175,11 @@ final class SQLiteDatabase: SQLDatabase {
     /// Runs statements of a transaction that already holds the lock.
     private struct Transaction: SQLExecutor {
         let db: SQLiteDatabase
+        /// Whether a statement that writes ran in it: its COMMIT then wrote to the disk.
+        let wrote = NIOLockedValueBox(false)
         func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-            try await db.raw(sql, binds)
+            if !PostgresDatabase.isRead(sql) { wrote.withLockedValue { $0 = true } }
+            return try await db.raw(sql, binds)
         }
     }
 }

@@ -78,16 +78,18 @@ package struct AuthEnvironment: Sendable {
     }
 }
 
-/// How a session began. The kind decides what the session may do; only the domain reads it.
-package enum SessionKind: Sendable, Hashable {
-    /// Started by proving a first-party credential: a password, an email code, an identity provider, an anonymous
-    /// login. May manage the account.
-    case firstParty
+/// How a session began, stored with it (``SessionRecord/kind``). The kind decides what the session may do.
+package enum SessionKind: String, Sendable, Hashable, CaseIterable {
+    /// Started by proving a first-party credential: a password, an email code, an identity provider. May manage the
+    /// account.
+    case firstParty = "first-party"
     /// Started with a user or server API key: may read the profile, refresh and call functions, but never link,
     /// delete the user, end other sessions or manage keys. A leaked key must not become a way to keep the account.
-    case apiKey
+    case apiKey = "api-key"
+    /// An anonymous login, which made its user: it may manage what it has, and link to upgrade itself.
+    case anonymous
 
-    package var mayManageAccount: Bool { self == .firstParty }
+    package var mayManageAccount: Bool { self != .apiKey }
 }
 
 /// Proof that a caller may change its account (``SessionService/Caller/manager(to:)`` is the only way to make one).
@@ -115,60 +117,19 @@ package struct LoginResult: Sendable, Hashable {
 package struct SessionService: Sendable {
     package let env: AuthEnvironment
 
-    /// Starts a session for `user` and issues its tokens. `apiKeyId`: the key the user logged in with, whose
-    /// disabling or deletion ends the session.
-    ///
-    /// - Parameters:
-    ///   - event: the audit row of the login, written with the session.
-    ///   - loginFailures: the password login's backoff counts its success ends (``LoginBackoff/clearedKeys``), in the
-    ///     same write.
-    package func startSession(
-        for user: UserRecord, app: AppSettings, device: [String: JSONValue], apiKeyId: String? = nil, recording event: AuditEvent,
-        clearing loginFailures: [String] = []
-    ) async throws -> LoginResult {
-        let now = env.clock.now
-        let secret = Base64URL.encode(Secrets.randomBytes(32))
-        let session = newSession(for: user, app: app, device: device, secretHash: Secrets.sha256(secret), apiKeyId: apiKeyId)
-        try await env.store.createSession(session, recording: event, clearingLoginFailures: loginFailures)
-        // Keys rotated or retired by `gatehouse keys` reach this instance before it signs.
-        await env.keys.refreshIfNeeded(from: env.store, now: now)
-        let key = env.keys.current
-        let refresh = TokenClaims(
-            sub: user.id, typ: .refresh, sid: session.id, aud: app.id, iss: env.publicURL,
-            iat: Int64(now.timeIntervalSince1970), exp: Int64(session.expiresAt.timeIntervalSince1970),
-            baasDeviceId: session.deviceId, userData: nil, jti: secret
-        )
-        return LoginResult(
-            accessToken: try accessToken(for: user, session: session, app: app),
-            refreshToken: try JWT.sign(refresh, key: key),
-            userId: user.id,
-            deviceId: session.deviceId
-        )
-    }
-
-    /// The record of a new session of `user`: what every login and sign-in of either protocol starts. `id`: the
-    /// session's id when its refresh token must carry it (native auth), else a new one.
-    package func newSession(
-        id: String? = nil, for user: UserRecord, app: AppSettings, device: [String: JSONValue], secretHash: [UInt8], apiKeyId: String? = nil,
-        clientId: String? = nil
-    ) -> SessionRecord {
-        let now = env.clock.now
-        return SessionRecord(
-            id: id ?? Secrets.objectID(at: now), appId: app.id, userId: user.id, deviceId: Secrets.objectID(at: now), device: device,
-            secretHash: secretHash, createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(app.refreshTokenTTL)), revokedAt: nil,
-            clientId: clientId, apiKeyId: apiKeyId
-        )
-    }
-
-    /// An access token for `user` in `session`, with the user's current custom data.
+    /// An access token for `user` in `session`, with the user's current custom data, and how the session was
+    /// proven: `amr` (``SessionRecord/methods``, omitted when nothing was proven: an anonymous session, or one made
+    /// before sessions recorded it), `auth_time` (its last first-party proof, else its start) and `sid`.
     package func accessToken(for user: UserRecord, session: SessionRecord, app: AppSettings) throws -> String {
         let now = env.clock.now
         let key = env.keys.current
-        let claims = TokenClaims(
+        var claims = TokenClaims(
             sub: user.id, typ: .access, sid: session.id, aud: app.id, iss: env.publicURL,
             iat: Int64(now.timeIntervalSince1970), exp: Int64(now.timeIntervalSince1970) + Int64(app.accessTokenTTL),
             baasDeviceId: session.deviceId, userData: user.customData, jti: nil
         )
+        claims.amr = session.methods.isEmpty ? nil : session.methods.map(\.rawValue)
+        claims.authTime = Int64((session.provenAt ?? session.createdAt).timeIntervalSince1970)
         return try JWT.sign(claims, key: key)
     }
 
@@ -179,7 +140,7 @@ package struct SessionService: Sendable {
         package var app: AppSettings
 
         /// How the session began, which decides what it may do (the security model's "session kinds have powers").
-        package var kind: SessionKind { session.apiKeyId == nil ? .firstParty : .apiKey }
+        package var kind: SessionKind { session.kind }
 
         /// The caller as one who may change the account, or ``AuthError/forbidden(_:)`` for a session that may not.
         /// Every operation that links or removes an identity, deletes the user, ends other sessions or manages API

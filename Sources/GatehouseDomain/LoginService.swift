@@ -31,13 +31,14 @@ package enum LoginCredential: Sendable {
 }
 
 /// Login and linking, for every credential and both protocols: the credential is proved (with its provider's
-/// checks and the app's limits), the user found or created, the session started, and the outcome audited, here
-/// and nowhere else. The security model's provenance rule lives here: a session for user U starts only for a
-/// credential U held before this request (or for the user this login creates).
+/// checks and the app's limits), the user found or created, and a failure audited, here and nowhere else; the
+/// session is the ``SessionGate``'s to start, for the proof it makes of this. The security model's provenance rule
+/// lives here: a session for user U starts only for a credential U held before this request (or for the user this
+/// login creates).
 package struct LoginService: Sendable {
     package let env: AuthEnvironment
 
-    /// Who a proved credential stands for.
+    /// Who a proved credential stands for (the ``SessionGate`` makes a ``SessionProof`` of it).
     package struct Proof: Sendable {
         package var user: UserRecord
         /// The API key that logged in: the session it starts ends when the key is disabled or deleted.
@@ -49,20 +50,11 @@ package struct LoginService: Sendable {
         }
     }
 
-    /// Proves `credential` for a login and starts a session for its user (Client API
+    /// Proves `credential` for a login and starts a session for its user through the gate (Client API
     /// `auth/providers/{provider}/login`). A failure to prove is audited (`login_failed`), a success too.
     package func logIn(_ credential: LoginCredential, app: AppSettings, device: [String: JSONValue]) async throws -> LoginResult {
-        let (proof, backoff) = try await proving(credential, app: app)
-        var detail = ["provider": credential.providerType]
-        if let key = proof.apiKeyId { detail["apiKey"] = key }
-        // The session, its login_succeeded row and the end of the password's backoff counts are one write.
-        let event = env.auditEvent(.loginSucceeded, app: app.id, user: proof.user.id, detail: detail)
-        let result = try await SessionService(env: env).startSession(
-            for: proof.user, app: app, device: device, apiKeyId: proof.apiKeyId, recording: event,
-            clearing: backoff?.clearedKeys ?? []
-        )
-        env.countAuthEvent(.loginSucceeded, app: app.id, detail: detail)
-        return result
+        let gate = SessionGate(env: env)
+        return try await gate.startSession(try await gate.prove(credential, app: app), app: app, device: device)
     }
 
     /// Records a session started for `user` (`login_succeeded`) by a native sign-in (whose session is one of its flow's
@@ -88,20 +80,12 @@ package struct LoginService: Sendable {
         guard enabled else { throw .providerNotEnabled(String(provider.prefix(64))) }
     }
 
-    /// The user `credential` stands for, created on a provider's first login. Counted against the app's login
-    /// limits (per client address; passwords per username and client too, with the login backoff; keys per key and
-    /// client).
+    /// The user `credential` stands for, created on a provider's first login, and a password's login backoff, whose
+    /// counts its success ends (the caller ends them: ``SessionGate``). Counted against the app's login limits (per
+    /// client address; passwords per username and client too, with the login backoff; keys per key and client).
     ///
     /// - Parameter via: which protocol asked, for the audit log (`native auth`; nil for the Client API).
-    package func prove(_ credential: LoginCredential, app: AppSettings, via: String? = nil) async throws -> Proof {
-        let (proof, backoff) = try await proving(credential, app: app, via: via)
-        try await backoff?.succeeded()
-        return proof
-    }
-
-    /// ``prove(_:app:via:)``, leaving a password's login backoff for the caller to end (``LoginBackoff/succeeded()``),
-    /// as ``logIn(_:app:device:)`` does in the write of its session.
-    private func proving(_ credential: LoginCredential, app: AppSettings, via: String? = nil) async throws -> (Proof, LoginBackoff?) {
+    package func proving(_ credential: LoginCredential, app: AppSettings, via: String? = nil) async throws -> (Proof, LoginBackoff?) {
         do {
             try requireEnabled(credential.providerType, app: app)
             if case .emailPassword(let username, let password) = credential {

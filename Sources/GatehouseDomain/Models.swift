@@ -155,6 +155,12 @@ package struct SessionRecord: Sendable, Hashable {
     package var apiKeyId: String? = nil
     /// When the refresh token was last used (at most a minute off); nil until its first use.
     package var lastUsedAt: Date? = nil
+    /// How the session began, which decides what it may do (``SessionKind``).
+    package var kind: SessionKind = .firstParty
+    /// The methods that proved it (``AuthenticationMethod``, RFC 8176 `amr` values), in the order they were proven.
+    package var methods: [AuthenticationMethod] = []
+    /// When its user last proved a first-party credential in it (`auth_time`); the session's start for now.
+    package var provenAt: Date? = nil
 
     /// When the session was last active: its last refresh, rotation or login.
     package var lastActiveAt: Date { [lastUsedAt, rotatedAt, createdAt].compactMap { $0 }.max()! }
@@ -163,7 +169,8 @@ package struct SessionRecord: Sendable, Hashable {
         id: String, appId: String, userId: String, deviceId: String, device: [String: JSONValue], secretHash: [UInt8],
         createdAt: Date, expiresAt: Date, revokedAt: Date? = nil, clientId: String? = nil,
         previousSecretHash: [UInt8]? = nil, rotationSalt: [UInt8]? = nil, rotatedAt: Date? = nil,
-        apiKeyId: String? = nil, lastUsedAt: Date? = nil
+        apiKeyId: String? = nil, lastUsedAt: Date? = nil, kind: SessionKind? = nil, methods: [AuthenticationMethod] = [],
+        provenAt: Date? = nil
     ) {
         self.id = id
         self.appId = appId
@@ -180,6 +187,9 @@ package struct SessionRecord: Sendable, Hashable {
         self.rotatedAt = rotatedAt
         self.apiKeyId = apiKeyId
         self.lastUsedAt = lastUsedAt
+        self.kind = kind ?? (apiKeyId == nil ? .firstParty : .apiKey)
+        self.methods = methods
+        self.provenAt = provenAt
     }
 }
 

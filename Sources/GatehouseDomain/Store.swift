@@ -93,7 +93,7 @@ package protocol GatehouseStore: RateCountStore {
     /// effects instead.)
     /// `keys`: login-failure runs that end in the same write (a password login's success clears its backoff counts,
     /// ``LoginBackoff/clearedKeys``, with the session it starts).
-    func createSession(_ session: SessionRecord, recording event: AuditEvent, clearingLoginFailures keys: [String]) async throws
+    func createSession(_ session: IssuedSession, recording event: AuditEvent, clearingLoginFailures keys: [String]) async throws
     func session(id: String) async throws -> SessionRecord?
     /// The session and its user (nil when the user is gone), in one read: what every authenticated request needs.
     func sessionWithUser(id: String) async throws -> (session: SessionRecord, user: UserRecord?)?

@@ -12,7 +12,9 @@ import Testing
 /// (PyJWT's JWKS client, over real HTTP), and stops accepting a retired key's tokens.
 @Suite struct DiscoveryTests {
     /// Verifies each token as a resource server would: discovery document → `jwks_uri` → the key of the token's `kid`,
-    /// checking signature, audience, issuer and expiry. One line of JSON out: name → `ok <sub>` or the error's class.
+    /// checking signature, audience, issuer and expiry. One line of JSON out: name → `ok <sub>` or the error's class,
+    /// and for a verified token, name + ` provenance` → `<amr joined by spaces>|<auth_time>|<sid>|<iat>`, as the
+    /// verified claims say.
     static let verifier = #"""
         import json, sys, urllib.request
         import jwt
@@ -27,6 +29,8 @@ import Testing
                 claims = jwt.decode(case["token"], key.key, algorithms=discovery["id_token_signing_alg_values_supported"],
                                     audience=case["aud"], issuer=discovery["issuer"], leeway=300)
                 results[case["name"]] = "ok " + claims["sub"]
+                results[case["name"] + " provenance"] = "|".join(
+                    [" ".join(claims.get("amr", [])), str(claims.get("auth_time")), str(claims.get("sid")), str(claims.get("iat"))])
             except Exception as error:
                 results[case["name"]] = type(error).__name__
         print(json.dumps(results))
@@ -107,6 +111,17 @@ import Testing
                 let sub = try #require(try jwtPayload(native.accessToken)["sub"] as? String)
                 #expect(results["native access"] == "ok \(sub)" && results["native id"] == "ok \(sub)" && results["client api access"] == "ok \(sub)", "\(results)")
                 #expect(results["wrong audience"] == "InvalidAudienceError" && results["forged"] == "InvalidSignatureError", "\(results)")
+                // How each session was proven, as a backend reads it: amr, auth_time (not after the token), and the
+                // session id (a native one is its refresh token's id; a Client API one is its refresh token's sid).
+                let nativeRefresh = try #require(native.refreshToken)
+                let nativeSid = try #require(OpaqueToken(nativeRefresh)?.id)
+                let clientAPISid = try #require(try jwtPayload(clientAPI.refreshToken)["sid"] as? String)
+                for (name, amr, sid) in [("native access", "otp", nativeSid), ("native id", "otp", nativeSid), ("client api access", "pwd", clientAPISid)] {
+                    let parts = try #require(results[name + " provenance"]?.split(separator: "|", omittingEmptySubsequences: false).map(String.init))
+                    #expect(parts.count == 4 && parts[0] == amr && parts[2] == sid, "\(name): \(parts)")
+                    let (authTime, iat) = (try #require(Int(parts[1])), try #require(Int(parts[3])))
+                    #expect(authTime <= iat, "\(name): \(parts)")
+                }
 
                 // The key is rotated and the old one retired: within a minute the JWKS drops it, and its tokens fail.
                 let old = try KeyRotationTests.kid(native.accessToken)

@@ -190,3 +190,14 @@ final class CapturedLog: Sendable {
         }
     }
 }
+
+extension LoginService {
+    /// A credential proven through the session gate as a native sign-in proves it: its proof, with a password's
+    /// backoff counts ended.
+    func prove(_ credential: LoginCredential, app: AppSettings) async throws -> SessionProof {
+        let gate = SessionGate(env: env)
+        let proof = try await gate.prove(credential, app: app)
+        try await gate.settle(proof)
+        return proof
+    }
+}

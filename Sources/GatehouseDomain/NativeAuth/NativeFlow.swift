@@ -171,5 +171,6 @@ package enum NativeFlowEffect: Sendable {
     case resetPassword(userId: String, email: String, passwordHash: String)
     /// A code proved the mailbox of the user's account of `email` (normalized) (``MailboxProof``).
     case proveMailbox(userId: String, email: String, MailboxProof)
-    case createSession(SessionRecord)
+    /// A session the gate issued for the flow's proof (``SessionGate/nativeSession(_:client:refresh:)``).
+    case createSession(IssuedSession)
 }

@@ -94,29 +94,26 @@ extension NativeAuthService {
             try checkUsername(request, flow: flow)
             let password = try request.required(\.password, "password")
             try await recordAttempt(flow, token: token, client: client)
-            let user: UserRecord
+            let gate = SessionGate(env: env)
+            let proof: SessionProof
             do {
-                user = try await LoginService(env: env).prove(.emailPassword(username: flow.username, password: password), app: client.app, via: "native auth").user
+                proof = try await gate.prove(.emailPassword(username: flow.username, password: password), app: client.app, via: "native auth")
             } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
                 throw NativeFlowError.invalidCredentials
             } catch AuthError.userDisabled {
                 throw NativeFlowError.userDisabled
             }
-            return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
+            try await gate.settle(proof)
+            return try await finish(flow, token: token, proof: proof, client: client, scopes: scopes)
         case .oob:
             let (flow, token) = try await loadFlow(request, client: client, kinds: [.signIn], steps: [.codeSent])
-            try await checkCode(flow, token: token, client: client, request: request)
-            guard let userId = flow.userId, let user = try await env.store.user(id: userId) else { throw NativeFlowError.invalidCode() }
-            guard !user.disabled else { throw NativeFlowError.userDisabled }
-            return try await finish(flow, token: token, user: user, client: client, scopes: scopes, confirmEmail: true)
+            let proof = try await SessionGate(env: env).proveCode(flow, token: token, client: client, request: request)
+            return try await finish(flow, token: token, proof: proof, client: client, scopes: scopes, confirmEmail: true)
         case .continuationToken:
             let (flow, token) = try await loadFlow(request, client: client, kinds: [.signUp, .resetPassword], steps: [.completed])
             try checkUsername(request, flow: flow)
-            guard let userId = flow.userId, let user = try await env.store.user(id: userId) else {
-                throw NativeFlowError.invalidContinuationToken("the account of this flow no longer exists")
-            }
-            guard !user.disabled else { throw NativeFlowError.userDisabled }
-            return try await finish(flow, token: token, user: user, client: client, scopes: scopes)
+            let proof = try await SessionGate(env: env).proveCompletedFlow(flow)
+            return try await finish(flow, token: token, proof: proof, client: client, scopes: scopes)
         case .refreshToken:
             return try await refresh(client: client, request: request, scopes: scopes)
         default:
@@ -138,21 +135,21 @@ extension NativeAuthService {
         return requested.isEmpty ? defaultScopes : requested
     }
 
-    /// Ends the flow and starts a session, in one transaction, and answers its tokens.
+    /// Ends the flow and starts the session the gate issues for `proof`, in one transaction, and answers its tokens.
     private func finish(
         _ flow: NativeFlowRecord,
         token: OpaqueToken,
-        user: UserRecord,
+        proof: SessionProof,
         client: Client,
         scopes: [String],
         confirmEmail: Bool = false
     ) async throws -> NativeTokens {
         let now = env.clock.now
+        let user = proof.user
         let refresh = OpaqueToken.make(id: Secrets.objectID(at: now))
-        let session = SessionService(env: env).newSession(
-            id: refresh.id, for: user, app: client.app, device: ["client_id": .string(client.id)], secretHash: refresh.hash, clientId: client.id
-        )
-        var effects: [NativeFlowEffect] = [.createSession(session)]
+        let issued = SessionGate(env: env).nativeSession(proof, client: client, refresh: refresh)
+        let session = issued.record
+        var effects: [NativeFlowEffect] = [.createSession(issued)]
         if confirmEmail { effects.insert(.proveMailbox(userId: user.id, email: flow.username, .ownerProven(newPasswordHash: nil)), at: 0) }
         _ = try await advance(flow, from: token, to: .finished, client: client, effects: effects)
         env.logger.info("user signed in", metadata: ["app": "\(client.app.id)", "user": "\(user.id)", "via": "native auth \(flow.kind.rawValue)"])
@@ -180,10 +177,13 @@ extension NativeAuthService {
             let email = profile["email"].flatMap { if case .string(let s) = $0 { s } else { nil } }
             let name = profile["displayName"].flatMap { if case .string(let s) = $0 { s } else { nil } }
             let now = Int64(env.clock.now.timeIntervalSince1970)
-            let claims = NativeAuthIDTokenClaims(
+            var claims = NativeAuthIDTokenClaims(
                 iss: env.publicURL, sub: user.id, aud: client.id, exp: now + Int64(app.accessTokenTTL), iat: now,
                 preferredUsername: email ?? user.id, email: email, name: name, oid: user.id, tid: app.id
             )
+            claims.amr = session.methods.isEmpty ? nil : session.methods.map(\.rawValue)
+            claims.authTime = Int64((session.provenAt ?? session.createdAt).timeIntervalSince1970)
+            claims.sid = session.id
             await env.keys.refreshIfNeeded(from: env.store, now: env.clock.now)
             let key = env.keys.current
             idToken = try JWT.sign(claims, key: key)

@@ -28,11 +28,16 @@ package struct TokenClaims: Codable, Sendable, Hashable {
     package var userData: [String: JSONValue]?
     /// The session's secret (refresh tokens only); the server stores its SHA-256.
     package var jti: String?
+    /// Access tokens: how the session was proven (RFC 8176 values, ``AuthenticationMethod``).
+    package var amr: [String]?
+    /// Access tokens: when the session's user last proved a first-party credential (seconds since 1970).
+    package var authTime: Int64?
 
     package enum CodingKeys: String, CodingKey {
-        case sub, typ, sid, aud, iss, iat, exp, jti
+        case sub, typ, sid, aud, iss, iat, exp, jti, amr
         case baasDeviceId = "baas_device_id"
         case userData = "user_data"
+        case authTime = "auth_time"
     }
 
     package init(

@@ -73,7 +73,7 @@ struct OpenIDConfiguration: Encodable {
     var tokenEndpointAuthMethodsSupported = ["none"]
     var grantTypesSupported = ["password", "refresh_token", "oob", "continuation_token"]
     var scopesSupported = ["openid", "profile", "offline_access"]
-    var claimsSupported = ["iss", "sub", "aud", "exp", "iat", "email", "name", "preferred_username", "oid", "tid"]
+    var claimsSupported = ["iss", "sub", "aud", "exp", "iat", "email", "name", "preferred_username", "oid", "tid", "amr", "auth_time", "sid"]
 
     init(issuer: String, appId: String?) {
         self.issuer = issuer

@@ -403,6 +403,12 @@ public struct NativeAuthIDTokenClaims: Codable, Hashable, Sendable {
     public var oid: String
     /// The app id (MSAL's tenant id).
     public var tid: String
+    /// How the session was proven, as RFC 8176 values (`pwd`, `otp`, …); absent when nothing was.
+    public var amr: [String]? = nil
+    /// When the user last proved a first-party credential in the session (seconds since 1970).
+    public var authTime: Int64? = nil
+    /// The session the token belongs to (the `sid` of its access tokens).
+    public var sid: String? = nil
 
     public init(
         iss: String, sub: String, aud: String, exp: Int64, iat: Int64, preferredUsername: String, email: String?, name: String?,
@@ -421,8 +427,9 @@ public struct NativeAuthIDTokenClaims: Codable, Hashable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case iss, sub, aud, exp, iat, email, name, oid, tid
+        case iss, sub, aud, exp, iat, email, name, oid, tid, amr, sid
         case preferredUsername = "preferred_username"
+        case authTime = "auth_time"
     }
 }
 

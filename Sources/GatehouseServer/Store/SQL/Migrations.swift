@@ -331,6 +331,22 @@ enum Migrations {
                 "ALTER TABLE email_accounts ADD COLUMN address TEXT",
             ]
         ),
+        Migration(
+            version: 12,
+            name: "sessions know how they were proven",
+            statements: [
+                // How a session began (first-party, api-key, anonymous), the RFC 8176 methods that proved it (space
+                // separated; unknown for sessions from before), and when (its auth_time).
+                "ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'first-party'",
+                "UPDATE sessions SET kind = 'api-key' WHERE api_key_id IS NOT NULL",
+                """
+                UPDATE sessions SET kind = 'anonymous' WHERE api_key_id IS NULL AND user_id IN (
+                    SELECT user_id FROM identities WHERE provider_type = 'anon-user')
+                """,
+                "ALTER TABLE sessions ADD COLUMN methods TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE sessions ADD COLUMN proven_at INTEGER",
+            ]
+        ),
     ]
 }
 

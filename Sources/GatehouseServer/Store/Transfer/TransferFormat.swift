@@ -134,6 +134,11 @@ enum TransferFormat {
         var rotatedAt: Timestamp?
         /// The API key the session was logged in with.
         var apiKeyId: String? = nil
+        /// Optional (absent from older files): how the session began (`first-party`, `api-key`, `anonymous`; absent:
+        /// from `apiKeyId`), the RFC 8176 methods that proved it, and when.
+        var kind: String? = nil
+        var methods: [String]? = nil
+        var provenAt: Timestamp? = nil
     }
 
     struct SigningKey: Codable, Equatable {

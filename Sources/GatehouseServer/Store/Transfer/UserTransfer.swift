@@ -138,7 +138,8 @@ struct UserTransfer {
                                 id: $0.id, deviceId: $0.deviceId, device: $0.device, secretHash: .init($0.secretHash), createdAt: .init($0.createdAt),
                                 expiresAt: .init($0.expiresAt), clientId: $0.clientId, previousSecretHash: $0.previousSecretHash.map(TransferFormat.Bytes.init),
                                 rotationSalt: $0.rotationSalt.map(TransferFormat.Bytes.init), rotatedAt: $0.rotatedAt.map(TransferFormat.Timestamp.init),
-                                apiKeyId: $0.apiKeyId
+                                apiKeyId: $0.apiKeyId, kind: $0.kind.rawValue, methods: $0.methods.map(\.rawValue),
+                                provenAt: $0.provenAt.map(TransferFormat.Timestamp.init)
                             )
                         },
                         apiKeys: keys[user.id]
@@ -291,7 +292,10 @@ struct UserTransfer {
                 id: session.id, appId: user.appId, userId: user.id, deviceId: session.deviceId, device: session.device,
                 secretHash: session.secretHash.bytes, createdAt: session.createdAt.date, expiresAt: session.expiresAt.date, revokedAt: nil,
                 clientId: session.clientId, previousSecretHash: session.previousSecretHash?.bytes, rotationSalt: session.rotationSalt?.bytes,
-                rotatedAt: session.rotatedAt?.date, apiKeyId: session.apiKeyId
+                // A session of an API key is a key session whatever the file says: a line cannot raise its powers.
+                rotatedAt: session.rotatedAt?.date, apiKeyId: session.apiKeyId,
+                kind: session.apiKeyId != nil ? .apiKey : session.kind.flatMap(SessionKind.init(rawValue:)),
+                methods: (session.methods ?? []).compactMap(AuthenticationMethod.init(rawValue:)), provenAt: session.provenAt?.date
             )
         }
         let apiKeys = try (user.apiKeys ?? []).map { key in

@@ -1,0 +1,157 @@
+import Foundation
+import GatehouseWire
+import Logging
+
+/// What the login code hands the gate once a credential is proven: the user, how the session it starts may act
+/// (``SessionKind``), the methods that proved it and when. The only value ``SessionGate`` issues a session for.
+///
+/// Its initialiser is private to this file, and every function here that makes one proves a credential first (a
+/// password, an API key, a provider's token, an emailed code checked against its flow, a sign-up or reset flow that
+/// a code completed) or makes the user it stands for (an anonymous login). So a session for a bare user cannot be
+/// written: the compiler refuses it anywhere else. A new way in (a second factor, a passkey, a browser login) is a
+/// new function here that proves its credential, never a new way to mint a session.
+package struct SessionProof: Sendable {
+    package let user: UserRecord
+    package let kind: SessionKind
+    /// RFC 8176 `amr` values, in the order they were proven.
+    package let methods: [AuthenticationMethod]
+    /// The API key that logged in: disabling or deleting it ends the session.
+    package let apiKeyId: String?
+    /// When the credential was proven (the session's `auth_time`).
+    package let provenAt: Date
+    /// The Client API provider name of the credential (`local-userpass`, `api-key`, …), or the native grant.
+    package let via: String
+    /// A password's login backoff, whose counts the success ends: in the write of the session it starts (Client API)
+    /// or at once (``SessionGate/settle(_:)``).
+    package let backoff: LoginBackoff?
+
+    fileprivate init(
+        user: UserRecord, kind: SessionKind, methods: [AuthenticationMethod], apiKeyId: String? = nil, provenAt: Date, via: String,
+        backoff: LoginBackoff? = nil
+    ) {
+        self.user = user
+        self.kind = kind
+        self.methods = methods
+        self.apiKeyId = apiKeyId
+        self.provenAt = provenAt
+        self.via = via
+        self.backoff = backoff
+    }
+}
+
+/// A session the gate issued, not yet written: the only value the store writes as a new session
+/// (``GatehouseStore/createSession(_:recording:clearingLoginFailures:)``, ``NativeFlowEffect/createSession(_:)``).
+/// Made in this file only.
+package struct IssuedSession: Sendable, Hashable {
+    package let record: SessionRecord
+    fileprivate init(_ record: SessionRecord) { self.record = record }
+}
+
+/// The one gate every session of both protocols passes: Client API logins of every provider, API keys, anonymous
+/// logins, native password, `oob` and `continuation_token` grants. It turns a proven credential into a
+/// ``SessionProof`` and a proof into a session that records its kind, the methods that proved it and when.
+package struct SessionGate: Sendable {
+    package let env: AuthEnvironment
+
+    package init(env: AuthEnvironment) {
+        self.env = env
+    }
+
+    // MARK: Proofs
+
+    /// Proves a login credential (``LoginService`` checks it with its provider and the app's limits, and audits a
+    /// failure) and vouches for its user. `via`: the protocol, for the audit log (`native auth`; nil: the Client API).
+    package func prove(_ credential: LoginCredential, app: AppSettings, via: String? = nil) async throws -> SessionProof {
+        let (proven, backoff) = try await LoginService(env: env).proving(credential, app: app, via: via)
+        let now = env.clock.now
+        switch credential {
+        case .emailPassword:
+            return SessionProof(user: proven.user, kind: .firstParty, methods: [.password], provenAt: now, via: credential.providerType, backoff: backoff)
+        case .apiKey:
+            return SessionProof(user: proven.user, kind: .apiKey, methods: [.apiKey], apiKeyId: proven.apiKeyId, provenAt: now, via: credential.providerType)
+        case .anonymous:
+            return SessionProof(user: proven.user, kind: .anonymous, methods: [], provenAt: now, via: credential.providerType)
+        case .customToken, .googleIDToken, .googleAuthCode, .appleIDToken, .facebookAccessToken, .function:
+            return SessionProof(user: proven.user, kind: .firstParty, methods: [.federated], provenAt: now, via: credential.providerType)
+        }
+    }
+
+    /// A native sign-in's emailed code (`grant_type=oob`), checked against the flow the request's continuation token
+    /// loaded, whose user was fixed when it started.
+    package func proveCode(
+        _ flow: NativeFlowRecord, token: OpaqueToken, client: NativeAuthService.Client, request: NativeAuthRequest
+    ) async throws -> SessionProof {
+        try await NativeAuthService(env: env).checkCode(flow, token: token, client: client, request: request)
+        guard let userId = flow.userId, let user = try await env.store.user(id: userId) else { throw NativeFlowError.invalidCode() }
+        guard !user.disabled else { throw NativeFlowError.userDisabled }
+        return SessionProof(user: user, kind: .firstParty, methods: [.oneTimeCode], provenAt: env.clock.now, via: "native auth signin")
+    }
+
+    /// A sign-up or password reset flow its emailed code completed (`grant_type=continuation_token`), loaded by the
+    /// request's continuation token: the code proved the mailbox of the flow's user.
+    package func proveCompletedFlow(_ flow: NativeFlowRecord) async throws -> SessionProof {
+        guard flow.step == .completed, flow.verified, flow.kind == .signUp || flow.kind == .resetPassword else {
+            throw NativeFlowError.invalidContinuationToken("the continuation token is not valid for this endpoint")
+        }
+        guard let userId = flow.userId, let user = try await env.store.user(id: userId) else {
+            throw NativeFlowError.invalidContinuationToken("the account of this flow no longer exists")
+        }
+        guard !user.disabled else { throw NativeFlowError.userDisabled }
+        return SessionProof(user: user, kind: .firstParty, methods: [.oneTimeCode], provenAt: env.clock.now, via: "native auth \(flow.kind.rawValue)")
+    }
+
+    /// Ends a password's backoff counts at once, for a session not written with them (a native sign-in, whose session
+    /// is its flow's effect).
+    package func settle(_ proof: SessionProof) async throws {
+        try await proof.backoff?.succeeded()
+    }
+
+    // MARK: Sessions
+
+    /// Starts a Client API session for `proof` and issues its tokens: the session, its login's audit row and the end
+    /// of a password's backoff counts are one write.
+    package func startSession(_ proof: SessionProof, app: AppSettings, device: [String: JSONValue]) async throws -> LoginResult {
+        let now = env.clock.now
+        let secret = Base64URL.encode(Secrets.randomBytes(32))
+        let issued = session(for: proof, app: app, device: device, secretHash: Secrets.sha256(secret))
+        var detail = ["provider": proof.via]
+        if let key = proof.apiKeyId { detail["apiKey"] = key }
+        let event = env.auditEvent(.loginSucceeded, app: app.id, user: proof.user.id, detail: detail)
+        try await env.store.createSession(issued, recording: event, clearingLoginFailures: proof.backoff?.clearedKeys ?? [])
+        env.countAuthEvent(.loginSucceeded, app: app.id, detail: detail)
+        // Keys rotated or retired by `gatehouse keys` reach this instance before it signs.
+        await env.keys.refreshIfNeeded(from: env.store, now: now)
+        let session = issued.record
+        let refresh = TokenClaims(
+            sub: proof.user.id, typ: .refresh, sid: session.id, aud: app.id, iss: env.publicURL,
+            iat: Int64(now.timeIntervalSince1970), exp: Int64(session.expiresAt.timeIntervalSince1970),
+            baasDeviceId: session.deviceId, userData: nil, jti: secret
+        )
+        return LoginResult(
+            accessToken: try SessionService(env: env).accessToken(for: proof.user, session: session, app: app),
+            refreshToken: try JWT.sign(refresh, key: env.keys.current),
+            userId: proof.user.id,
+            deviceId: session.deviceId
+        )
+    }
+
+    /// A native sign-in's session for `proof`, written as its flow's last effect (in the flow's transaction); its
+    /// refresh token is `refresh`.
+    package func nativeSession(_ proof: SessionProof, client: NativeAuthService.Client, refresh: OpaqueToken) -> IssuedSession {
+        session(
+            for: proof, app: client.app, device: ["client_id": .string(client.id)], secretHash: refresh.hash, id: refresh.id, clientId: client.id
+        )
+    }
+
+    private func session(
+        for proof: SessionProof, app: AppSettings, device: [String: JSONValue], secretHash: [UInt8], id: String? = nil, clientId: String? = nil
+    ) -> IssuedSession {
+        let now = env.clock.now
+        return IssuedSession(SessionRecord(
+            id: id ?? Secrets.objectID(at: now), appId: app.id, userId: proof.user.id, deviceId: Secrets.objectID(at: now), device: device,
+            secretHash: secretHash, createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(app.refreshTokenTTL)), revokedAt: nil,
+            clientId: clientId, apiKeyId: proof.apiKeyId, kind: proof.kind, methods: proof.methods,
+            provenAt: proof.kind == .apiKey ? nil : proof.provenAt
+        ))
+    }
+}

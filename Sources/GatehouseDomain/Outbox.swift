@@ -29,7 +29,7 @@ extension AuthEnvironment {
         let requester = requesterKey
         guard try await store.recordSend(
             appId: app.id, address: address, kind: kind.rawValue, requester: requester, now: now, since: since, limit: app.emailLimit,
-            total: app.emailLimitTotal
+            total: max(app.emailLimitTotal, app.emailLimit)
         )
         else {
             let oldest = try await store.oldestSend(appId: app.id, address: address, kind: kind.rawValue, requester: requester, since: since) ?? now

@@ -188,6 +188,8 @@ import Testing
         ("apps: [{id: a, providers: {local-userpass: {confirmationFunction: {secret: 'whsec_x'}}}}]", "apps[0].providers.local-userpass.confirmationFunction.url"),
         ("apps: [{id: a, passwordHash: {memoryKiB: 4}}]", "apps[0].passwordHash.memoryKiB"),
         ("apps: [{id: a, emailLimit: {count: 0}}]", "apps[0].emailLimit.count"),
+        ("apps: [{id: a, emailLimit: {total: 0}}]", "apps[0].emailLimit.total"),
+        ("server: {ipv6PrefixLength: 32}\napps: [{id: a}]", "server.ipv6PrefixLength"),
         ("mail: {smtp: 'http://x'}\napps: [{id: a}]", "mail.smtp"),
         ("mail: {starttls: always}\napps: [{id: a}]", "mail.starttls"),
         ("mail: {from: nobody}\napps: [{id: a}]", "mail.from"),

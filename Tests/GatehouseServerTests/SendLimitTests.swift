@@ -50,4 +50,22 @@ import Testing
             #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "two@example.com") == nil)
         }
     }
+
+    /// A per-client count above the default total (a load test's `count: 1000`) is not capped by the total: a total
+    /// below the count counts as the count.
+    @Test func aCountAboveTheTotalIsNotCappedByIt() async throws {
+        var config = testConfiguration()
+        config.apps[0].emailLimit = 30
+        #expect(config.apps[0].emailLimitTotal < 30)
+        try await withGatehouse(config) { _, client in
+            for attempt in 0..<30 {
+                let status = try await client.call(Path.local("reset/send"), json: EmailRequest(email: "many@example.com")).status
+                #expect(status == .ok, "attempt \(attempt)")
+            }
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "many@example.com")).status == .tooManyRequests)
+        }
+        let loaded = try ConfigurationLoader(environment: [:]).parse(yaml: "apps: [{id: a, emailLimit: {count: 1000, window: 1}}]")
+        try ConfigurationLoader.validate(loaded)
+        #expect(loaded.apps[0].emailLimit == 1000)
+    }
 }

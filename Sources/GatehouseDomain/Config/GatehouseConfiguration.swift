@@ -231,7 +231,7 @@ public struct AppSettings: Sendable, Hashable {
     public var emailLimitWindow: Int
     /// `emailLimit.total`: emails of one kind to one address in the window from every client together, after which
     /// each further client still gets its first one (the owner asking from their own device is never refused because
-    /// others asked), and no more. Default 20.
+    /// others asked), and no more. Default 20; a total below ``emailLimit`` counts as ``emailLimit``.
     public var emailLimitTotal: Int
     /// Argon2id parameters for new password hashes. Hashes with other parameters are upgraded at the next login.
     public var passwordHash: Argon2Parameters

@@ -520,10 +520,8 @@ public struct ConfigurationLoader: Sendable {
             guard (1...86_400).contains(app.emailLimitWindow) else {
                 throw ConfigurationError(key: path + ".emailLimit.window", message: "expected 1…86400 seconds, found \(app.emailLimitWindow)")
             }
-            guard (app.emailLimit...10_000).contains(app.emailLimitTotal) else {
-                throw ConfigurationError(
-                    key: path + ".emailLimit.total", message: "expected emailLimit.count (\(app.emailLimit))…10000, found \(app.emailLimitTotal)"
-                )
+            guard (1...10_000).contains(app.emailLimitTotal) else {
+                throw ConfigurationError(key: path + ".emailLimit.total", message: "expected 1…10000, found \(app.emailLimitTotal)")
             }
             guard app.sessionIdleTimeout == 0 || (300...15_552_000).contains(app.sessionIdleTimeout) else {
                 throw ConfigurationError(

@@ -246,14 +246,12 @@ package struct EmailPasswordService: Sendable {
         /// the account but no password (``MailboxProof/registrationConfirmed``). `passwordToken` is a reset token
         /// (and its id) the confirmer may set a password with at once, when one was asked for; otherwise the owner
         /// asks for a reset.
-        case noPassword(passwordToken: (token: String, tokenId: String)?)
+        case noPassword(passwordToken: PasswordToken?)
 
-        package static func == (lhs: Self, rhs: Self) -> Bool {
-            switch (lhs, rhs) {
-            case (.passwordConfirmed, .passwordConfirmed): true
-            case (.noPassword(let a), .noPassword(let b)): a?.token == b?.token && a?.tokenId == b?.tokenId
-            default: false
-            }
+        /// A reset token's secret and id, for the hosted page's form.
+        package struct PasswordToken: Sendable, Equatable {
+            package var token: String
+            package var tokenId: String
         }
     }
 
@@ -277,7 +275,7 @@ package struct EmailPasswordService: Sendable {
         guard issuingPasswordToken, let address = record.email.flatMap(EmailAddress.init) else { return .noPassword(passwordToken: nil) }
         let (reset, secret) = makeToken(.passwordReset, app: app, local: local, userId: record.userId, email: address)
         try await env.store.issueOneTimeToken(reset, mail: nil, dryRun: false)
-        return .noPassword(passwordToken: (secret, reset.id))
+        return .noPassword(passwordToken: .init(token: secret, tokenId: reset.id))
     }
 
     /// `confirm/call`: runs the confirmation function again for a pending account, with a new token (older ones

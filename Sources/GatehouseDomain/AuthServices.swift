@@ -160,18 +160,34 @@ package struct SessionService: Sendable {
     }
 
     /// Verifies a bearer token of the expected kind: signature, expiry, the session (alive, unexpired, and for
-    /// refresh tokens the secret) and the user. Any failure is ``AuthError/invalidSession(_:)``.
+    /// refresh tokens the secret, through ``SessionRefresh``) and the user. Any failure is
+    /// ``AuthError/invalidSession(_:)``.
     package func authenticate(_ token: String, as kind: TokenClaims.Kind) async throws -> Caller {
         var app: AppSettings?
         do {
             return try await verify(token, as: kind, app: &app)
+        } catch let refusal as SessionRefresh.Refusal {
+            if refusal != .replayed {
+                try await SessionRefresh(env: env).refused(refusal.reason, counted: refusal != .notValid, app: app, via: nil)
+            }
+            throw AuthError.invalidSession(Self.message(refusal))
         } catch AuthError.invalidSession(let reason) where kind == .refresh {
             // Every refused refresh token is recorded: under the app it was issued for once its signature is known
-            // good, else server-wide (an unverified token's claims are anyone's words). One with a good signature
-            // was looked up: it counts against the address's refresh limit as a good one does (with its session).
-            if let app { try await env.checkRateLimit(.refresh, app: app) }
-            await env.audit(.refreshTokenInvalid, app: app?.id ?? AuthEnvironment.serverWideApp, detail: ["reason": reason])
+            // good, else server-wide. One with a good signature was looked up: it counts against the address's
+            // refresh limit as a good one does (with its session).
+            try await SessionRefresh(env: env).refused(reason, counted: false, app: app, via: nil)
             throw AuthError.invalidSession(reason)
+        }
+    }
+
+    /// The Client API's words for a refused refresh token.
+    private static func message(_ refusal: SessionRefresh.Refusal) -> String {
+        switch refusal {
+        case .notValid, .ended(.revoked), .ended(.expired), .ended(.userGone): "invalid session"
+        case .clientRemoved: "invalid session: native auth is off for this client"
+        case .alreadyUsed, .replayed: "invalid session: the refresh token was already used"
+        case .ended(.idle): "invalid session: unused for too long, log in again"
+        case .ended(.userDisabled): "invalid session: user disabled"
         }
     }
 
@@ -221,11 +237,13 @@ package struct SessionService: Sendable {
             throw AuthError.invalidSession("invalid session")
         }
         if kind == .refresh {
-            guard let secret = claims.jti, Secrets.constantTimeEquals(Secrets.sha256(secret), session.secretHash) else {
-                throw AuthError.invalidSession("invalid session")
-            }
+            guard let secret = claims.jti else { throw AuthError.invalidSession("invalid session") }
+            let accepted = try await SessionRefresh(env: env).accept(
+                .init(clientAPISecret: secret), session: session, user: user, app: app, mode: .keep, via: "client api"
+            )
+            return (Caller(user: accepted.user, session: accepted.session, app: app), identities)
         }
-        return (try await caller(session: session, user: user, app: app, kind: kind), identities)
+        return (try caller(session: session, user: user, app: app), identities)
     }
 
     /// A native-auth refresh token presented to the Client API (its session, logout and API-key routes): the same
@@ -236,45 +254,23 @@ package struct SessionService: Sendable {
             let app = env.configuration.app(id: session.appId)
         else { throw AuthError.invalidSession("invalid session") }
         verifiedApp = app
-        // The secret first: a session id alone (access tokens carry it in `sid`) tells nothing about the session.
-        let secrets = RefreshSecrets(env: env)
-        let presentedSecret = try await secrets.classify(presented.hash, in: session)
-        switch presentedSecret {
-        case .current:
-            break
-        case .unknown:
-            throw AuthError.invalidSession("invalid session")
-        case .previous, .spent:
-            if session.revokedAt == nil, secrets.isReplay(presentedSecret, session: session, app: app) {
-                try await secrets.endReplayedSession(session, appId: app.id, via: "client api")
-            }
-            throw AuthError.invalidSession("invalid session: the refresh token was already used")
-        }
         // As at the native API: a client that is no longer configured has no sessions.
-        guard let settings = app.nativeAuth, settings.enabled, settings.clientIds.contains(clientId) else {
-            throw AuthError.invalidSession("invalid session: native auth is off for this client")
-        }
-        return try await caller(session: session, user: user, app: app, kind: .refresh)
+        let configured = app.nativeAuth.map { $0.enabled && $0.clientIds.contains(clientId) } ?? false
+        let accepted = try await SessionRefresh(env: env).accept(
+            .init(presented), session: session, user: user, app: app, mode: .keep, clientAllowed: configured, via: "client api"
+        )
+        return Caller(user: accepted.user, session: accepted.session, app: app)
     }
 
-    /// The caller behind a verified token's session, if the session and its user may still be used.
-    private func caller(session: SessionRecord, user: UserRecord?, app: AppSettings, kind: TokenClaims.Kind) async throws -> Caller {
-        let now = env.clock.now
-        switch Self.problem(with: session, user: user, app: app, now: now, refreshing: kind == .refresh) {
+    /// The caller behind a verified access token's session, if the session and its user may still be used.
+    private func caller(session: SessionRecord, user: UserRecord?, app: AppSettings) throws(AuthError) -> Caller {
+        switch Self.problem(with: session, user: user, app: app, now: env.clock.now, refreshing: false) {
         case nil: break
         case .revoked?, .expired?, .userGone?: throw AuthError.invalidSession("invalid session")
         case .idle?: throw AuthError.invalidSession("invalid session: unused for too long, log in again")
         case .userDisabled?: throw AuthError.invalidSession("invalid session: user disabled")
         }
         guard let user else { throw AuthError.invalidSession("invalid session") }
-        if kind == .refresh {
-            try await env.checkRateLimit(.refresh, app: app, identifier: session.id)
-            // Busy sessions are written at most once per granularity: the read above says whether this use is news.
-            let granularity = Self.touchGranularity(app)
-            if now.timeIntervalSince(session.lastActiveAt) >= granularity {
-                try await env.store.touchSession(id: session.id, now: now, notBefore: now.addingTimeInterval(-granularity))
-            }
-        }
         return Caller(user: user, session: session, app: app)
     }
 
@@ -304,11 +300,6 @@ package struct SessionService: Sendable {
         app.sessionIdleTimeout > 0 && now.timeIntervalSince(session.lastActiveAt) > TimeInterval(app.sessionIdleTimeout)
     }
 
-    /// How stale a session's recorded last use may be: a minute, or a tenth of the idle timeout when that is shorter.
-    package static func touchGranularity(_ app: AppSettings) -> TimeInterval {
-        app.sessionIdleTimeout > 0 ? min(60, TimeInterval(app.sessionIdleTimeout) / 10) : 60
-    }
-
     /// `POST auth/session`: a fresh access token (with current custom data) for a valid refresh token.
     package func refresh(_ refreshToken: String) async throws -> String {
         let caller = try await authenticate(refreshToken, as: .refresh)
@@ -319,8 +310,7 @@ package struct SessionService: Sendable {
     /// `DELETE auth/session`: revokes the refresh token's session at once.
     package func logOut(_ refreshToken: String) async throws {
         let caller = try await authenticate(refreshToken, as: .refresh)
-        try await env.store.revokeSession(id: caller.session.id, now: env.clock.now)
-        await env.audit(.logout, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id])
+        try await SessionRefresh(env: env).end(caller.session, app: caller.app.id, via: nil)
     }
 
     /// `GET auth/profile`.

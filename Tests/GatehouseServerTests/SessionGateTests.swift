@@ -90,12 +90,13 @@ import Testing
 
     /// The gate's guarantee in the compiler is that `SessionProof` and `IssuedSession` are made in one file; this
     /// test keeps the rest of it: only the gate writes a new session or makes a session record, so a new way in must
-    /// go through it.
+    /// go through it; and only ``SessionRefresh`` rotates, touches or ends one, for both protocols.
     @Test func onlyTheGateMakesProofsAndWritesSessions() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let sources = root.appendingPathComponent("Sources")
         var found: [String: Set<String>] = [:]
-        let patterns = ["SessionProof(", "IssuedSession(", "store.createSession(", "SessionRecord("]
+        let refreshCalls = ["store.rotateSessionSecret(", "store.touchSession(", "store.spentRefreshSecret(", "store.revokeSession("]
+        let patterns = ["SessionProof(", "IssuedSession(", "store.createSession(", "SessionRecord("] + refreshCalls
         let walker = try #require(FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil))
         for case let file as URL in walker where file.pathExtension == "swift" {
             let text = try String(contentsOf: file, encoding: .utf8)
@@ -113,5 +114,9 @@ import Testing
             found["SessionRecord("] == [gate, "Sources/GatehouseServer/Store/SQL/SQLStore.swift", "Sources/GatehouseServer/Store/Transfer/UserTransfer.swift"],
             "\(found["SessionRecord("] ?? [])"
         )
+        // Refresh, rotation, reuse detection and ending a session are written once, for both protocols.
+        for call in refreshCalls {
+            #expect(found[call] == ["Sources/GatehouseDomain/Sessions/SessionRefresh.swift"], "\(call): \(found[call] ?? [])")
+        }
     }
 }

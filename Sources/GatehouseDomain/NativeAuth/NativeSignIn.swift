@@ -195,101 +195,43 @@ extension NativeAuthService {
         )
     }
 
-    /// `grant_type=refresh_token`. The refresh token rotates: the answer carries a new one, derived from the
-    /// presented secret and a random salt kept in the session. Presenting the previous token again within
-    /// `refreshTokenReuseWindow` seconds answers the same new token (a client that lost the answer, or two racing
-    /// refreshes); later, it revokes the session, because someone replays a token that was already exchanged.
+    /// `grant_type=refresh_token`. The refresh token rotates (``SessionRefresh``): the answer carries a new one,
+    /// derived from the presented secret and a random salt kept in the session. Presenting the previous token again
+    /// within `refreshTokenReuseWindow` seconds answers the same new token (a client that lost the answer, or two
+    /// racing refreshes); later, it revokes the session, because someone replays a token that was already exchanged.
     private func refresh(client: Client, request: NativeAuthRequest, scopes: [String]) async throws -> NativeTokens {
-        var attempt = RefreshAttempt()
-        do {
-            return try await rotate(client: client, request: request, scopes: scopes, attempt: &attempt)
-        } catch let error as NativeFlowError {
-            let reason: String? =
-                switch error {
-                case .invalidRefreshToken(let reason): reason
-                case .expiredRefreshToken: "expired"
-                default: nil
-                }
-            if let reason {
-                // Every refused token counts against the address's refresh limit, once, and is audited, once.
-                if !attempt.counted { try await env.checkRateLimit(.refresh, app: client.app) }
-                if !attempt.audited {
-                    await env.audit(.refreshTokenInvalid, app: client.app.id, detail: ["reason": reason, "via": "native auth"])
-                }
-            }
-            throw error
-        }
-    }
-
-    /// What a refresh attempt already did before it was refused.
-    private struct RefreshAttempt {
-        /// Counted against the limits with its session (its address with it).
-        var counted = false
-        /// Audited (as a replay that ended its session).
-        var audited = false
-    }
-
-    private func rotate(client: Client, request: NativeAuthRequest, scopes: [String], attempt: inout RefreshAttempt) async throws -> NativeTokens {
         let text = try request.required(\.refreshToken, "refresh_token")
-        guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
-            found.session.appId == client.app.id, found.session.clientId == client.id
-        else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
-        var session = found.session
-        let now = env.clock.now
-        let presentedHash = presented.hash
-        // The secret first: a session id alone (access tokens carry it in `sid`) tells nothing about the session.
-        let presentedSecret = try await RefreshSecrets(env: env).classify(presentedHash, in: session)
-        guard presentedSecret != .unknown else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
-        switch SessionService.problem(with: session, user: found.user, app: client.app, now: now, refreshing: true) {
-        case nil: break
-        case .revoked?: throw NativeFlowError.invalidRefreshToken("the session was revoked; sign in again")
-        case .expired?, .idle?: throw NativeFlowError.expiredRefreshToken
-        case .userGone?: throw NativeFlowError.invalidRefreshToken("the user no longer exists")
-        case .userDisabled?: throw NativeFlowError.userDisabled
-        }
-        guard let user = found.user else { throw NativeFlowError.invalidRefreshToken("the user no longer exists") }
-        let window = RefreshSecrets.reuseWindow(client.app)
-        let secrets = RefreshSecrets(env: env)
-        func endSession(_ session: SessionRecord) async throws -> Never {
-            try await secrets.endReplayedSession(session, appId: client.app.id, via: "native auth")
-            attempt.audited = true
-            throw NativeFlowError.invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
-        }
-        if case .spent = presentedSecret {
-            // Older than the previous one: spent two or more rotations ago. Within the window it is a client's late
-            // retry of a race it already won; after it, a copy.
-            if secrets.isReplay(presentedSecret, session: session, app: client.app) { try await endSession(session) }
-            throw NativeFlowError.invalidRefreshToken("the refresh token was already used")
-        }
-        let isCurrent = presentedSecret == .current
-        // Counted once the secret is known to be the session's (as the Client API's refresh does): a session id alone,
-        // which access tokens carry in `sid`, must not let anyone use up the session's refresh allowance. And counted
-        // before the secret rotates: a refresh refused with 429 must leave the client's token as it was, or the retry
-        // after Retry-After (longer than the reuse window) would look like a replay and revoke the session.
-        try await env.checkRateLimit(.refresh, app: client.app, identifier: session.id)
-        attempt.counted = true
-        var secret: [UInt8]?
-        if isCurrent {
-            let salt = Secrets.randomBytes(16)
-            let next = Self.derive(presented.secret, salt: salt)
-            if try await env.store.rotateSessionSecret(id: session.id, from: presentedHash, to: Self.sha256(next), salt: salt, now: now) {
-                secret = next
-            } else if let reloaded = try await env.store.session(id: session.id) {
-                session = reloaded  // a racing refresh rotated it first: fall through to the reuse check
+        let refresh = SessionRefresh(env: env)
+        do {
+            guard let presented = OpaqueToken(text), let found = try await env.store.sessionWithUser(id: presented.id),
+                found.session.appId == client.app.id, found.session.clientId == client.id
+            else { throw SessionRefresh.Refusal.notValid }
+            let accepted = try await refresh.accept(
+                .init(presented), session: found.session, user: found.user, app: client.app, mode: .rotate, via: "native auth"
+            )
+            await env.auditRefresh(app: client.app.id, user: accepted.user.id, session: accepted.session.id)
+            return try await tokens(
+                user: accepted.user, session: accepted.session, refreshSecret: accepted.nextSecret!, client: client, scopes: scopes
+            )
+        } catch let refusal as SessionRefresh.Refusal {
+            if refusal != .replayed {
+                try await refresh.refused(refusal.reason, counted: refusal != .notValid, app: client.app, via: "native auth")
             }
+            throw Self.error(refusal)
         }
-        if secret == nil {
-            guard let previous = session.previousSecretHash, Secrets.constantTimeEquals(presentedHash, previous),
-                let salt = session.rotationSalt, let rotatedAt = session.rotatedAt
-            else { throw NativeFlowError.invalidRefreshToken("the refresh token is not valid") }
-            let next = Self.derive(presented.secret, salt: salt)
-            guard now.timeIntervalSince(rotatedAt) <= window, Secrets.constantTimeEquals(Self.sha256(next), session.secretHash),
-                session.revokedAt == nil
-            else { try await endSession(session) }
-            secret = next
+    }
+
+    /// Native auth's words for a refused refresh token.
+    private static func error(_ refusal: SessionRefresh.Refusal) -> NativeFlowError {
+        switch refusal {
+        case .notValid, .clientRemoved: .invalidRefreshToken("the refresh token is not valid")
+        case .alreadyUsed: .invalidRefreshToken("the refresh token was already used")
+        case .replayed: .invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
+        case .ended(.revoked): .invalidRefreshToken("the session was revoked; sign in again")
+        case .ended(.expired), .ended(.idle): .expiredRefreshToken
+        case .ended(.userGone): .invalidRefreshToken("the user no longer exists")
+        case .ended(.userDisabled): .userDisabled
         }
-        await env.auditRefresh(app: client.app.id, user: user.id, session: session.id)
-        return try await tokens(user: user, session: session, refreshSecret: secret!, client: client, scopes: scopes)
     }
 
     /// `oauth2/v2.0/revoke` (RFC 7009): ends the session of a refresh token (current, previous or spent) or of an
@@ -301,9 +243,7 @@ extension NativeAuthService {
         // Each presented token is checked against the database: counted per address first.
         try await env.checkRateLimit(.refresh, app: client.app)
         guard let session = try await sessionToRevoke(text, client: client) else { return }
-        try await env.store.revokeSession(id: session.id, now: env.clock.now)
-        env.logger.info("signed out", metadata: ["app": "\(client.app.id)", "user": "\(session.userId)", "via": "native auth"])
-        await env.audit(.logout, app: client.app.id, user: session.userId, detail: ["session": session.id, "via": "native auth"])
+        try await SessionRefresh(env: env).end(session, app: client.app.id, via: "native auth")
     }
 
     /// The live session `text` stands for, if it was issued to `client`.
@@ -320,12 +260,6 @@ extension NativeAuthService {
         guard let session = try await env.store.session(id: presented.id), session.appId == client.app.id,
             session.clientId == client.id, session.revokedAt == nil
         else { return nil }
-        return try await RefreshSecrets(env: env).classify(presented.hash, in: session) == .unknown ? nil : session
+        return try await SessionRefresh(env: env).classify(presented.hash, in: session) == .unknown ? nil : session
     }
-
-    private static func derive(_ secret: [UInt8], salt: [UInt8]) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: salt, using: SymmetricKey(data: secret)))
-    }
-
-    private static func sha256(_ bytes: [UInt8]) -> [UInt8] { Array(SHA256.hash(data: bytes)) }
 }

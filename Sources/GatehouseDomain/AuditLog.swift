@@ -39,6 +39,16 @@ package enum AuditKind: String, Sendable, CaseIterable {
     /// its old one). Detail: `at` (`login` or `passwordReset`), `replacedPending` when a pending registration of the
     /// address was discarded, `passwordSet`. Never the password.
     case userMigrated = "user_migrated"
+    /// A signed-in user proved their password again in a session (`auth/reauthenticate`, or a change that carried
+    /// it). Detail: the session.
+    case reauthenticated = "reauthenticated"
+    /// A signed-in user changed their password; every other session ended. Detail: the session kept, and how many
+    /// ended.
+    case passwordChanged = "password_changed"
+    /// A signed-in user ended one of their sessions, or all but their own. Detail: the session(s).
+    case sessionEnded = "session_ended"
+    /// A signed-in user unlinked one of their identities. Detail: its provider.
+    case identityUnlinked = "identity_unlinked"
 }
 
 /// `audit`: the routine events the audit log records besides the security events, which it always records.

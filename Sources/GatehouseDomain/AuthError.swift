@@ -57,6 +57,18 @@ package enum AuthError: Error, Hashable, Sendable {
     case resetFailed(String)
     /// `confirm/call` or `reset/call` where the app does not use that function; the message says why.
     case functionNotEnabled(String)
+    /// Changing a credential needs a session proven within the app's `recentProofWindow`, or the current password in
+    /// the request.
+    case reauthenticationRequired
+    /// The current password given to prove the session again is wrong (the session itself stays valid).
+    case wrongCurrentPassword
+    /// No live session of the caller's user has that id.
+    case sessionNotFound
+    /// The caller's user has no such identity.
+    case identityNotFound
+    /// A self-service change the account cannot take; the message says why (no password to change, the last way
+    /// to sign in).
+    case accountChangeRefused(String)
 }
 
 /// Errors of the store layer that the domain understands.

@@ -323,13 +323,8 @@ package struct SessionService: Sendable {
         return ProfileResponse(
             userId: caller.user.id,
             domainId: Self.domainId(appId: caller.app.id),
-            // As App Services: an external provider's identity is known by that provider's id for the user (the JWT's
-            // `sub`, the Facebook user id); email/password and anonymous identities by their own ObjectId.
             identities: identities.map {
-                ProfileIdentity(
-                    id: $0.providerType == EmailPasswordService.providerType ? $0.id : $0.externalId, providerType: $0.providerType,
-                    providerId: Self.providerId(appId: $0.appId, provider: $0.providerType)
-                )
+                ProfileIdentity(id: Self.profileId(of: $0), providerType: $0.providerType, providerId: Self.providerId(appId: $0.appId, provider: $0.providerType))
             },
             data: data,
             type: try await APIKeyService.isServerUser(identities, store: env.store) ? "server" : "normal"
@@ -350,6 +345,13 @@ package struct SessionService: Sendable {
         let revoked = try await env.store.revokeAllSessions(userId: caller.user.id, now: env.clock.now)
         env.logger.info("logged out everywhere", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)", "sessions": "\(revoked)"])
         await env.audit(.logoutEverywhere, app: caller.app.id, user: caller.user.id, detail: ["sessions": "\(revoked)"])
+    }
+
+    /// The id a profile shows for `identity`. As App Services: an external provider's identity is known by that
+    /// provider's id for the user (the JWT's `sub`, the Facebook user id); email/password and anonymous identities
+    /// by their own ObjectId.
+    package static func profileId(of identity: IdentityRecord) -> String {
+        identity.providerType == EmailPasswordService.providerType ? identity.id : identity.externalId
     }
 
     /// A stable 24-hex id for an app's provider configuration (App Services' `provider_id`).

@@ -106,6 +106,27 @@ package protocol GatehouseStore: RateCountStore {
     func touchSession(id: String, now: Date, notBefore: Date) async throws
     /// Revokes every live session of the user ("log out everywhere"); the number revoked.
     func revokeAllSessions(userId: String, now: Date) async throws -> Int
+    /// The user's sessions that have not ended at `now` (not revoked, not expired), newest first.
+    func liveSessions(userId: String, now: Date) async throws -> [SessionRecord]
+    /// Revokes every live session of the user but `keeping` (nil: every one); the number revoked.
+    func revokeAllSessions(userId: String, keeping: String?, now: Date) async throws -> Int
+    /// Records that the live session `id` was proven again `at` by `methods` (its new ``SessionRecord/methods``).
+    /// False when the session has ended.
+    func reproveSession(id: String, methods: [AuthenticationMethod], at: Date) async throws -> Bool
+    /// The user's email accounts, oldest first.
+    func emailAccounts(userId: String) async throws -> [EmailAccountRecord]
+    /// A signed-in user's new password: sets `newPasswordHash` on the user's confirmed email accounts, ends every
+    /// other session of the user, records `session` as proven again (`methods`, now), and queues `mail`; one
+    /// transaction. False, changing nothing, when the user has no confirmed email account or the session has ended.
+    func changePassword(
+        userId: String, newPasswordHash: String, session: String, methods: [AuthenticationMethod], mail: OutboxMessage?, now: Date
+    ) async throws -> Bool
+    /// Removes the identity `id` of `userId` (with its email account when it has one, and that account's unused
+    /// tokens) if what the user keeps passes `keepsAWayIn` (its remaining identities and email accounts); one
+    /// transaction, with the user's row locked, so that racing removals cannot together leave the user no way in.
+    func removeIdentity(
+        id: String, userId: String, keepsAWayIn: @escaping @Sendable (_ identities: [IdentityRecord], _ accounts: [EmailAccountRecord]) -> Bool
+    ) async throws -> IdentityRemoval
     /// Disables or enables a user of `appId`; disabling also revokes every session, in the same transaction. False
     /// when there is no such user.
     func setUserDisabled(appId: String, userId: String, disabled: Bool, now: Date) async throws -> Bool
@@ -202,4 +223,12 @@ package protocol GatehouseStore: RateCountStore {
     /// Makes failed messages pending again, due now, with a fresh retry budget (`ids` nil: every failed one).
     /// Returns how many.
     func retryFailedMail(ids: [String]?, now: Date) async throws -> Int
+}
+
+/// What ``GatehouseStore/removeIdentity(id:userId:keepsAWayIn:)`` did.
+package enum IdentityRemoval: Sendable, Hashable {
+    case removed(IdentityRecord)
+    case notFound
+    /// Nothing changed: the user would have kept no way to sign in.
+    case lastWayIn
 }

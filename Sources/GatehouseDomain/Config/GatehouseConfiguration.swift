@@ -257,6 +257,10 @@ public struct AppSettings: Sendable, Hashable {
     /// `sessionIdleTimeout`: a session whose refresh token has not been used for this many seconds ends (its refresh
     /// token is refused); 0 turns it off. Default 2592000 (30 days). `refreshTokenTTL` is the absolute lifetime.
     public var sessionIdleTimeout = 2_592_000
+    /// `recentProofWindow`: how long, in seconds, after a session's last first-party proof (its login, or a
+    /// reauthentication) it may change a credential (a password, an identity) without proving one again. 60…3600;
+    /// default 300.
+    public var recentProofWindow = 300
 
     public init(
         id: String,

@@ -78,6 +78,24 @@ package enum DefaultMailTemplates {
                     <p style="margin:0;color:#555;font-size:14px">If it was not you, ignore this email: your account is as it was.</p>
                     """
             )
+        case (.passwordChanged, .subject): "Your {{appName}} password was changed"
+        case (.passwordChanged, .text):
+            """
+            The password of your {{appName}} account ({{email}}) was just changed, and every other device signed in to
+            it was signed out.
+
+            If it was you, there is nothing to do. If it was not you, reset your password from the app at once: a reset
+            signs everyone out.
+
+            """
+        case (.passwordChanged, .html):
+            layout(
+                title: "Your {{appName}} password was changed",
+                body: """
+                    <p style="margin:0 0 16px">The password of your {{appName}} account (<strong>{{email}}</strong>) was just changed, and every other device signed in to it was signed out.</p>
+                    <p style="margin:0;color:#555;font-size:14px">If it was you, there is nothing to do. If it was not you, reset your password from the app at once: a reset signs everyone out.</p>
+                    """
+            )
         case (.oneTimeCode, .subject): "Your {{appName}} code: {{code}}"
         case (.oneTimeCode, .text):
             """

@@ -10,6 +10,8 @@ public enum MailKind: String, Sendable, CaseIterable {
     case accountExists = "account_exists"
     /// The one-time code of the native auth flows.
     case oneTimeCode = "one_time_code"
+    /// To the account's address, when its signed-in user changed the password.
+    case passwordChanged = "password_changed"
 }
 
 /// The values a template can use: `{{appName}}`, `{{email}}`, `{{link}}`, `{{token}}`, `{{tokenId}}`, `{{code}}`,

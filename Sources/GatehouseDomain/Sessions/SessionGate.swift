@@ -106,6 +106,58 @@ package struct SessionGate: Sendable {
         try await proof.backoff?.succeeded()
     }
 
+    // MARK: Proving a session again
+
+    /// Whether the caller's session was proven within the app's `recentProofWindow`: what changing a credential
+    /// asks for. An API-key session never is (a leaked key must not become a way to keep the account).
+    package func isRecentlyProven(_ caller: SessionService.Caller) -> Bool {
+        guard caller.kind != .apiKey else { return false }
+        let provenAt = caller.session.provenAt ?? caller.session.createdAt
+        return env.clock.now.timeIntervalSince(provenAt) <= TimeInterval(caller.app.recentProofWindow)
+    }
+
+    /// Proves the password of the manager's own account in its session, checked as a login is (its limits and
+    /// delays): the session's `auth_time` becomes now and `pwd` joins its methods. A wrong password is
+    /// ``AuthError/wrongCurrentPassword`` (the session stays valid); a user without a password is refused.
+    /// - Returns: the session as it is now recorded.
+    @discardableResult
+    package func reauthenticate(_ manager: AccountManager, password: String) async throws -> SessionRecord {
+        let caller = manager.caller
+        let proof = try await provePassword(of: caller, password)
+        try await proof.backoff.succeeded()
+        let now = env.clock.now
+        let methods = Self.adding(.password, to: caller.session.methods)
+        guard try await env.store.reproveSession(id: caller.session.id, methods: methods, at: now) else {
+            throw AuthError.invalidSession("invalid session")
+        }
+        await env.audit(.reauthenticated, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id])
+        var session = caller.session
+        session.methods = methods
+        session.provenAt = now
+        return session
+    }
+
+    /// The caller's password proven again, or a refusal: ``AuthError/wrongCurrentPassword`` for a wrong one (audited
+    /// as a failed login, and counted in the login backoff of the account's address), ``AuthError/accountChangeRefused(_:)``
+    /// for a user without a password. The backoff's counts are the caller's to end.
+    package func provePassword(of caller: SessionService.Caller, _ password: String) async throws -> EmailPasswordService.PasswordProof {
+        guard let account = try await env.store.emailAccounts(userId: caller.user.id).first(where: { $0.confirmedAt != nil && !$0.passwordHash.isEmpty })
+        else { throw AuthError.accountChangeRefused("the user has no password; link an email/password identity to add one") }
+        do {
+            let proof = try await EmailPasswordService(env: env).prove(app: caller.app, username: account.email, password: password)
+            guard proof.user.id == caller.user.id else { throw AuthError.invalidCredentials }
+            return proof
+        } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
+            await env.audit(.loginFailed, app: caller.app.id, user: caller.user.id, detail: ["provider": EmailPasswordService.providerType, "reason": "reauthentication"])
+            throw AuthError.wrongCurrentPassword
+        }
+    }
+
+    /// `methods` with `method` last, once.
+    package static func adding(_ method: AuthenticationMethod, to methods: [AuthenticationMethod]) -> [AuthenticationMethod] {
+        methods.filter { $0 != method } + [method]
+    }
+
     // MARK: Sessions
 
     /// Starts a Client API session for `proof` and issues its tokens: the session, its login's audit row and the end

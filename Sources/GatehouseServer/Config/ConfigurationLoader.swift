@@ -122,7 +122,7 @@ public struct ConfigurationLoader: Sendable {
     private func parseApp(_ node: ConfigNode) throws(ConfigurationError) -> AppSettings {
         let app = try node.mapping(allowed: [
             "id", "name", "accessTokenTTL", "refreshTokenTTL", "revealUserExistence", "providers", "passwordHash",
-            "emailTemplates", "emailLimit", "nativeAuth", "cors", "rateLimits", "loginBackoff", "sessionIdleTimeout",
+            "emailTemplates", "emailLimit", "nativeAuth", "cors", "rateLimits", "loginBackoff", "sessionIdleTimeout", "recentProofWindow",
         ])
         guard let id = try app.optionalString("id") else {
             throw ConfigurationError(key: app.path + ".id", message: "every app needs an id")
@@ -138,6 +138,7 @@ public struct ConfigurationLoader: Sendable {
             if let total = try limit.optionalInt("total") { config.emailLimitTotal = total }
         }
         if let idle = try app.optionalInt("sessionIdleTimeout") { config.sessionIdleTimeout = idle }
+        if let window = try app.optionalInt("recentProofWindow") { config.recentProofWindow = window }
         if let limits = try app.optionalMapping("rateLimits", allowed: Set(["enabled"] + RateLimitSettings.Kind.allCases.map(\.rawValue))) {
             if let enabled = try limits.optionalBool("enabled") { config.rateLimits.enabled = enabled }
             for kind in RateLimitSettings.Kind.allCases {
@@ -527,6 +528,9 @@ public struct ConfigurationLoader: Sendable {
                 throw ConfigurationError(
                     key: path + ".sessionIdleTimeout", message: "expected 0 (off) or 300…15552000 seconds, found \(app.sessionIdleTimeout)"
                 )
+            }
+            guard (60...3_600).contains(app.recentProofWindow) else {
+                throw ConfigurationError(key: path + ".recentProofWindow", message: "expected 60…3600 seconds, found \(app.recentProofWindow)")
             }
             let backoff = app.loginBackoff
             guard (1...100).contains(backoff.freeFailures) else {

@@ -290,3 +290,74 @@ public struct APIKeyResponse: Codable, Hashable, Sendable {
         case name, key, disabled
     }
 }
+
+// MARK: Account self-service (Gatehouse extensions)
+
+/// One session in the answer to `GET /api/client/v2.0/auth/sessions`. Times are Unix seconds.
+public struct SessionInfo: Codable, Hashable, Sendable {
+    /// The session's id (the `sid` claim of its tokens).
+    public var id: String
+    /// Whether it is the caller's own session.
+    public var current: Bool
+    /// `first-party`, `api-key` or `anonymous`.
+    public var kind: String
+    /// RFC 8176 methods that proved it: `pwd`, `otp`, `fed`, `apikey`.
+    public var amr: [String]
+    /// When it was last proven.
+    public var authTime: Int64
+    public var createdAt: Int64
+    /// Its last login, refresh or rotation, to the minute.
+    public var lastUsedAt: Int64
+    public var expiresAt: Int64
+    public var deviceId: String
+    /// What the client said of its device at login, or the native client's id.
+    public var device: [String: JSONValue]
+    /// The native auth client it was issued to; nil for a Client API login.
+    public var clientId: String?
+
+    public init(
+        id: String, current: Bool, kind: String, amr: [String], authTime: Int64, createdAt: Int64, lastUsedAt: Int64, expiresAt: Int64,
+        deviceId: String, device: [String: JSONValue], clientId: String?
+    ) {
+        self.id = id
+        self.current = current
+        self.kind = kind
+        self.amr = amr
+        self.authTime = authTime
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.expiresAt = expiresAt
+        self.deviceId = deviceId
+        self.device = device
+        self.clientId = clientId
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, current, kind, amr, device
+        case authTime = "auth_time"
+        case createdAt = "created_at"
+        case lastUsedAt = "last_used_at"
+        case expiresAt = "expires_at"
+        case deviceId = "device_id"
+        case clientId = "client_id"
+    }
+}
+
+/// `POST /api/client/v2.0/auth/reauthenticate`.
+public struct ReauthenticateRequest: Codable, Hashable, Sendable {
+    public var password: String
+    public init(password: String) { self.password = password }
+}
+
+/// `POST /api/client/v2.0/auth/password`.
+public struct ChangePasswordRequest: Codable, Hashable, Sendable {
+    /// The new password.
+    public var password: String
+    /// The current password, needed when the session's proof is not recent.
+    public var currentPassword: String?
+
+    public init(password: String, currentPassword: String? = nil) {
+        self.password = password
+        self.currentPassword = currentPassword
+    }
+}

@@ -108,6 +108,20 @@ extension AuthError {
             ClientAPIError(status: .badRequest, code: .functionFailed, message: "failed to reset password for user \"\(email)\"")
         case .functionNotEnabled(let message):
             ClientAPIError(status: .badRequest, code: .functionFailed, message: message)
+        case .reauthenticationRequired:
+            // Never 401, which clients take for an expired token.
+            ClientAPIError(
+                status: .forbidden, code: .reauthenticationRequired,
+                message: "this change needs a recent proof: reauthenticate, or send the current password"
+            )
+        case .wrongCurrentPassword:
+            ClientAPIError(status: .forbidden, code: .invalidPassword, message: "the current password is wrong")
+        case .sessionNotFound:
+            ClientAPIError(status: .notFound, code: .sessionNotFound, message: "session not found")
+        case .identityNotFound:
+            ClientAPIError(status: .notFound, code: .identityNotFound, message: "identity not found")
+        case .accountChangeRefused(let message):
+            .badRequest(message)
         }
     }
 }

@@ -44,6 +44,11 @@ struct ClientAPIRoutes {
         auth.delete("session", use: logOut)
         auth.get("profile", use: profile)
         auth.delete("sessions", use: logOutEverywhere)
+        auth.get("sessions", use: listSessions)
+        auth.delete("sessions/:sessionId", use: endSession)
+        auth.post("reauthenticate", use: reauthenticate)
+        auth.post("password", use: changePassword)
+        auth.delete("identities/:identityId", use: unlinkIdentity)
         auth.delete("delete", use: deleteUser)
 
         // User API keys, with the refresh token (spec §3.9).
@@ -165,9 +170,69 @@ struct ClientAPIRoutes {
         return JSONResponse.noContent()
     }
 
-    /// `DELETE auth/sessions` (a Gatehouse extension): with an access token, ends every session of its user.
+    /// `DELETE auth/sessions` (a Gatehouse extension): with an access token, ends every session of its user; with
+    /// `?except=current`, every one but the caller's.
     @Sendable func logOutEverywhere(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await sessions(context).logOutEverywhere(try request.bearerToken())
+        switch request.uri.queryParameters.get("except") {
+        case nil: try await sessions(context).logOutEverywhere(try request.bearerToken())
+        case "current":
+            let account = account(context)
+            try await account.endOtherSessions(try await account.manager(try request.bearerToken(), to: "end the user's other sessions"))
+        default: throw ClientAPIError.invalidParameter("parameter 'except' must be 'current'")
+        }
+        return JSONResponse.noContent()
+    }
+
+    // MARK: Account self-service (Gatehouse extensions)
+
+    private func account(_ context: GatehouseRequestContext) -> AccountService { AccountService(env: env.serving(context.origin)) }
+
+    @Sendable func listSessions(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let account = account(context)
+        let sessions = try await account.sessions(try await account.manager(try request.bearerToken(), to: "list the user's sessions"))
+        return try JSONResponse.make(sessions.map { session in
+            let record = session.record
+            return SessionInfo(
+                id: record.id, current: session.isCurrent, kind: record.kind.rawValue, amr: record.methods.map(\.rawValue),
+                authTime: Self.seconds(record.provenAt ?? record.createdAt), createdAt: Self.seconds(record.createdAt),
+                lastUsedAt: Self.seconds(record.lastActiveAt), expiresAt: Self.seconds(record.expiresAt), deviceId: record.deviceId,
+                device: record.device, clientId: record.clientId
+            )
+        })
+    }
+
+    private static func seconds(_ date: Date) -> Int64 { Int64(date.timeIntervalSince1970) }
+
+    @Sendable func endSession(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let account = account(context)
+        let manager = try await account.manager(try request.bearerToken(), to: "end a session")
+        try await account.endSession(manager, id: try context.parameters.require("sessionId"))
+        return JSONResponse.noContent()
+    }
+
+    @Sendable func reauthenticate(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let account = account(context)
+        // The token before the body.
+        let manager = try await account.manager(try request.bearerToken(), to: "reauthenticate")
+        let body = try await request.decodeClientAPIBody(ReauthenticateRequest.self, context: context)
+        try await account.reauthenticate(manager, password: body.password)
+        return JSONResponse.noContent()
+    }
+
+    @Sendable func changePassword(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let account = account(context)
+        let manager = try await account.manager(try request.bearerToken(), to: "change the password")
+        let body = try await request.decodeClientAPIBody(ChangePasswordRequest.self, context: context)
+        try await account.changePassword(manager, to: body.password, currentPassword: body.currentPassword)
+        return JSONResponse.noContent()
+    }
+
+    @Sendable func unlinkIdentity(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let account = account(context)
+        let manager = try await account.manager(try request.bearerToken(), to: "unlink an identity")
+        try await account.unlink(
+            manager, identityId: try context.parameters.require("identityId"), providerType: request.uri.queryParameters.get("provider_type")
+        )
         return JSONResponse.noContent()
     }
 

@@ -1003,7 +1003,7 @@ struct SQLStore: GatehouseStore {
         )
     }
 
-    private static func insertMail(_ mail: OutboxMessage, _ tx: any SQLExecutor) async throws {
+    static func insertMail(_ mail: OutboxMessage, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             """
             INSERT INTO outbox (id, seq, app_id, kind, recipient, subject, text_body, html_body, created_at, status, attempts, next_attempt_at)

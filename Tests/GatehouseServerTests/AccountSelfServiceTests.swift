@@ -1,0 +1,277 @@
+import Foundation
+import GatehouseDomain
+@testable import GatehouseServer
+import GatehouseWire
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// A signed-in user's own account: sessions, reauthentication, password change, unlinking — and the attacker's
+/// side of each: a stolen access token, an API-key session, a stale session, another user's token, a race.
+@Suite struct AccountSelfServiceTests {
+    @Test func changingThePasswordEndsEveryOtherSessionKeepsTheCallersAndMailsTheOwner() async throws {
+        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+            let phone = try await client.signUp("change@example.com")
+            let laptop = try #require(try await client.login("change@example.com").decode(LoginResponse.self))
+            let native = try await client.nativeSignIn("change@example.com")
+
+            let changed = try await client.call(AccountPath.password, json: ChangePasswordRequest(password: "a brand new passphrase"), bearer: phone.accessToken)
+            #expect(changed.status == .noContent, "\(changed.text)")
+
+            #expect(try await client.login("change@example.com").status == .unauthorized)
+            #expect(try await client.login("change@example.com", "a brand new passphrase").status == .ok)
+            // Every other session ended, in both protocols; the caller's stays.
+            #expect(try await client.call(Path.session, bearer: laptop.refreshToken).status == .unauthorized)
+            expectNativeError(try await client.nativeRefresh(native.refreshToken!), .invalidGrant)
+            #expect(try await client.call(Path.session, bearer: phone.refreshToken).status == .created)
+            let notice = try #require(try await client.mailbox("change@example.com").first)
+            #expect(notice.subject.contains("password was changed"))
+            let kinds = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100).map(\.kind)
+            #expect(kinds.contains("password_changed"))
+        }
+    }
+
+    @Test func theNewPasswordKeepsThePolicyAndARefusalChangesNothing() async throws {
+        try await withGatehouse { _, client in
+            let owner = try await client.signUp("policy@example.com")
+            let reply = try await client.call(AccountPath.password, json: ChangePasswordRequest(password: "short"), bearer: owner.accessToken)
+            #expect(reply.status == .badRequest)
+            #expect(reply.error?.errorCode == .badRequest)
+            #expect(try await client.login("policy@example.com").status == .ok)
+            #expect(try await client.call(Path.session, bearer: owner.refreshToken).status == .created)
+        }
+    }
+
+    /// A session proven longer ago than `recentProofWindow` — a stolen access token, a phone left unlocked — must
+    /// prove the password again before changing a credential; a wrong one changes nothing and counts as a failed
+    /// login.
+    @Test func aStaleSessionMustProveThePasswordAgain() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let owner = try await client.signUp("stale@example.com")
+            clock.advance(by: 301)
+            let stale = try await client.call(AccountPath.password, json: ChangePasswordRequest(password: "a brand new passphrase"), bearer: owner.accessToken)
+            #expect(stale.status == .forbidden)
+            #expect(stale.error?.errorCode == .reauthenticationRequired)
+
+            let wrong = ChangePasswordRequest(password: "a brand new passphrase", currentPassword: "not the password")
+            let refused = try await client.call(AccountPath.password, json: wrong, bearer: owner.accessToken)
+            #expect(refused.status == .forbidden)
+            #expect(refused.error?.errorCode == .invalidPassword)
+            #expect(try await client.login("stale@example.com").status == .ok)
+            let failures = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100).filter { $0.kind == "login_failed" }
+            #expect(failures.count == 1)
+
+            // Reauthentication makes the session recent again, and its tokens say so.
+            #expect(try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "wrong")).status == .unauthorized)
+            let badReauth = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "wrong"), bearer: owner.accessToken)
+            #expect(badReauth.status == .forbidden)
+            #expect(badReauth.error?.errorCode == .invalidPassword)
+            let reauth = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "correct horse"), bearer: owner.accessToken)
+            #expect(reauth.status == .noContent, "\(reauth.text)")
+            let access = try await client.call(Path.session, bearer: owner.refreshToken).decode(SessionResponse.self).accessToken
+            let claims = try jwtPayload(access)
+            #expect(claims["auth_time"] as? Int == Int(clock.now.timeIntervalSince1970))
+            #expect(claims["amr"] as? [String] == ["pwd"])
+            let changed = try await client.call(AccountPath.password, json: ChangePasswordRequest(password: "a brand new passphrase"), bearer: owner.accessToken)
+            #expect(changed.status == .noContent)
+
+            // With the current password in the request, a stale session needs no separate step.
+            clock.advance(by: 301)
+            let inline = ChangePasswordRequest(password: "a third passphrase", currentPassword: "a brand new passphrase")
+            #expect(try await client.call(AccountPath.password, json: inline, bearer: owner.accessToken).status == .noContent)
+            #expect(try await client.login("stale@example.com", "a third passphrase").status == .ok)
+        }
+    }
+
+    /// A leaked API key's session may not see where the user is signed in, end sessions, prove or change anything.
+    @Test func anAPIKeySessionCanNeitherSeeNorChangeTheAccount() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("keyed@example.com")
+            let key = try await client.createKey("ci", refreshToken: owner.refreshToken)
+            let thief = try await client.loginWithKey(try #require(key.key)).decode(LoginResponse.self)
+            let ownerSession = try #require(try jwtPayload(owner.accessToken)["sid"] as? String)
+            expectForbidden(try await client.call(AccountPath.sessions, .get, bearer: thief.accessToken))
+            expectForbidden(try await client.call(AccountPath.sessions + "?except=current", .delete, bearer: thief.accessToken))
+            expectForbidden(try await client.call(AccountPath.session(ownerSession), .delete, bearer: thief.accessToken))
+            expectForbidden(try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "correct horse"), bearer: thief.accessToken))
+            expectForbidden(try await client.call(AccountPath.password, json: ChangePasswordRequest(password: "the thief's own"), bearer: thief.accessToken))
+            let profile = try await client.call(Path.profile, .get, bearer: owner.accessToken).decode(ProfileResponse.self)
+            for identity in profile.identities {
+                expectForbidden(try await client.call(AccountPath.identity(identity.id), .delete, bearer: thief.accessToken))
+            }
+            #expect(try await client.call(Path.session, bearer: owner.refreshToken).status == .created)
+            #expect(try await gatehouse.env.store.identities(userId: profile.userId).count == profile.identities.count)
+            #expect(try await client.login("keyed@example.com").status == .ok)
+        }
+    }
+
+    @Test func theSessionListShowsEachDeviceHowItWasProvenAndWhichIsTheCallers() async throws {
+        try await withGatehouse(nativeConfiguration()) { _, client in
+            let phone = try await client.signUp("list@example.com")
+            let native = try await client.nativeSignIn("list@example.com")
+            let reply = try await client.call(AccountPath.sessions, .get, bearer: phone.accessToken)
+            #expect(reply.status == .ok, "\(reply.text)")
+            let sessions = try reply.decode([SessionInfo].self)
+            #expect(sessions.count == 2)
+            let mine = try #require(sessions.first { $0.current })
+            #expect(mine.id == (try jwtPayload(phone.accessToken)["sid"] as? String))
+            #expect(mine.kind == "first-party")
+            #expect(mine.amr == ["pwd"])
+            #expect(mine.clientId == nil)
+            let other = try #require(sessions.first { !$0.current })
+            #expect(other.clientId == nativeClient)
+            #expect(other.id == (try jwtPayload(try #require(native.accessToken))["sid"] as? String))
+            // The native session sees the same list, with itself as the current one.
+            let seen = try await client.call(AccountPath.sessions, .get, bearer: try #require(native.accessToken)).decode([SessionInfo].self)
+            #expect(Set(seen.map(\.id)) == Set(sessions.map(\.id)))
+            #expect(seen.first { $0.current }?.id == other.id)
+        }
+    }
+
+    @Test func aUserEndsOneSessionOrAllButTheirOwn() async throws {
+        try await withGatehouse { gatehouse, client in
+            let phone = try await client.signUp("end@example.com")
+            let laptop = try await client.login("end@example.com").decode(LoginResponse.self)
+            let tablet = try await client.login("end@example.com").decode(LoginResponse.self)
+            let laptopSession = try #require(try jwtPayload(laptop.accessToken)["sid"] as? String)
+
+            #expect(try await client.call(AccountPath.session(laptopSession), .delete, bearer: phone.accessToken).status == .noContent)
+            #expect(try await client.call(Path.session, bearer: laptop.refreshToken).status == .unauthorized)
+            #expect(try await client.call(Path.profile, .get, bearer: laptop.accessToken).status == .unauthorized)
+            // Ended once; a second time it is no live session.
+            let again = try await client.call(AccountPath.session(laptopSession), .delete, bearer: phone.accessToken)
+            #expect(again.status == .notFound)
+            #expect(again.error?.errorCode == .sessionNotFound)
+
+            #expect(try await client.call(AccountPath.sessions + "?except=current", .delete, bearer: phone.accessToken).status == .noContent)
+            #expect(try await client.call(Path.session, bearer: tablet.refreshToken).status == .unauthorized)
+            #expect(try await client.call(Path.session, bearer: phone.refreshToken).status == .created)
+            #expect(try await client.call(AccountPath.sessions + "?except=all", .delete, bearer: phone.accessToken).status == .badRequest)
+            let kinds = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100).map(\.kind)
+            #expect(kinds.filter { $0 == "session_ended" }.count == 2)
+        }
+    }
+
+    /// Another user's token cannot end, or learn of, the victim's sessions; nor can another app's.
+    @Test func anotherUsersTokenCannotEndTheVictimsSession() async throws {
+        try await withGatehouse { _, client in
+            let victim = try await client.signUp("victim@example.com")
+            let attacker = try await client.signUp("attacker@example.com")
+            let victimSession = try #require(try jwtPayload(victim.accessToken)["sid"] as? String)
+            let reply = try await client.call(AccountPath.session(victimSession), .delete, bearer: attacker.accessToken)
+            #expect(reply.status == .notFound)
+            #expect(reply.error?.errorCode == .sessionNotFound)
+            let listed = try await client.call(AccountPath.sessions, .get, bearer: attacker.accessToken).decode([SessionInfo].self)
+            #expect(!listed.contains { $0.id == victimSession })
+            #expect(try await client.call(Path.session, bearer: victim.refreshToken).status == .created)
+            // A refresh token is not an access token.
+            #expect(try await client.call(AccountPath.sessions, .get, bearer: victim.refreshToken).status == .unauthorized)
+        }
+    }
+
+    @Test func anAnonymousUserHasNoPasswordToChangeButSeesItsSessions() async throws {
+        try await withGatehouse { _, client in
+            let anonymous = try await client.call(Path.app() + "/auth/providers/anon-user/login", json: AnonymousLoginRequest()).decode(LoginResponse.self)
+            let change = try await client.call(AccountPath.password, json: ChangePasswordRequest(password: "a brand new passphrase"), bearer: anonymous.accessToken)
+            #expect(change.status == .badRequest)
+            let reauth = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "anything"), bearer: anonymous.accessToken)
+            #expect(reauth.status == .badRequest)
+            let sessions = try await client.call(AccountPath.sessions, .get, bearer: anonymous.accessToken).decode([SessionInfo].self)
+            #expect(sessions.map(\.kind) == ["anonymous"])
+            #expect(sessions.first?.amr == [])
+        }
+    }
+
+    /// An identity is unlinked only with a recent proof, and never the user's last way in.
+    @Test func unlinkingKeepsAWayToSignIn() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            // An anonymous user who upgrades by linking a confirmed email/password identity.
+            let anonymous = try await client.call(Path.app() + "/auth/providers/anon-user/login", json: AnonymousLoginRequest()).decode(LoginResponse.self)
+            try await client.registerConfirmed("upgrade@example.com")
+            let link = try await client.call(
+                Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: "upgrade@example.com", password: "correct horse"),
+                bearer: anonymous.accessToken
+            )
+            #expect(link.status == .ok, "\(link.text)")
+            let profile = try await client.call(Path.profile, .get, bearer: anonymous.accessToken).decode(ProfileResponse.self)
+            let anon = try #require(profile.identities.first { $0.providerType == "anon-user" })
+            let email = try #require(profile.identities.first { $0.providerType == "local-userpass" })
+
+            #expect(try await client.call(AccountPath.identity("0123456789abcdef01234567"), .delete, bearer: anonymous.accessToken).error?.errorCode == .identityNotFound)
+            #expect(try await client.call(AccountPath.identity(anon.id), .delete, bearer: anonymous.accessToken).status == .noContent)
+            let last = try await client.call(AccountPath.identity(email.id), .delete, bearer: anonymous.accessToken)
+            #expect(last.status == .badRequest)
+            #expect(last.text.contains("last way to sign in"))
+            #expect(try await client.login("upgrade@example.com").status == .ok)
+
+            // Past the window, unlinking needs a fresh proof.
+            clock.advance(by: 301)
+            let fresh = try await client.login("upgrade@example.com").decode(LoginResponse.self)
+            clock.advance(by: 301)
+            let stale = try await client.call(AccountPath.identity(email.id), .delete, bearer: fresh.accessToken)
+            #expect(stale.error?.errorCode == .reauthenticationRequired)
+            #expect(try await gatehouse.env.store.identities(userId: profile.userId).map(\.providerType) == ["local-userpass"])
+        }
+    }
+
+    /// Two racing unlinks of a user's two ways in: one wins, and the user keeps the other.
+    @Test func racingUnlinksLeaveTheUserAWayIn() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("first@example.com")
+            try await client.registerConfirmed("second@example.com")
+            let link = try await client.call(
+                Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: "second@example.com", password: "correct horse"),
+                bearer: owner.accessToken
+            )
+            #expect(link.status == .ok, "\(link.text)")
+            let profile = try await client.call(Path.profile, .get, bearer: owner.accessToken).decode(ProfileResponse.self)
+            #expect(profile.identities.count == 2)
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for identity in profile.identities {
+                    group.addTask { try await client.call(AccountPath.identity(identity.id), .delete, bearer: owner.accessToken).status }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.sorted { $0.code < $1.code } == [.noContent, .badRequest])
+            #expect(try await gatehouse.env.store.identities(userId: profile.userId).count == 1)
+            #expect(try await gatehouse.env.store.emailAccounts(userId: profile.userId).count == 1)
+        }
+    }
+}
+
+enum AccountPath {
+    static let sessions = "/api/client/v2.0/auth/sessions"
+    static func session(_ id: String) -> String { "\(sessions)/\(id)" }
+    static let reauthenticate = "/api/client/v2.0/auth/reauthenticate"
+    static let password = "/api/client/v2.0/auth/password"
+    static func identity(_ id: String) -> String { "/api/client/v2.0/auth/identities/\(id)" }
+}
+
+extension TestClientProtocol {
+    /// Registers and confirms `email` without logging in.
+    func registerConfirmed(_ email: String, _ password: String = "correct horse") async throws {
+        #expect(try await register(email, password).status == .created)
+        let link = try await latestLink(email)
+        #expect(try await call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+    }
+
+    /// A native password sign-in of a confirmed `email`: the tokens.
+    func nativeSignIn(_ email: String, password: String = "correct horse") async throws -> NativeAuthTokenResponse {
+        let started = try await nativeStep(.signInInitiate, ["username": email, "challenge_type": allChallengeTypes])
+        let challenged = try await nativeStep(
+            .signInChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": allChallengeTypes]
+        )
+        let reply = try await native(
+            .token,
+            [
+                "continuation_token": try #require(challenged.continuationToken), "grant_type": "password", "password": password,
+                "username": email, "scope": "openid profile offline_access", "challenge_type": allChallengeTypes,
+            ]
+        )
+        #expect(reply.status == .ok, "\(reply.text)")
+        return try reply.decode(NativeAuthTokenResponse.self)
+    }
+}

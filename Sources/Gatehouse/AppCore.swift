@@ -256,6 +256,29 @@ final class AppCore: Sendable {
         }
     }
 
+    /// Logs the user out here (an anonymous user is removed, since nobody could log in as them again) and reports
+    /// it with ``AuthEvent/signedOut(userId:)``.
+    /// - Returns: the refresh token the user had; nil if the user was not logged in (then nothing changed).
+    @discardableResult
+    func signOutLocally(_ userId: String) throws -> String? {
+        guard let refreshToken = try mutate({ users -> String? in
+            guard let user = users.user(userId), user.loggedIn else { return nil }
+            let token = user.refreshToken
+            if user.isAnonymous {
+                users.users.removeAll { $0.id == userId }
+            } else {
+                users.update(userId) { user in
+                    user.loggedIn = false
+                    user.accessToken = nil
+                    user.refreshToken = nil
+                }
+            }
+            return token
+        }) else { return nil }
+        events.emit(.signedOut(userId: userId))
+        return refreshToken
+    }
+
     /// Logs the user out locally after the server refused `refreshToken`, unless the user has logged in again since.
     private func endSession(_ userId: String, refreshToken: String) {
         let ended = (try? mutate { users -> Bool in

@@ -31,10 +31,13 @@ enum TokenDecoder {
 struct JWTClaims {
     var exp: Int64?
     var userData: [String: JSONValue]?
+    /// The session the token belongs to.
+    var sid: String?
 
     init?(_ token: String) {
         guard case .object(let claims)? = TokenDecoder.payload(of: token, as: JSONValue.self) else { return nil }
         if case .int(let exp)? = claims["exp"] { self.exp = exp }
+        if case .string(let sid)? = claims["sid"] { self.sid = sid }
         if case .object(let userData)? = claims["user_data"] { self.userData = userData }
     }
 }

@@ -62,21 +62,7 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
     /// Logs out: local state is cleared first (even if the server cannot be reached), then the session is revoked on
     /// the server. Anonymous users are removed, since nobody could log in as them again.
     public func logOut() async throws {
-        guard let refreshToken = try core.mutate({ users -> String? in
-            guard let user = users.user(id), user.loggedIn else { return nil }
-            let token = user.refreshToken
-            if user.isAnonymous {
-                users.users.removeAll { $0.id == id }
-            } else {
-                users.update(id) { user in
-                    user.loggedIn = false
-                    user.accessToken = nil
-                    user.refreshToken = nil
-                }
-            }
-            return token
-        }) else { return }
-        core.events.emit(.signedOut(userId: id))
+        guard let refreshToken = try core.signOutLocally(id) else { return }
         _ = try await core.request("DELETE", "/api/client/v2.0/auth/session", bearer: refreshToken)
     }
 

@@ -559,7 +559,9 @@ package struct EmailPasswordService: Sendable {
             try await env.hasher.burnVerify(login.password, parameters: app.passwordHash)
             try await login.wrongPassword(account.userId)
         }
-        let matches = try await env.hasher.verify(login.password, against: account.passwordHash, parameters: app.passwordHash)
+        // Named by account and client: an imported hash waits its turn fairly among other accounts and clients.
+        let check = PasswordCheck(account: "\(app.id)|\(account.userId)", network: env.origin.network)
+        let matches = try await env.hasher.verify(login.password, against: account.passwordHash, parameters: app.passwordHash, for: check)
         if account.confirmedAt == nil, migrate, let migrated = await askToMigrate(app: app, email: email, password: login.password) {
             return try await logInMigrated(migrated, email: email, login, replacing: account)
         }

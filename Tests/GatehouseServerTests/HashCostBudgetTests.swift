@@ -135,7 +135,7 @@ import Testing
 
             let runs = NIOLockedValueBox(0)
             var env = gatehouse.env
-            env.hasher = Argon2PasswordHasher(importedLane: ImportedHashLane(beforeEach: { runs.withLockedValue { $0 += 1 } }))
+            env.hasher = Argon2PasswordHasher(importedLane: ImportedHashLane(beforeEach: { _ in runs.withLockedValue { $0 += 1 } }))
             let service = LoginService(env: env)
             let app = try #require(env.configuration.app(id: "test-app"))
             for hash in [Self.billionsOfPasses, Self.sevenChainsOfTenMillion, Self.bcrypt15] {
@@ -150,9 +150,9 @@ import Testing
     }
 
     /// While the imported-hash lane is held busy (a latch stands for a slow hash within the budget), an imported
-    /// user's login waits there, and an ordinary user's login still succeeds: it never waits for the lane. When the
-    /// lane fills, a login to an imported hash answers like a busy server, 503 with `Retry-After`. Released, the
-    /// imported login completes.
+    /// user's login waits there, and an ordinary user's login still succeeds: it never waits for the lane. A newer
+    /// login from the client whose login waits takes its place, and the older is answered like a busy server (503 with
+    /// `Retry-After`), its hash never run. Released, the imported logins complete.
     @Test func anOrdinaryLoginSucceedsWhileTheImportedHashLaneIsBusy() async throws {
         let folder = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -164,10 +164,15 @@ import Testing
         try await withGatehouse(target, clock: clock) { gatehouse, client in
             _ = try await client.signUp("ordinary@example.com", "an ordinary password")
             let latch = DispatchSemaphore(value: 0)
-            let lane = ImportedHashLane(queueLimit: 1, beforeEach: { latch.wait() })
+            let runs = NIOLockedValueBox(0)
+            let lane = ImportedHashLane(beforeEach: { _ in
+                runs.withLockedValue { $0 += 1 }
+                latch.wait()
+            })
             var env = gatehouse.env
             env.hasher = Argon2PasswordHasher(importedLane: lane)
             let service = LoginService(env: env)
+            let fromOneClient = LoginService(env: env.serving(RequestOrigin(ip: "198.51.100.7")))
             let app = try #require(env.configuration.app(id: "test-app"))
 
             let importedLogin = Task {
@@ -179,22 +184,110 @@ import Testing
             #expect(ordinary.user.id == (try await gatehouse.env.store.emailAccount(appId: "test-app", email: "ordinary@example.com"))?.userId)
             #expect(lane.load.running == 1)
 
-            // One more waits; the next finds the lane full and is told the server is busy, its hash never run.
-            let queued = Task {
-                try await service.prove(.emailPassword(username: "imported@example.com", password: "a wrong guess"), app: app)
+            // A typo waits; the same client's retry takes its place, and the typo is told the server is busy.
+            let typo = Task {
+                try await fromOneClient.prove(.emailPassword(username: "imported@example.com", password: "a typo"), app: app)
             }
             while lane.load.waiting == 0 { await Task.yield() }
-            await #expect(throws: StoreError.self) {
-                try await service.prove(.emailPassword(username: "imported@example.com", password: "the imported password"), app: app)
+            let retry = Task {
+                try await fromOneClient.prove(.emailPassword(username: "imported@example.com", password: "the imported password"), app: app)
             }
+            await #expect(throws: StoreError.self) { _ = try await typo.value }
+            #expect(lane.load.waiting == 1)
 
             latch.signal()
             latch.signal()
             let proof = try await importedLogin.value
-            #expect(proof.user.id == (try await gatehouse.env.store.emailAccount(appId: "test-app", email: "imported@example.com"))?.userId)
-            await #expect(throws: AuthError.invalidCredentials) { _ = try await queued.value }
+            let userId = try await gatehouse.env.store.emailAccount(appId: "test-app", email: "imported@example.com")?.userId
+            #expect(proof.user.id == userId)
+            #expect(try await retry.value.user.id == userId)
+            #expect(runs.withLockedValue { $0 } == 2)
         }
         await drop()
+    }
+
+    // MARK: The lane's turns
+
+    /// A lane held at a latch, which records the jobs it runs as `account@network`, in order.
+    static func heldLane() -> (lane: ImportedHashLane, latch: DispatchSemaphore, ran: NIOLockedValueBox<[String]>) {
+        let latch = DispatchSemaphore(value: 0)
+        let ran = NIOLockedValueBox<[String]>([])
+        let lane = ImportedHashLane(beforeEach: { check in
+            ran.withLockedValue { $0.append(check.map { "\($0.account)@\($0.network ?? "-")" } ?? "-") }
+            latch.wait()
+        })
+        return (lane, latch, ran)
+    }
+
+    /// A job of `account` from `network` on `lane`, once it runs or waits in the line (no sleep: the lane says so); a
+    /// job that takes the place of its network's older one is in once the older is answered.
+    static func enter(_ lane: ImportedHashLane, _ account: String, _ network: String?, displacing older: Task<String, any Error>? = nil) async
+        -> Task<String, any Error>
+    {
+        let before = lane.load
+        let label = "\(account)@\(network ?? "-")"
+        let job = Task { try await lane.run(for: PasswordCheck(account: account, network: network)) { _ in label } }
+        if let older {
+            _ = await older.result
+        } else {
+            while lane.load == before { await Task.yield() }
+        }
+        return job
+    }
+
+    /// Accounts take turns, one job each, an account new to the line joining at the back; an account's own jobs run
+    /// in the order they came.
+    @Test func accountsTakeTurnsAndEachAccountsJobsRunInTheOrderTheyCame() async throws {
+        let (lane, latch, ran) = Self.heldLane()
+        var jobs = [await Self.enter(lane, "holder", "n0")]
+        for (account, network) in [("A", "n1"), ("A", "n2"), ("A", "n3"), ("B", "n4"), ("C", "n5"), ("B", "n6"), ("D", "n7")] {
+            jobs.append(await Self.enter(lane, account, network))
+        }
+        #expect(lane.load.running == 1 && lane.load.waiting == 7)
+        for _ in jobs { latch.signal() }
+        for job in jobs { _ = try await job.value }
+        #expect(ran.withLockedValue { $0 } == ["holder@n0", "A@n1", "B@n4", "C@n5", "D@n7", "A@n2", "B@n6", "A@n3"])
+        #expect(lane.load.running == 0 && lane.load.waiting == 0)
+    }
+
+    /// The owner's login to an account no one else was trying runs after one job of each account waiting before it,
+    /// however many jobs those accounts have and however many come after it, for its account or any other.
+    @Test func laterJobsNeverGoBeforeAnOwnersJob() async throws {
+        let (lane, latch, ran) = Self.heldLane()
+        var jobs = [await Self.enter(lane, "holder", "n0")]
+        for index in 1...6 { jobs.append(await Self.enter(lane, index.isMultiple(of: 2) ? "B" : "C", "flood\(index)")) }
+        let owners = await Self.enter(lane, "owner", "home")
+        for index in 7...16 { jobs.append(await Self.enter(lane, ["owner", "B", "C", "D"][index % 4], "flood\(index)")) }
+        for _ in 0...(jobs.count) { latch.signal() }
+        #expect(try await owners.value == "owner@home")
+        for job in jobs { _ = try await job.value }
+        // The one running, then one job of each account that waited before the owner's (B and C).
+        #expect(ran.withLockedValue { $0.firstIndex(of: "owner@home") } == 3)
+    }
+
+    /// One waiting place per network: a newer job from it takes the older's place (the same place for the same
+    /// account, the back of the line for another), and the older is answered busy without running. Jobs without a
+    /// network hold no place; a job cancelled while it waits leaves the line.
+    @Test func aNewerJobFromANetworkTakesTheOldersPlace() async throws {
+        let (lane, latch, ran) = Self.heldLane()
+        let holder = await Self.enter(lane, "holder", "n0")
+        let typo = await Self.enter(lane, "A", "x")
+        let other = await Self.enter(lane, "B", "y")
+        let retry = await Self.enter(lane, "A", "x", displacing: typo)
+        await #expect(throws: StoreError.self) { _ = try await typo.value }
+        #expect(lane.load.running == 1 && lane.load.waiting == 2)
+        // The same network, another account: the retry goes, the new job waits at the back.
+        let elsewhere = await Self.enter(lane, "C", "x", displacing: retry)
+        await #expect(throws: StoreError.self) { _ = try await retry.value }
+        let unnamed = [await Self.enter(lane, "D", nil), await Self.enter(lane, "D", nil)]
+        let cancelled = await Self.enter(lane, "E", "z")
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
+        #expect(lane.load.running == 1 && lane.load.waiting == 4)
+
+        for _ in 0..<5 { latch.signal() }
+        for job in [holder, other, elsewhere] + unnamed { _ = try await job.value }
+        #expect(ran.withLockedValue { $0 } == ["holder@n0", "B@y", "C@x", "D@-", "D@-"])
     }
 
     /// A caller that stops waiting (a request cancelled at shutdown) is answered at once, whatever the lane's thread
@@ -202,7 +295,7 @@ import Testing
     @Test func aCancelledCallerIsAnsweredAtOnceWhileItsHashStillRuns() async throws {
         let latch = DispatchSemaphore(value: 0)
         let entered = NIOLockedValueBox(false)
-        let lane = ImportedHashLane(beforeEach: {
+        let lane = ImportedHashLane(beforeEach: { _ in
             entered.withLockedValue { $0 = true }
             latch.wait()
         })

@@ -100,6 +100,83 @@ import Testing
         }
     }
 
+    // MARK: Imported hashes
+
+    /// An attacker who knows some imported users' addresses, the owner's among them, floods wrong passwords for them
+    /// from many client addresses (IPv4 addresses and IPv6 /64s), before the owner signs in and after. The
+    /// imported-hash lane is held by a latch and let go one verification at a time: the owner's right password, from
+    /// the owner's own address, is verified within the lane's bound (``ImportedHashLane``: one round per login to the
+    /// account that waited before it, plus its own, each round one verification per account), however many logins
+    /// the flood sends, and signs in. It is never answered 503.
+    @Test func floodsOnTheImportedHashLaneNeverKeepAnImportedOwnerOut() async throws {
+        try await withGatehouse(Self.defaults()) { gatehouse, client in
+            let owner = "ines@example.com"
+            let others = ["ivo@example.com", "ida@example.com", "ira@example.com"]
+            // Imported users: each holds another system's bcrypt hash, which only the lane verifies.
+            for email in [owner] + others {
+                _ = try await client.signUp(email)
+                let stored = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: email)).passwordHash
+                try await gatehouse.env.store.upgradePasswordHash(
+                    appId: "test-app", email: email, from: stored, to: BcryptHash.hash("imported \(email)", cost: 4)
+                )
+            }
+            let lane = try #require(gatehouse.env.hasher as? Argon2PasswordHasher).importedLane
+            let latch = DispatchSemaphore(value: 0)
+            let ran = NIOLockedValueBox<[PasswordCheck?]>([])
+            lane.beforeEach = { check in
+                ran.withLockedValue { $0.append(check) }
+                latch.wait()
+            }
+            defer {
+                lane.beforeEach = nil
+                for _ in 0..<64 { latch.signal() }
+            }
+            let answered = NIOLockedValueBox(0)
+            /// A login from `ip`, once it waits in the lane or was answered (no sleep: the lane and the answers say so).
+            func enter(_ email: String, _ password: String, from ip: String) async -> Task<Reply, any Error> {
+                let before = lane.load.waiting + answered.withLockedValue { $0 }
+                let login = Task {
+                    defer { answered.withLockedValue { $0 += 1 } }
+                    return try await client.login(email, password, from: ip)
+                }
+                while lane.load.waiting + answered.withLockedValue({ $0 }) == before { await Task.yield() }
+                return login
+            }
+            let address = { (index: Int) in index.isMultiple(of: 2) ? "192.0.2.\(index)" : "2001:db8:\(index):1::7" }
+
+            // One guess holds the lane; twenty more from twenty networks wait, two of them for the owner's account.
+            let first = Task { try await client.login(others[0], "a guess", from: "198.18.0.1") }
+            while ran.withLockedValue({ $0.isEmpty }) { await Task.yield() }
+            let before = [others[0], owner, others[1], others[2], owner] + Array(repeating: others, count: 5).flatMap { $0 }
+            var guesses = [first]
+            for (index, email) in before.enumerated() { guesses.append(await enter(email, "a guess", from: address(index))) }
+            let ownersLogin = await enter(owner, "imported \(owner)", from: Self.owner)
+            // The flood goes on: ten more, four of them for the owner's account.
+            let after = [owner, others[0], owner, others[1], owner, others[2], owner, others[0], others[1], others[2]]
+            for (index, email) in after.enumerated() { guesses.append(await enter(email, "a guess", from: address(100 + index))) }
+
+            // One verification at a time, until the owner's starts.
+            let ownersNetwork = ClientNetwork.key(for: Self.owner)
+            let ownersTurn = { ran.withLockedValue { $0.firstIndex { $0?.network == ownersNetwork } } }
+            while ownersTurn() == nil, lane.load.running + lane.load.waiting > 0 {
+                let seen = ran.withLockedValue { $0.count }
+                latch.signal()
+                while ran.withLockedValue({ $0.count }) == seen, lane.load.running + lane.load.waiting > 0 { await Task.yield() }
+            }
+            // Before it: the guess that held the lane, then at most one round per guess for the account that waited
+            // before the owner's, plus the owner's own round, each one verification per account.
+            let waitedBefore = before.filter { $0 == owner }.count
+            let bound = 1 + (waitedBefore + 1) * (others.count + 1) - 1
+            let turn = ownersTurn()
+            lane.beforeEach = nil
+            for _ in 0..<64 { latch.signal() }
+            let reply = try await ownersLogin.value
+            #expect(reply.status == .ok, "\(reply.status) \(reply.text)")
+            #expect(try #require(turn, "the owner's login was never verified") <= bound, "the owner's verification came after the bound")
+            for guess in guesses { #expect(try await guess.value.status == .unauthorized) }
+        }
+    }
+
     // MARK: IPv6
 
     @Test func ipv6ClientsAreCountedByTheirSlash64() async throws {

@@ -31,10 +31,12 @@ final class Argon2PasswordHasher: PasswordHasher {
         }
     }
 
-    /// ``onPool(_:)`` on the imported-hash lane.
-    private func onLane<T: Sendable>(_ work: @escaping @Sendable (_ isCancelled: () -> Bool) throws -> T) async throws -> T {
+    /// ``onPool(_:)`` on the imported-hash lane, in the turn of `check`'s account and client.
+    private func onLane<T: Sendable>(
+        _ check: PasswordCheck?, _ work: @escaping @Sendable (_ isCancelled: () -> Bool) throws -> T
+    ) async throws -> T {
         let (queued, metrics) = (ContinuousClock.now, metrics)
-        return try await importedLane.run { isCancelled in try metrics.run(since: queued) { try work(isCancelled) } }
+        return try await importedLane.run(for: check) { isCancelled in try metrics.run(since: queued) { try work(isCancelled) } }
     }
 
     /// The largest memory cost a stored hash may ask for: a tampered row must not make the server allocate
@@ -66,8 +68,18 @@ final class Argon2PasswordHasher: PasswordHasher {
     /// app's own (`parameters`) on the pool, a costlier one within the budget on ``importedLane``, anything else (a
     /// form no login reads, a hash over the budget) is a wrong password and is not run.
     ///
-    /// - Throws: ``StoreError/unavailable(_:)`` when the lane is full (a busy server); `CancellationError`.
+    /// - Throws: ``StoreError/unavailable(_:)`` when the lane gives this verification's place to a newer one from its
+    ///   client (see ``ImportedHashLane``); `CancellationError`.
     func verify(_ password: String, against hash: String, parameters: Argon2Parameters = .owasp) async throws -> Bool {
+        try await verify(password, against: hash, parameters: parameters, check: nil)
+    }
+
+    /// ``verify(_:against:parameters:)``, an imported hash waiting in the lane as `check`'s account and client.
+    func verify(_ password: String, against hash: String, parameters: Argon2Parameters, for check: PasswordCheck) async throws -> Bool {
+        try await verify(password, against: hash, parameters: parameters, check: check)
+    }
+
+    private func verify(_ password: String, against hash: String, parameters: Argon2Parameters, check: PasswordCheck?) async throws -> Bool {
         switch HashCostBudget.assess(hash, ownParameters: parameters) {
         case .own:
             // Every login but an imported user's first is this one.
@@ -75,9 +87,9 @@ final class Argon2PasswordHasher: PasswordHasher {
             return try await onPool { isCancelled in try Self.answer { try Argon2.verifyPHC(password: password, phc: hash, isCancelled: isCancelled) } }
         case .imported(.argon2id(let phc), _):
             let password = Self.normalized(password)
-            return try await onLane { isCancelled in try Self.answer { try Argon2.verifyPHC(password: password, phc: phc, isCancelled: isCancelled) } }
+            return try await onLane(check) { isCancelled in try Self.answer { try Argon2.verifyPHC(password: password, phc: phc, isCancelled: isCancelled) } }
         case .imported(.foreign(let foreign), _):
-            return try await onLane { isCancelled in try Self.answer { try foreign.verify(password, isCancelled: isCancelled) } }
+            return try await onLane(check) { isCancelled in try Self.answer { try foreign.verify(password, isCancelled: isCancelled) } }
         case .refused:
             return false
         }

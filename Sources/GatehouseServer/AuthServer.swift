@@ -57,6 +57,9 @@ public final class AuthServer: Sendable {
 
     /// Opens the configured database, applies pending migrations, and loads (or creates) the signing keys.
     ///
+    /// First it checks `configuration` (``GatehouseConfiguration/validate()``): one built in code meets the rules, keys
+    /// and messages of one loaded from a file, and a ``ConfigurationError`` stops it before anything is opened.
+    ///
     /// - Parameters:
     ///   - waitForDatabase: when a PostgreSQL server cannot be reached, return anyway: the application then listens,
     ///     reports not-ready on `/readyz`, answers 503 elsewhere, and retries on `retry`'s schedule until the
@@ -71,8 +74,8 @@ public final class AuthServer: Sendable {
         retry: RetrySchedule = RetrySchedule(),
         functions: FunctionHandlers = FunctionHandlers()
     ) async throws -> AuthServer {
-        // The one check an embedding program cannot skip: the loader runs it too.
-        if let exposure = configuration.devMailboxExposure { throw exposure }
+        // Every configuration, loaded from a file or built in code by an embedding program, meets the same rules.
+        try configuration.validate()
         // Configuration that needs files (templates) or closures is checked before anything is opened.
         var templates: [String: MailTemplates] = [:]
         for (index, app) in configuration.apps.enumerated() {
@@ -138,10 +141,6 @@ public final class AuthServer: Sendable {
             }
             if local.reset == .function, local.resetFunction == nil, functions.reset == nil {
                 throw ConfigurationError(key: path + ".local-userpass.resetFunction", message: "required with reset: function")
-            }
-            // The migrate-user function receives passwords: never over plain http to another host, however configured.
-            if let hook = local.migrateUserFunction, let problem = Loopback.outboundProblem(hook.url) {
-                throw ConfigurationError(key: path + ".local-userpass.migrateUserFunction.url", message: problem)
             }
         }
         if case .some(.none) = app.customFunction, functions.customLogin == nil {
@@ -254,58 +253,6 @@ public final class AuthServer: Sendable {
         public var description: String { message }
     }
 
-    /// A signing key as `gatehouse keys list` shows it.
-    public struct SigningKeyInfo: Sendable, Hashable {
-        public var kid: String
-        public var createdAt: Date
-        public var retiredAt: Date?
-        /// The newest active key: new tokens are signed with it.
-        public var signing: Bool
-    }
-
-    /// Every signing key of the configured database, oldest first.
-    public static func signingKeys(configuration: GatehouseConfiguration, logger: Logger = Logger(label: "gatehouse")) async throws -> [SigningKeyInfo] {
-        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
-            let all = try await SQLStore(db: database).allSigningKeys()
-            let newest = all.filter { $0.retiredAt == nil }.max { $0.key.createdAt < $1.key.createdAt }?.key.kid
-            return all.map { SigningKeyInfo(kid: $0.key.kid, createdAt: $0.key.createdAt, retiredAt: $0.retiredAt, signing: $0.key.kid == newest) }
-        }
-    }
-
-    /// `gatehouse keys rotate`: a new key that signs from now on (each running instance takes it within
-    /// a minute); older keys still verify until they are retired.
-    public static func rotateSigningKey(
-        configuration: GatehouseConfiguration, clock: GatehouseClock = .system, logger: Logger = Logger(label: "gatehouse")
-    ) async throws -> SigningKeyInfo {
-        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
-            let store = SQLStore(db: database)
-            // The newest key signs: the new one must be newer than every other, even on a clock that stands still.
-            let newest = try await store.allSigningKeys().map(\.key.createdAt).max() ?? .distantPast
-            let record = SigningKeys.makeRecord(now: max(clock.now, newest.addingTimeInterval(0.001)))
-            try await store.insertSigningKey(record)
-            try await store.appendAuditEvents([
-                AuditEvent(at: clock.now, appId: AuthEnvironment.serverWideApp, kind: AuditKind.keyRotated.rawValue, detail: ["kid": record.kid])
-            ])
-            return SigningKeyInfo(kid: record.kid, createdAt: record.createdAt, retiredAt: nil, signing: true)
-        }
-    }
-
-    /// `gatehouse keys retire KID`: the key stops verifying (on every instance within a minute), so every token it
-    /// signed stops working, refresh tokens included. The last active key cannot be retired.
-    public static func retireSigningKey(
-        configuration: GatehouseConfiguration, kid: String, clock: GatehouseClock = .system, logger: Logger = Logger(label: "gatehouse")
-    ) async throws {
-        try await withMigratedDatabase(configuration, logger: logger) { database, _ in
-            let store = SQLStore(db: database)
-            guard try await store.retireSigningKey(kid: kid, at: clock.now) else {
-                throw AdminError("no active key \(kid), or it is the last active key (rotate first)")
-            }
-            try await store.appendAuditEvents([
-                AuditEvent(at: clock.now, appId: AuthEnvironment.serverWideApp, kind: AuditKind.keyRetired.rawValue, detail: ["kid": kid])
-            ])
-        }
-    }
-
     /// The newest `limit` audit events, oldest first, of one app and one user when given (`gatehouse audit tail`);
     /// with `afterSeq`, only those recorded after that one (to follow the log).
     public static func auditEvents(
@@ -317,12 +264,14 @@ public final class AuthServer: Sendable {
         }
     }
 
-    /// Opens the configured database, applies pending migrations, runs `body`, and closes it.
-    private static func withMigratedDatabase<T: Sendable>(
+    /// Opens the configured database, applies pending migrations, runs `body`, and closes it. The configuration is
+    /// validated first, as ``open(configuration:clock:logger:waitForDatabase:retry:functions:)`` does.
+    static func withMigratedDatabase<T: Sendable>(
         _ configuration: GatehouseConfiguration,
         logger: Logger,
         _ body: (any SQLDatabase, _ applied: [Int]) async throws -> T
     ) async throws -> T {
+        try configuration.validate()
         let database = try await openDatabase(configuration.database.url, logger: logger)
         do {
             let result = try await body(database, try await Migrator(db: database).migrate())
@@ -448,82 +397,6 @@ public final class AuthServer: Sendable {
         try await close()
     }
 
-    /// Revokes every session of a user ("log out everywhere"): their refresh tokens stop working at once, and so do
-    /// their access tokens (they are checked against their session). Returns how many sessions were live.
-    public func logOutEverywhere(appId: String, userId: String) async throws(AdminError) -> Int {
-        do {
-            guard try await env.store.user(id: userId)?.appId == appId else { throw AdminError("no user \(userId) in app \(appId)") }
-            let revoked = try await env.store.revokeAllSessions(userId: userId, now: env.clock.now)
-            await env.audit(.logoutEverywhere, app: appId, user: userId, detail: ["sessions": "\(revoked)", "by": "admin"])
-            return revoked
-        } catch let error as AdminError {
-            throw error
-        } catch {
-            throw AdminError("the database refused: \(error)")
-        }
-    }
-
-    /// Disables a user (every session ends; logins answer `UserDisabled`) or enables them again.
-    public func setUserDisabled(appId: String, userId: String, disabled: Bool) async throws(AdminError) {
-        do {
-            guard try await env.store.setUserDisabled(appId: appId, userId: userId, disabled: disabled, now: env.clock.now) else {
-                throw AdminError("no user \(userId) in app \(appId)")
-            }
-        } catch let error as AdminError {
-            throw error
-        } catch {
-            throw AdminError("the database refused: \(error)")
-        }
-        env.logger.info(disabled ? "user disabled" : "user enabled", metadata: ["app": "\(appId)", "user": "\(userId)"])
-        await env.audit(disabled ? .userDisabled : .userEnabled, app: appId, user: userId, detail: ["by": "admin"])
-    }
-
-    /// Replaces a user's custom user data: a JSON object of at most ``maxCustomDataSize`` bytes. It reaches the
-    /// user in the `user_data` claim of their next access token (the SDK's `refreshCustomData()`).
-    public func setCustomData(appId: String, userId: String, json: String) async throws(AdminError) {
-        guard configuration.app(id: appId) != nil else { throw AdminError("no app with id \(appId)") }
-        guard json.utf8.count <= Self.maxCustomDataSize else {
-            throw AdminError("custom data is \(json.utf8.count) bytes; the limit is \(Self.maxCustomDataSize)")
-        }
-        guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(json.utf8)) else {
-            throw AdminError("custom data must be a JSON object, like {\"plan\":\"pro\"}")
-        }
-        do {
-            guard try await env.store.setCustomData(appId: appId, userId: userId, data: object) else {
-                throw AdminError("no user \(userId) in app \(appId)")
-            }
-        } catch let error as AdminError {
-            throw error
-        } catch {
-            throw AdminError("the database refused: \(error)")
-        }
-    }
-
-    /// The largest custom user data document, in bytes of JSON: it travels in every access token.
-    public static let maxCustomDataSize = 16 * 1024
-
-    /// Emails kept as failed (a permanent refusal, or retried past their budget), newest first: `gatehouse mail
-    /// failed`. Their content is not returned (it holds tokens): id, app, kind, recipient, attempts, last error, time.
-    public func failedMail(appId: String? = nil, limit: Int = 100) async throws(AdminError) -> [FailedMail] {
-        do {
-            return try await env.store.failedMail(appId: appId, limit: limit).map {
-                FailedMail(id: $0.id, appId: $0.appId, kind: $0.kind, recipient: $0.recipient, attempts: $0.attempts, lastError: $0.lastError, createdAt: $0.createdAt)
-            }
-        } catch {
-            throw AdminError("the database refused: \(error)")
-        }
-    }
-
-    /// Sends failed emails again (`ids` nil: all of them), with a fresh retry budget: `gatehouse mail retry`.
-    /// Returns how many were queued.
-    public func retryFailedMail(ids: [String]?) async throws(AdminError) -> Int {
-        do {
-            return try await env.store.retryFailedMail(ids: ids, now: env.clock.now)
-        } catch {
-            throw AdminError("the database refused: \(error)")
-        }
-    }
-
     /// Deletes what has aged out (``RetentionSettings``) once, now: `gatehouse purge`. Returns the rows deleted and
     /// the rows left, per table.
     public func purge() async throws(AdminError) -> [(table: String, deleted: Int, left: Int)] {
@@ -552,24 +425,6 @@ public final class AuthServer: Sendable {
         try await database.close()
     }
 }
-
-/// An email the outbox gave up on (``AuthServer/failedMail(appId:limit:)``).
-public struct FailedMail: Sendable, Hashable {
-    public var id: String
-    public var appId: String
-    public var kind: String
-    public var recipient: String
-    public var attempts: Int
-    public var lastError: String?
-    public var createdAt: Date
-}
-
-/// An administrative command refused, with a message for the operator.
-public struct AdminError: Error, CustomStringConvertible, Sendable {
-    public var description: String
-    init(_ description: String) { self.description = description }
-}
-
 
 /// `X-Content-Type-Options: nosniff` on every answer: JSON, YAML and error bodies that echo input are never read as
 /// HTML or script by a browser that guesses types.

@@ -49,6 +49,14 @@ package enum AuditKind: String, Sendable, CaseIterable {
     case sessionEnded = "session_ended"
     /// A signed-in user unlinked one of their identities. Detail: its provider.
     case identityUnlinked = "identity_unlinked"
+    /// A signed-in user asked to change their address; a code went to the new one (or its owner was told it is
+    /// taken). Never the address.
+    case emailChangeRequested = "email_change_requested"
+    /// The new address's code came back: the account has it now; the old one was mailed an undo link.
+    case emailChanged = "email_changed"
+    /// The old address's owner undid a change: the address is back, every session ended, the password must be set
+    /// again.
+    case emailChangeUndone = "email_change_undone"
 }
 
 /// `audit`: the routine events the audit log records besides the security events, which it always records.

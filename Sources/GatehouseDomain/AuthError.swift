@@ -66,6 +66,9 @@ package enum AuthError: Error, Hashable, Sendable {
     case sessionNotFound
     /// The caller's user has no such identity.
     case identityNotFound
+    /// A wrong, expired, used or superseded code mailed to a signed-in user (reauthentication, email change), or one
+    /// given in another session than the one that asked for it.
+    case invalidCode
     /// A self-service change the account cannot take; the message says why (no password to change, the last way
     /// to sign in).
     case accountChangeRefused(String)

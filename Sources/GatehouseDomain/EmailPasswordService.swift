@@ -158,7 +158,7 @@ package struct EmailPasswordService: Sendable {
     }
 
     /// A new token of `kind` (the record to store, and its secret).
-    private func makeToken(
+    package func makeToken(
         _ kind: OneTimeTokenKind, app: AppSettings, local: LocalUserpassConfiguration, userId: String, email: EmailAddress
     ) -> (OneTimeTokenRecord, String) {
         let now = env.clock.now
@@ -192,6 +192,10 @@ package struct EmailPasswordService: Sendable {
         case .passwordReset:
             mailKind = .passwordReset
             base = local.resetPasswordURL ?? "\(env.publicURL)/app/\(app.id)/reset"
+        case .reauthenticationCode, .emailChangeCode, .emailChangeUndo:
+            // The private callers pass the two link kinds only; an account's codes and undo links are made by
+            // AccountService.
+            preconditionFailure("\(kind) is not a registration or reset link")
         }
         var variables = MailVariables(appName: app.name, email: recipient)
         variables.link = MailLinks.link(base: base, token: secret, tokenId: token.id)

@@ -92,6 +92,15 @@ package struct EmailAccountRecord: Sendable, Hashable {
 package enum OneTimeTokenKind: String, Sendable, Hashable {
     case confirmation
     case passwordReset = "password_reset"
+    /// A code mailed to the account's address that proves a signed-in session again (``AccountService``). Its
+    /// requester is the session that asked: it is good in that session only.
+    case reauthenticationCode = "reauthentication_code"
+    /// A code mailed to the address a signed-in user wants instead of theirs; the change happens when it comes back
+    /// in the session that asked. The token's `email` and `address` are the new address.
+    case emailChangeCode = "email_change_code"
+    /// The link mailed to the old address after a change: it puts the old address back and ends everything the
+    /// change could have let someone else do. Its `email` and `address` are the old address.
+    case emailChangeUndo = "email_change_undo"
 }
 
 /// A confirmation or reset token. Only the SHA-256 of its secret is stored.
@@ -112,11 +121,23 @@ package struct OneTimeTokenRecord: Sendable, Hashable {
     /// token supersedes only the older ones the same client asked for, so that someone else asking for mail to the
     /// address cannot void the link the owner holds.
     package var requester: String = ""
+    /// Wrong guesses of a code so far (codes only): at ``AccountCodes/maxAttempts`` it is spent.
+    package var attempts: Int = 0
+    /// The address as the user spelled it, where it differs from `email`'s normalized form (a new or old address of
+    /// an email change).
+    package var address: String? = nil
+    /// What the token acts on beyond its user, where that is not its address: for an email change's undo, the
+    /// email/password identity whose address changed (which a later change may have moved again).
+    package var subject: String? = nil
 
     package init(
         id: String, appId: String, kind: OneTimeTokenKind, userId: String, secretHash: [UInt8], createdAt: Date,
-        expiresAt: Date, usedAt: Date? = nil, supersededAt: Date? = nil, email: String? = nil, requester: String = ""
+        expiresAt: Date, usedAt: Date? = nil, supersededAt: Date? = nil, email: String? = nil, requester: String = "",
+        attempts: Int = 0, address: String? = nil, subject: String? = nil
     ) {
+        self.attempts = attempts
+        self.address = address
+        self.subject = subject
         self.id = id
         self.appId = appId
         self.kind = kind

@@ -127,6 +127,25 @@ package protocol GatehouseStore: RateCountStore {
     func removeIdentity(
         id: String, userId: String, keepsAWayIn: @escaping @Sendable (_ identities: [IdentityRecord], _ accounts: [EmailAccountRecord]) -> Bool
     ) async throws -> IdentityRemoval
+    /// The newest live token of `kind` that `requester` asked for `userId`: unused, not superseded, unexpired at
+    /// `now`.
+    func liveToken(userId: String, kind: OneTimeTokenKind, requester: String, now: Date) async throws -> OneTimeTokenRecord?
+    /// Counts a guess of the live code token `id`, before it is compared: true while the guesses, this one
+    /// included, are at most `limit`; the guess past it spends the token. False for a token no longer live.
+    func countGuess(tokenId: String, limit: Int, now: Date) async throws -> Bool
+    /// Marks the live code token `id` used; of racing calls one wins.
+    func spendToken(id: String, now: Date) async throws -> Bool
+    /// An email change whose new address the code token `code` proved: in one transaction the code is spent, a
+    /// pending registration of the new address is discarded, the user's email account of `old` and its identity
+    /// take the new address (proven now), the user's other live tokens are superseded, and `undo` and `mail` are
+    /// stored.
+    func changeEmail(userId: String, from old: String, code: String, undo: OneTimeTokenRecord, mail: [OutboxMessage], now: Date) async throws -> EmailChange
+    /// Redeems the undo token `id` of an email change: in one transaction the identity it names takes its old address
+    /// back (made again, without a password, if it was unlinked), proven now and without a password, a pending
+    /// registration of that address is discarded, and the mailbox owner's trust reset runs (every session ends; API
+    /// keys, other identities and email accounts and live tokens go). The user and the restored address; nil when
+    /// the token cannot be redeemed, or the address belongs to someone else now.
+    func undoEmailChange(tokenId: String, now: Date) async throws -> (userId: String, email: String)?
     /// Disables or enables a user of `appId`; disabling also revokes every session, in the same transaction. False
     /// when there is no such user.
     func setUserDisabled(appId: String, userId: String, disabled: Bool, now: Date) async throws -> Bool
@@ -231,4 +250,15 @@ package enum IdentityRemoval: Sendable, Hashable {
     case notFound
     /// Nothing changed: the user would have kept no way to sign in.
     case lastWayIn
+}
+
+/// What ``GatehouseStore/changeEmail(userId:from:code:undo:mail:now:)`` did.
+package enum EmailChange: Sendable, Hashable {
+    case changed
+    /// The code was spent meanwhile (used, superseded, expired): nothing changed.
+    case codeSpent
+    /// The user's account of the old address is gone or changed meanwhile: nothing changed.
+    case accountGone
+    /// Someone confirmed the new address meanwhile: nothing changed.
+    case addressTaken
 }

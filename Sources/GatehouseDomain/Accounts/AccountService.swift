@@ -65,7 +65,6 @@ package struct AccountService: Sendable {
     /// `POST auth/password`: the signed-in user's new password, with a recent proof or `currentPassword`.
     package func changePassword(_ manager: AccountManager, to password: String, currentPassword: String?) async throws {
         let caller = manager.caller
-        let gate = SessionGate(env: env)
         let accounts = try await env.store.emailAccounts(userId: caller.user.id).filter { $0.confirmedAt != nil }
         guard let account = accounts.first else {
             throw AuthError.accountChangeRefused("the user has no password; link an email/password identity to add one")
@@ -73,14 +72,8 @@ package struct AccountService: Sendable {
         guard let local = caller.app.localUserpass else { throw AuthError.providerNotEnabled(EmailPasswordService.providerType) }
         // The new password is checked before the current one is: a refusal of the policy costs no login attempt.
         try local.password.check(password, email: account.email)
-        var methods = caller.session.methods
-        var backoff: LoginBackoff?
-        if let currentPassword {
-            backoff = try await gate.provePassword(of: caller, currentPassword).backoff
-            methods = SessionGate.adding(.password, to: methods)
-        } else if !gate.isRecentlyProven(caller) {
-            throw AuthError.reauthenticationRequired
-        }
+        let backoff = try await requireRecentProof(caller, currentPassword: currentPassword)
+        let methods = currentPassword == nil ? caller.session.methods : SessionGate.adding(.password, to: caller.session.methods)
         let hash = try await env.hasher.hash(password, parameters: caller.app.passwordHash)
         let notice = env.mail(.passwordChanged, app: caller.app, recipient: account.recipient, MailVariables(appName: caller.app.name, email: account.recipient))
         guard try await env.store.changePassword(

@@ -96,6 +96,42 @@ package enum DefaultMailTemplates {
                     <p style="margin:0;color:#555;font-size:14px">If it was you, there is nothing to do. If it was not you, reset your password from the app at once: a reset signs everyone out.</p>
                     """
             )
+        case (.emailChanged, .subject): "The email address of your {{appName}} account was changed"
+        case (.emailChanged, .text):
+            """
+            The email address of your {{appName}} account was just changed from this one ({{email}}) to another.
+
+            If it was you, there is nothing to do. If it was not you, open this link within {{expiresInDays}} days: it puts
+            this address back, signs every device out, and asks you to choose a new password.
+
+                {{link}}
+
+            """
+        case (.emailChanged, .html):
+            layout(
+                title: "The email address of your {{appName}} account was changed",
+                body: """
+                    <p style="margin:0 0 16px">The email address of your {{appName}} account was just changed from this one (<strong>{{email}}</strong>) to another.</p>
+                    <p style="margin:0 0 16px">If it was not you, undo it: this address comes back, every device is signed out, and you choose a new password.</p>
+                    \(button(label: "Undo the change"))
+                    <p style="margin:0;color:#555;font-size:14px">The link works for {{expiresInDays}} days. If it was you, there is nothing to do.</p>
+                    """
+            )
+        case (.emailInUse, .subject): "Someone tried to move a {{appName}} account to your address"
+        case (.emailInUse, .text):
+            """
+            Someone signed in to a {{appName}} account asked to change its email address to yours ({{email}}), which
+            already has an account. Nothing changed, and your account is as it was.
+
+            """
+        case (.emailInUse, .html):
+            layout(
+                title: "Someone tried to move a {{appName}} account to your address",
+                body: """
+                    <p style="margin:0 0 16px">Someone signed in to a {{appName}} account asked to change its email address to yours (<strong>{{email}}</strong>), which already has an account.</p>
+                    <p style="margin:0;color:#555;font-size:14px">Nothing changed, and your account is as it was.</p>
+                    """
+            )
         case (.oneTimeCode, .subject): "Your {{appName}} code: {{code}}"
         case (.oneTimeCode, .text):
             """

@@ -12,10 +12,14 @@ public enum MailKind: String, Sendable, CaseIterable {
     case oneTimeCode = "one_time_code"
     /// To the account's address, when its signed-in user changed the password.
     case passwordChanged = "password_changed"
+    /// To the old address after a signed-in user changed it: with the link that undoes the change.
+    case emailChanged = "email_changed"
+    /// To the owner of an address a signed-in user of another account asked to change theirs to (instead of a code).
+    case emailInUse = "email_in_use"
 }
 
 /// The values a template can use: `{{appName}}`, `{{email}}`, `{{link}}`, `{{token}}`, `{{tokenId}}`, `{{code}}`,
-/// `{{expiresInMinutes}}`.
+/// `{{expiresInMinutes}}`, `{{expiresInDays}}` (the same time in whole days, at least 1).
 package struct MailVariables: Sendable {
     package var appName: String
     package var email: String
@@ -28,7 +32,7 @@ package struct MailVariables: Sendable {
     package var dictionary: [String: Any] {
         [
             "appName": appName, "email": email, "link": link, "token": token, "tokenId": tokenId, "code": code,
-            "expiresInMinutes": expiresInMinutes,
+            "expiresInMinutes": expiresInMinutes, "expiresInDays": max(1, expiresInMinutes / 1440),
         ]
     }
 

@@ -125,12 +125,28 @@ package struct SessionGate: Sendable {
         let caller = manager.caller
         let proof = try await provePassword(of: caller, password)
         try await proof.backoff.succeeded()
+        return try await reprove(caller, .password)
+    }
+
+    /// Proves the caller's session again with the code ``AccountCodes`` mailed to the account's address for it: the
+    /// session's `auth_time` becomes now and `otp` joins its methods. A code asked for in another session, wrong,
+    /// expired or used is ``AuthError/invalidCode``.
+    @discardableResult
+    package func reauthenticate(_ manager: AccountManager, code: String) async throws -> SessionRecord {
+        let caller = manager.caller
+        let token = try await AccountCodes(env: env).check(.reauthenticationCode, code: code, caller: caller)
+        guard try await env.store.spendToken(id: token.id, now: env.clock.now) else { throw AuthError.invalidCode }
+        return try await reprove(caller, .oneTimeCode)
+    }
+
+    /// Records `method` as proven now in the caller's session.
+    private func reprove(_ caller: SessionService.Caller, _ method: AuthenticationMethod) async throws -> SessionRecord {
         let now = env.clock.now
-        let methods = Self.adding(.password, to: caller.session.methods)
+        let methods = Self.adding(method, to: caller.session.methods)
         guard try await env.store.reproveSession(id: caller.session.id, methods: methods, at: now) else {
             throw AuthError.invalidSession("invalid session")
         }
-        await env.audit(.reauthenticated, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id])
+        await env.audit(.reauthenticated, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id, "method": method.rawValue])
         var session = caller.session
         session.methods = methods
         session.provenAt = now

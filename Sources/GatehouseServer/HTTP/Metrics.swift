@@ -7,6 +7,11 @@ import NIOConcurrencyHelpers
 import NIOCore
 import Prometheus
 
+#if canImport(Glibc)
+import Glibc  // clock_gettime and timespec, named where they are used
+import CDispatch  // which may own the C `timespec` Glibc declares too, depending on which module the compiler read first
+#endif
+
 /// One server's metrics: a Prometheus registry of its own, fed through swift-metrics' API with a factory over it.
 ///
 /// No `MetricsSystem.bootstrap`: an ``AuthServer`` is a library too, and a process may open many (the tests do) or

@@ -343,10 +343,32 @@ public struct SessionInfo: Codable, Hashable, Sendable {
     }
 }
 
-/// `POST /api/client/v2.0/auth/reauthenticate`.
+/// `POST /api/client/v2.0/auth/reauthenticate`: the account's password, or the code
+/// `auth/reauthenticate/send` mailed for this session (one of the two).
 public struct ReauthenticateRequest: Codable, Hashable, Sendable {
-    public var password: String
+    public var password: String?
+    public var code: String?
     public init(password: String) { self.password = password }
+    public init(code: String) { self.code = code }
+}
+
+/// `POST /api/client/v2.0/auth/email`.
+public struct ChangeEmailRequest: Codable, Hashable, Sendable {
+    /// The new address.
+    public var email: String
+    /// The current password, needed when the session's proof is not recent.
+    public var currentPassword: String?
+
+    public init(email: String, currentPassword: String? = nil) {
+        self.email = email
+        self.currentPassword = currentPassword
+    }
+}
+
+/// `POST /api/client/v2.0/auth/email/confirm`: the code the new address got.
+public struct ConfirmEmailChangeRequest: Codable, Hashable, Sendable {
+    public var code: String
+    public init(code: String) { self.code = code }
 }
 
 /// `POST /api/client/v2.0/auth/password`.

@@ -122,6 +122,8 @@ extension AuthError {
             ClientAPIError(status: .notFound, code: .identityNotFound, message: "identity not found")
         case .accountChangeRefused(let message):
             .badRequest(message)
+        case .invalidCode:
+            .badRequest("invalid or expired code")
         }
     }
 }

@@ -34,6 +34,7 @@ struct ClientAPIRoutes {
         local.post("reset/send", use: emailPassword(EmailRequest.self) { service, appId, body in
             try await service.sendPasswordReset(appId: appId, email: body.email)
         })
+        local.post("email/undo", use: undoEmailChange)
         local.post("reset", use: emailPassword(ResetPasswordRequest.self) { service, appId, body in
             try await service.resetPassword(appId: appId, token: body.token, tokenId: body.tokenId, password: body.password)
         })
@@ -47,6 +48,9 @@ struct ClientAPIRoutes {
         auth.get("sessions", use: listSessions)
         auth.delete("sessions/:sessionId", use: endSession)
         auth.post("reauthenticate", use: reauthenticate)
+        auth.post("reauthenticate/send", use: sendReauthenticationCode)
+        auth.post("email", use: requestEmailChange)
+        auth.post("email/confirm", use: confirmEmailChange)
         auth.post("password", use: changePassword)
         auth.delete("identities/:identityId", use: unlinkIdentity)
         auth.delete("delete", use: deleteUser)
@@ -215,8 +219,45 @@ struct ClientAPIRoutes {
         // The token before the body.
         let manager = try await account.manager(try request.bearerToken(), to: "reauthenticate")
         let body = try await request.decodeClientAPIBody(ReauthenticateRequest.self, context: context)
-        try await account.reauthenticate(manager, password: body.password)
+        switch (body.password, body.code) {
+        case (let password?, nil): try await account.reauthenticate(manager, password: password)
+        case (nil, let code?): try await account.reauthenticate(manager, code: code)
+        case (nil, nil): throw ClientAPIError.missingParameter("password")
+        default: throw ClientAPIError.invalidParameter("give either password or code, not both")
+        }
         return JSONResponse.noContent()
+    }
+
+    @Sendable func sendReauthenticationCode(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let account = account(context)
+        try await account.sendReauthenticationCode(try await account.manager(try request.bearerToken(), to: "reauthenticate"))
+        return JSONResponse.noContent()
+    }
+
+    @Sendable func requestEmailChange(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let account = account(context)
+        let manager = try await account.manager(try request.bearerToken(), to: "change the email address")
+        let body = try await request.decodeClientAPIBody(ChangeEmailRequest.self, context: context)
+        try await account.requestEmailChange(manager, to: body.email, currentPassword: body.currentPassword)
+        return JSONResponse.noContent()
+    }
+
+    @Sendable func confirmEmailChange(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let account = account(context)
+        let manager = try await account.manager(try request.bearerToken(), to: "change the email address")
+        let body = try await request.decodeClientAPIBody(ConfirmEmailChangeRequest.self, context: context)
+        try await account.confirmEmailChange(manager, code: body.code)
+        return JSONResponse.noContent()
+    }
+
+    /// `POST …/local-userpass/email/undo`: the link the old address got after a change (no token: the link is the
+    /// proof).
+    @Sendable func undoEmailChange(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        let appId = try context.parameters.require("appId")
+        _ = try env.app(appId)
+        let body = try await request.decodeClientAPIBody(ConfirmRequest.self, context: context)
+        try await account(context).undoEmailChange(appId: appId, token: body.token, tokenId: body.tokenId)
+        return try JSONResponse.empty(.ok)
     }
 
     @Sendable func changePassword(_ request: Request, context: GatehouseRequestContext) async throws -> Response {

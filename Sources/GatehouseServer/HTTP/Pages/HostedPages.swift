@@ -26,6 +26,8 @@ struct HostedPages {
         app.get("reset", use: resetPage)
         app.post("reset", use: reset)
         app.post("reset/send", use: sendReset)
+        app.get("email/undo", use: undoEmailChangePage)
+        app.post("email/undo", use: undoEmailChange)
     }
 
     // MARK: Confirmation
@@ -153,8 +155,12 @@ struct HostedPages {
         }
     }
 
-    /// - Parameter intro: the paragraph above the form, when it says more than "choose a new password".
-    private func resetForm(app: AppSettings, token: String, tokenId: String, csrf: String, error: String?, intro: String? = nil) -> Page {
+    /// - Parameters:
+    ///   - intro: the paragraph above the form, when it says more than "choose a new password".
+    ///   - action: where the form posts, relative to the page (`../reset` from a page one level deeper).
+    private func resetForm(
+        app: AppSettings, token: String, tokenId: String, csrf: String, error: String?, intro: String? = nil, action: String = "reset"
+    ) -> Page {
         // Pages are only reached through the provider's token checks, so the provider is on.
         let policy = app.localUserpass?.password ?? PasswordPolicy()
         let rule = "Use between \(policy.minLength) and \(policy.maxLength) characters."
@@ -165,7 +171,7 @@ struct HostedPages {
             title: "Choose a new password",
             body: """
                 \(intro ?? "<p>Choose a new password for your \(htmlEscape(app.name)) account.</p>")
-                <form method="post" action="reset">
+                <form method="post" action="\(action)">
                 \(hidden(["token": token, "tokenId": tokenId, "csrf": csrf]))
                 <div class="field">
                 <label for="password">New password</label>
@@ -200,6 +206,66 @@ struct HostedPages {
     @Sendable func sendReset(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         try await sendPage(request, context, kind: "password reset") { app, email in
             try await service(context).sendPasswordReset(appId: app.id, email: email)
+        }
+    }
+
+    // MARK: Undoing an email change
+
+    private func accounts(_ context: GatehouseRequestContext) -> AccountService { AccountService(env: env.serving(context.origin)) }
+
+    @Sendable func undoEmailChangePage(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await page(context) { app, csrf in
+            let query = request.uri.queryParameters
+            guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
+                return Page(status: .badRequest, title: "This link is incomplete", body: "<p>The link is missing its token. Open the whole link from the email.</p>")
+            }
+            switch try await service(context).openLink(appId: app.id, token: token, tokenId: tokenId, kind: .emailChangeUndo) {
+            case .valid:
+                return Page(
+                    title: "Undo the change of address",
+                    body: """
+                        <p>Someone changed the email address of your \(htmlEscape(app.name)) account. Undo it to get your address back: every device will be signed out, and you will choose a new password.</p>
+                        <form method="post" action="undo">
+                        \(hidden(["token": token, "tokenId": tokenId, "csrf": csrf]))
+                        <button type="submit">Undo the change</button>
+                        </form>
+                        """
+                )
+            case let state:
+                return undoOutcome(state)
+            }
+        }
+    }
+
+    @Sendable func undoEmailChange(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        try await formPage(request, context) { app, form, csrf in
+            let token = form["token"] ?? "", tokenId = form["tokenId"] ?? ""
+            do {
+                let reset = try await accounts(context).undoEmailChange(appId: app.id, token: token, tokenId: tokenId, issuingPasswordToken: true)
+                guard let reset else {
+                    return Page(title: "Your address is back", body: "<p class=\"ok\" role=\"status\">Your address is back and every device was signed out. Ask for a password reset to choose a new password.</p>")
+                }
+                return resetForm(
+                    app: app, token: reset.token, tokenId: reset.tokenId, csrf: csrf, error: nil,
+                    intro: "<p class=\"ok\" role=\"status\">Your address is back, and every device was signed out.</p><p>Choose a new password for your \(htmlEscape(app.name)) account now.</p>",
+                    action: "../reset"
+                )
+            } catch AuthError.invalidTokenData {
+                return undoOutcome(try await service(context).tokenState(appId: app.id, token: token, tokenId: tokenId, kind: .emailChangeUndo))
+            }
+        }
+    }
+
+    private func undoOutcome(_ state: EmailPasswordService.TokenState) -> Page {
+        switch state {
+        case .used, .valid:
+            Page(status: .gone, title: "This link was already used", body: "<p>The change was undone already. If you still cannot sign in, ask for a password reset.</p>")
+        case .superseded:
+            Page(status: .gone, title: "This link no longer works", body: "<p>Your account changed since this email was sent (a password reset or another undo). Ask for a password reset if you cannot sign in.</p>")
+        case .expired:
+            Page(status: .gone, title: "This link has expired", body: "<p>The link to undo a change of address works for a limited time. Contact the app's support to get your account back.</p>")
+        case .invalid:
+            Page(status: .badRequest, title: "This link does not work", body: "<p>The link is not valid. Open the whole link from the email.</p>")
         }
     }
 

@@ -324,7 +324,7 @@ enum Migrations {
                 // row, while retention keeps it) before the column existed.
                 """
                 UPDATE email_accounts SET from_old_system = 1 WHERE user_id IN (
-                    SELECT user_id FROM identities WHERE provider_type = 'local-userpass' AND data LIKE '%"imported_from"%'
+                    SELECT user_id FROM identities WHERE provider_type = 'local-userpass' AND data LIKE '%"imported_from":%'
                     UNION SELECT user_id FROM audit_events WHERE kind = 'user_migrated' AND user_id IS NOT NULL)
                 """,
                 // The address as its registration spelled it: where mail about the account goes.
@@ -345,6 +345,18 @@ enum Migrations {
                 """,
                 "ALTER TABLE sessions ADD COLUMN methods TEXT NOT NULL DEFAULT ''",
                 "ALTER TABLE sessions ADD COLUMN proven_at INTEGER",
+            ]
+        ),
+        Migration(
+            version: 13,
+            name: "codes for signed-in users: reauthentication and email change",
+            statements: [
+                // Wrong guesses of a code (a reauthentication or email-change code lives with the link tokens).
+                "ALTER TABLE one_time_tokens ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+                // The address as the user spelled it (an email change's new or old address).
+                "ALTER TABLE one_time_tokens ADD COLUMN address TEXT",
+                // What the token acts on beyond its user (an email change's undo: the identity whose address changed).
+                "ALTER TABLE one_time_tokens ADD COLUMN subject TEXT",
             ]
         ),
     ]

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseDomain
+import GatehouseWire
 
 /// What a signed-in user changes of their own account: sessions, password, identities.
 extension SQLStore {
@@ -88,5 +89,185 @@ extension SQLStore {
             try await tx.query("DELETE FROM identities WHERE id = $1", .text(id))
             return .removed(identity)
         }
+    }
+}
+
+/// Codes a signed-in session asks for, and the email change they prove.
+extension SQLStore {
+    func liveToken(userId: String, kind: OneTimeTokenKind, requester: String, now: Date) async throws -> OneTimeTokenRecord? {
+        try await db.query(
+            """
+            SELECT \(Self.tokenColumns) FROM one_time_tokens
+            WHERE user_id = $1 AND kind = $2 AND requester = $3 AND used_at IS NULL AND superseded_at IS NULL AND expires_at > $4
+            ORDER BY created_at DESC, id DESC LIMIT 1
+            """,
+            .text(userId), .text(kind.rawValue), .text(requester), SQLValue(now)
+        ).first.flatMap { try Self.token($0) }
+    }
+
+    func countGuess(tokenId: String, limit: Int, now: Date) async throws -> Bool {
+        let rows = try await db.query(
+            """
+            UPDATE one_time_tokens SET attempts = attempts + 1,
+                superseded_at = CASE WHEN attempts + 1 > $2 THEN $3 ELSE superseded_at END
+            WHERE id = $1 AND used_at IS NULL AND superseded_at IS NULL AND expires_at > $3
+            RETURNING attempts
+            """,
+            .text(tokenId), .int(Int64(limit)), SQLValue(now)
+        )
+        guard let attempts = try rows.first?.int("attempts") else { return false }
+        return attempts <= Int64(limit)
+    }
+
+    func spendToken(id: String, now: Date) async throws -> Bool {
+        try await Self.spend(id, now: now, db) != nil
+    }
+
+    /// Marks the token `id` used if it is live; its row.
+    private static func spend(_ id: String, now: Date, _ tx: any SQLExecutor) async throws -> OneTimeTokenRecord? {
+        try await tx.query(
+            """
+            UPDATE one_time_tokens SET used_at = $2
+            WHERE id = $1 AND used_at IS NULL AND superseded_at IS NULL AND expires_at > $2
+            RETURNING \(tokenColumns)
+            """,
+            .text(id), SQLValue(now)
+        ).first.flatMap { try Self.token($0) }
+    }
+
+    func changeEmail(userId: String, from old: String, code: String, undo: OneTimeTokenRecord, mail: [OutboxMessage], now: Date) async throws -> EmailChange {
+        do {
+            return try await db.transaction { tx in
+                guard let token = try await Self.spend(code, now: now, tx), token.kind == .emailChangeCode, token.userId == userId,
+                    let new = token.email
+                else { throw Outcome(.codeSpent) }
+                // The account's row first: racing changes of one account take turns.
+                let locked = try await tx.query(
+                    "UPDATE email_accounts SET user_id = user_id WHERE app_id = $1 AND email = $2 AND user_id = $3 RETURNING email",
+                    .text(token.appId), .text(old), .text(userId)
+                )
+                guard !locked.isEmpty else { throw Outcome(.accountGone) }
+                if try await tx.query(
+                    "SELECT email FROM email_accounts WHERE app_id = $1 AND email = $2 AND confirmed_at IS NOT NULL", .text(token.appId), .text(new)
+                ).first != nil {
+                    throw Outcome(.addressTaken)
+                }
+                // A registration of the new address that no one confirmed: its registrant never proved the mailbox.
+                _ = try await Self.deletePendingAccount(appId: token.appId, email: new, userId: nil, tx)
+                try await Self.moveAddress(appId: token.appId, userId: userId, from: old, to: new, spelled: token.address ?? new, now: now, tx)
+                // Links to the old address die with it; earlier undo links live on: a change must not void the
+                // link that takes back an earlier one.
+                try await tx.query(
+                    """
+                    UPDATE one_time_tokens SET superseded_at = $1
+                    WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL AND kind <> $3
+                    """,
+                    SQLValue(now), .text(userId), .text(OneTimeTokenKind.emailChangeUndo.rawValue)
+                )
+                try await Self.insertToken(undo, tx)
+                for message in mail { try await Self.insertMail(message, tx) }
+                return .changed
+            }
+        } catch let outcome as Outcome {
+            return outcome.change
+        } catch StoreError.conflict {
+            // A racing change (or registration) took the address between this one's check and its write.
+            return .addressTaken
+        }
+    }
+
+    /// Ends a transaction early, rolling it back, with what it found.
+    private struct Outcome: Error {
+        var change: EmailChange
+        init(_ change: EmailChange) { self.change = change }
+    }
+
+    /// The user's email account of `old` and its identity take the address `new` (spelled `spelled`), proven `now`.
+    private static func moveAddress(
+        appId: String, userId: String, from old: String, to new: String, spelled: String, now: Date, _ tx: any SQLExecutor,
+        clearingPassword: Bool = false
+    ) async throws {
+        try await tx.query(
+            """
+            UPDATE email_accounts SET email = $3, address = $4, mailbox_proven_at = $5, confirmed_at = COALESCE(confirmed_at, $5),
+                contested_at = NULL
+            WHERE app_id = $1 AND email = $2 AND user_id = $6
+            """,
+            .text(appId), .text(old), .text(new), .text(spelled), SQLValue(now), .text(userId)
+        )
+        if clearingPassword {
+            try await tx.query("UPDATE email_accounts SET password_hash = '' WHERE app_id = $1 AND email = $2", .text(appId), .text(new))
+        }
+        for row in try await tx.query(
+            "SELECT id, data FROM identities WHERE user_id = $1 AND provider_type = 'local-userpass' AND external_id = $2", .text(userId), .text(old)
+        ) {
+            var data = try JSONColumn.decode(row.text("data"))
+            data["email"] = .string(spelled)
+            try await tx.query(
+                "UPDATE identities SET external_id = $2, data = $3 WHERE id = $1", .text(try row.text("id")), .text(new), .text(try JSONColumn.encode(data))
+            )
+        }
+        // The old address's failure counts go with it; the new one starts clean (its owner just proved it).
+        try await tx.query("DELETE FROM login_failures WHERE account IN ($1, $2)", .text(LoginBackoff.account(app: appId, identifier: old)), .text(LoginBackoff.account(app: appId, identifier: new)))
+    }
+
+    func undoEmailChange(tokenId: String, now: Date) async throws -> (userId: String, email: String)? {
+        try await db.transaction { tx in
+            guard let token = try await tx.query(
+                """
+                UPDATE one_time_tokens SET used_at = $2
+                WHERE id = $1 AND kind = $3 AND used_at IS NULL AND superseded_at IS NULL AND expires_at > $2
+                RETURNING \(Self.tokenColumns)
+                """,
+                .text(tokenId), SQLValue(now), .text(OneTimeTokenKind.emailChangeUndo.rawValue)
+            ).first.flatMap({ try Self.token($0) }), let old = token.email else { return nil }
+            let userId = token.userId, appId = token.appId
+            guard try await tx.query("UPDATE users SET id = id WHERE id = $1 RETURNING id", .text(userId)).first != nil else { return nil }
+            // The old address is the owner's: a confirmed account of someone else there (it cannot be: only the
+            // mailbox's owner confirms it) refuses; a pending registration of it goes.
+            if let holder = try await tx.query("SELECT user_id FROM email_accounts WHERE app_id = $1 AND email = $2", .text(appId), .text(old)).first {
+                if try holder.text("user_id") != userId {
+                    guard try await !Self.deletePendingAccount(appId: appId, email: old, userId: nil, tx).isEmpty else { return nil }
+                }
+            }
+            let spelled = token.address ?? old
+            let identity = try await token.subject.asyncFlatMap { id in
+                try await tx.query(
+                    "SELECT external_id FROM identities WHERE id = $1 AND user_id = $2 AND provider_type = 'local-userpass'", .text(id), .text(userId)
+                ).first.map { try $0.text("external_id") }
+            }
+            if let current = identity {
+                if current != old {
+                    try await Self.moveAddress(appId: appId, userId: userId, from: current, to: old, spelled: spelled, now: now, tx, clearingPassword: true)
+                } else {
+                    try await tx.query(
+                        "UPDATE email_accounts SET password_hash = '', mailbox_proven_at = $3 WHERE app_id = $1 AND email = $2",
+                        .text(appId), .text(old), SQLValue(now)
+                    )
+                }
+            } else if try await tx.query("SELECT email FROM email_accounts WHERE app_id = $1 AND email = $2", .text(appId), .text(old)).isEmpty {
+                // Unlinked since: the owner gets the address back as a new email/password identity, without a password.
+                try await Self.insertIdentity(
+                    IdentityRecord(
+                        id: Secrets.objectID(at: now), userId: userId, appId: appId, providerType: EmailPasswordService.providerType, externalId: old,
+                        data: ["email": .string(spelled)], createdAt: now
+                    ), tx
+                )
+                try await Self.insertAccount(
+                    EmailAccountRecord(appId: appId, email: old, userId: userId, passwordHash: "", confirmedAt: now, mailboxProvenAt: now, address: spelled),
+                    createdAt: now, tx
+                )
+            }
+            try await Self.resetTrust(userId: userId, keeping: old, now: now, tx)
+            return (userId, old)
+        }
+    }
+}
+
+extension Optional {
+    /// `flatMap` for an async transform.
+    fileprivate func asyncFlatMap<U>(_ transform: (Wrapped) async throws -> U?) async rethrows -> U? {
+        guard let self else { return nil }
+        return try await transform(self)
     }
 }

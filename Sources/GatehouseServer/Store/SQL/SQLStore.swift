@@ -296,27 +296,30 @@ struct SQLStore: GatehouseStore {
     }
 
     func oneTimeToken(id: String) async throws -> OneTimeTokenRecord? {
-        try await db.query(
-            """
-            SELECT id, app_id, kind, user_id, secret_hash, created_at, expires_at, used_at, superseded_at, email, requester
-            FROM one_time_tokens WHERE id = $1
-            """,
-            .text(id)
-        ).first.map { row in
-            OneTimeTokenRecord(
-                id: try row.text("id"),
-                appId: try row.text("app_id"),
-                kind: OneTimeTokenKind(rawValue: try row.text("kind")) ?? .confirmation,
-                userId: try row.text("user_id"),
-                secretHash: try row.blob("secret_hash"),
-                createdAt: try row.date("created_at"),
-                expiresAt: try row.date("expires_at"),
-                usedAt: try row.optionalDate("used_at"),
-                supersededAt: try row.optionalDate("superseded_at"),
-                email: try row.optionalText("email"),
-                requester: try row.text("requester")
-            )
-        }
+        try await db.query("SELECT \(Self.tokenColumns) FROM one_time_tokens WHERE id = $1", .text(id)).first.flatMap { try Self.token($0) }
+    }
+
+    static let tokenColumns = "id, app_id, kind, user_id, secret_hash, created_at, expires_at, used_at, superseded_at, email, requester, attempts, address, subject"
+
+    /// A token from a row of ``tokenColumns``; nil for a kind this version does not know (a newer instance's).
+    static func token(_ row: SQLRow) throws -> OneTimeTokenRecord? {
+        guard let kind = OneTimeTokenKind(rawValue: try row.text("kind")) else { return nil }
+        return OneTimeTokenRecord(
+            id: try row.text("id"),
+            appId: try row.text("app_id"),
+            kind: kind,
+            userId: try row.text("user_id"),
+            secretHash: try row.blob("secret_hash"),
+            createdAt: try row.date("created_at"),
+            expiresAt: try row.date("expires_at"),
+            usedAt: try row.optionalDate("used_at"),
+            supersededAt: try row.optionalDate("superseded_at"),
+            email: try row.optionalText("email"),
+            requester: try row.text("requester"),
+            attempts: Int(try row.int("attempts")),
+            address: try row.optionalText("address"),
+            subject: try row.optionalText("subject")
+        )
     }
 
     /// The single conditional update that makes a token single-use: the user and address it was made for.
@@ -394,16 +397,7 @@ struct SQLStore: GatehouseStore {
         let contested = try row.optionalDate("contested_at") != nil
         let hash = proof.passwordHash(current: try row.text("password_hash"), wasProven: wasProven, contested: contested)
         if proof.resetsTrust(wasProven: wasProven, contested: contested) {
-            _ = try await revokeAllSessions(userId: userId, now: now, tx)
-            try await deleteAPIKeys(ofUser: userId, tx)
-            try await tx.query(
-                "DELETE FROM identities WHERE user_id = $1 AND NOT (provider_type = 'local-userpass' AND external_id = $2)", .text(userId), .text(address)
-            )
-            try await tx.query("DELETE FROM email_accounts WHERE user_id = $1 AND email <> $2", .text(userId), .text(address))
-            try await tx.query(
-                "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL",
-                SQLValue(now), .text(userId)
-            )
+            try await resetTrust(userId: userId, keeping: address, now: now, tx)
         }
         try await tx.query(
             """
@@ -416,6 +410,22 @@ struct SQLStore: GatehouseStore {
         // A proof clears the account's login-failure counts, from every address (the login backoff's rows).
         try await tx.query("DELETE FROM login_failures WHERE account = $1", .text(LoginBackoff.account(app: appId, identifier: address)))
         return hash
+    }
+
+    /// The mailbox `address`'s owner proved it, and nothing else of the user is trusted: every session ends, and
+    /// its API keys, every other identity and email account (an address linked to it) and every unused one-time
+    /// token go.
+    static func resetTrust(userId: String, keeping address: String, now: Date, _ tx: any SQLExecutor) async throws {
+        _ = try await revokeAllSessions(userId: userId, now: now, tx)
+        try await deleteAPIKeys(ofUser: userId, tx)
+        try await tx.query(
+            "DELETE FROM identities WHERE user_id = $1 AND NOT (provider_type = 'local-userpass' AND external_id = $2)", .text(userId), .text(address)
+        )
+        try await tx.query("DELETE FROM email_accounts WHERE user_id = $1 AND email <> $2", .text(userId), .text(address))
+        try await tx.query(
+            "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL",
+            SQLValue(now), .text(userId)
+        )
     }
 
     // MARK: Sessions
@@ -992,14 +1002,15 @@ struct SQLStore: GatehouseStore {
         }
     }
 
-    private static func insertToken(_ token: OneTimeTokenRecord, _ tx: any SQLExecutor) async throws {
+    static func insertToken(_ token: OneTimeTokenRecord, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             """
-            INSERT INTO one_time_tokens (id, app_id, kind, user_id, secret_hash, created_at, expires_at, email, superseded_at, requester)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            INSERT INTO one_time_tokens (id, app_id, kind, user_id, secret_hash, created_at, expires_at, email, superseded_at, requester, address, subject)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
             """,
             .text(token.id), .text(token.appId), .text(token.kind.rawValue), .text(token.userId), .blob(token.secretHash),
-            SQLValue(token.createdAt), SQLValue(token.expiresAt), SQLValue(token.email), SQLValue(token.supersededAt), .text(token.requester)
+            SQLValue(token.createdAt), SQLValue(token.expiresAt), SQLValue(token.email), SQLValue(token.supersededAt), .text(token.requester),
+            SQLValue(token.address), SQLValue(token.subject)
         )
     }
 

@@ -146,7 +146,7 @@ struct Migrate: AsyncParsableCommand {
 
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage users.", subcommands: [SetData.self, LogOut.self, Disable.self, Enable.self]
+        abstract: "Manage users.", subcommands: [Credentials.self, SetData.self, LogOut.self, Disable.self, Enable.self]
     )
 
     /// The options every user command takes.
@@ -156,6 +156,25 @@ struct Users: AsyncParsableCommand {
         @Option(name: .long, help: "User id (24 hex digits).") var user: String
 
         func run<T>(_ action: (AuthServer) async throws -> T) async throws -> T { try await options.withServer(action) }
+    }
+
+    struct Credentials: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List a user's credentials (addresses, passwords, identities, API keys) and who added each."
+        )
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            let credentials = try await target.run { gatehouse in try await gatehouse.credentials(appId: target.app, userId: target.user) }
+            for credential in credentials {
+                var line = "\(credential.kind)\t\(credential.id)\t\(credential.label)\tadded \(credential.addedAt.ISO8601Format())"
+                if let session = credential.addedBySession {
+                    line += " by session \(session) (\(credential.addedWith.joined(separator: " ")))"
+                }
+                if let proven = credential.proven { line += proven ? "\tproven" : "\tnot proven" }
+                print(line)
+            }
+        }
     }
 
     struct LogOut: AsyncParsableCommand {

@@ -67,7 +67,7 @@ package struct APIKeyService: Sendable {
         guard try await env.store.apiKeys(appId: app.id, userId: caller.user.id).count < Self.maxKeysPerUser else {
             throw AuthError.apiKeyRefused("a user can have at most \(Self.maxKeysPerUser) API keys; delete one first")
         }
-        let (key, secret, _) = try await insert(app: app, owner: caller.user, name: name)
+        let (key, secret, _) = try await insert(app: app, owner: caller.user, name: name, addedBy: Provenance(adding: nil, by: caller))
         env.logger.info("API key created", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "key": "\(key.id)"])
         await env.audit(.apiKeyCreated, app: app.id, user: caller.user.id, detail: ["apiKey": key.id, "name": key.name])
         return APIKeyResponse(id: key.id, name: key.name, key: secret, disabled: key.disabled)
@@ -157,7 +157,9 @@ package struct APIKeyService: Sendable {
 
     /// Stores a new key of `owner` (a server key with a new server user when nil) and its identity; returns the
     /// record, the secret and the id of the user the key logs in as.
-    private func insert(app: AppSettings, owner: UserRecord?, name: String) async throws -> (key: APIKeyRecord, secret: String, userId: String) {
+    private func insert(
+        app: AppSettings, owner: UserRecord?, name: String, addedBy: Provenance? = nil
+    ) async throws -> (key: APIKeyRecord, secret: String, userId: String) {
         let now = env.clock.now
         let secret = Secrets.token()
         let key = APIKeyRecord(
@@ -174,7 +176,7 @@ package struct APIKeyService: Sendable {
             externalId: key.id,
             // A server user's profile shows its key's name; a user key adds nothing to its owner's profile.
             data: owner == nil ? ["name": .string(name)] : [:],
-            createdAt: now
+            createdAt: now, addedBy: addedBy
         )
         do {
             try await env.store.createAPIKey(key, identity: identity, serverUser: serverUser)

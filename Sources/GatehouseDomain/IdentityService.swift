@@ -39,7 +39,9 @@ package struct IdentityService: Sendable {
             if let existing = try await env.store.identity(appId: app.id, providerType: identity.providerType, externalId: identity.externalId) {
                 if existing.userId == caller.user.id { return }
                 if identity.providerType == EmailPasswordService.providerType,
-                    try await env.store.adoptIdentity(id: existing.id, from: existing.userId, to: caller.user.id, at: env.clock.now)
+                    try await env.store.adoptIdentity(
+                        id: existing.id, from: existing.userId, to: caller.user.id, at: env.clock.now, addedBy: Self.provenance(identity, caller: caller)
+                    )
                 {
                     env.logger.info("identity linked", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
                     return
@@ -47,7 +49,9 @@ package struct IdentityService: Sendable {
                 throw AuthError.identityInUse
             }
             do {
-                try await env.store.addIdentity(record(identity, userId: caller.user.id, app: app))
+                var record = record(identity, userId: caller.user.id, app: app)
+                record.addedBy = Self.provenance(identity, caller: caller)
+                try await env.store.addIdentity(record)
                 env.logger.info("identity linked", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
                 return
             } catch StoreError.conflict {
@@ -55,6 +59,12 @@ package struct IdentityService: Sendable {
             }
         }
         throw AuthError.identityInUse
+    }
+
+    /// A linked identity's provenance: the linking session, and the credential it proved to link it (a password, or
+    /// a provider's word).
+    private static func provenance(_ identity: ExternalIdentity, caller: SessionService.Caller) -> Provenance {
+        Provenance(adding: identity.providerType == EmailPasswordService.providerType ? .password : .federated, by: caller)
     }
 
     private func record(_ identity: ExternalIdentity, userId: String, app: AppSettings) -> IdentityRecord {

@@ -30,11 +30,14 @@ package struct IdentityRecord: Sendable, Hashable {
     /// Profile data contributed by this identity (`email`, `name`, …).
     package var data: [String: JSONValue]
     package var createdAt: Date
+    /// The signed-in session that added it (a link, an API key), or nil for one that came with the account.
+    package var addedBy: Provenance? = nil
 
     package init(
         id: String, userId: String, appId: String, providerType: String, externalId: String, data: [String: JSONValue],
-        createdAt: Date
+        createdAt: Date, addedBy: Provenance? = nil
     ) {
+        self.addedBy = addedBy
         self.id = id
         self.userId = userId
         self.appId = appId
@@ -68,11 +71,18 @@ package struct EmailAccountRecord: Sendable, Hashable {
     /// The account came from another system (a lazy migration, an import): only such an account's missing password
     /// may be vouched for by the migrate-user function.
     package var fromOldSystem = false
+    /// When the password was last set by a change or a reset (nil: as registered, imported or migrated).
+    package var passwordSetAt: Date? = nil
+    /// The signed-in session that set it (a password change); nil for a reset or one that came with the account.
+    package var passwordSetBy: Provenance? = nil
 
     package init(
         appId: String, email: String, userId: String, passwordHash: String, confirmedAt: Date? = nil,
-        mailboxProvenAt: Date? = nil, address: String? = nil, contestedAt: Date? = nil, fromOldSystem: Bool = false
+        mailboxProvenAt: Date? = nil, address: String? = nil, contestedAt: Date? = nil, fromOldSystem: Bool = false,
+        passwordSetAt: Date? = nil, passwordSetBy: Provenance? = nil
     ) {
+        self.passwordSetAt = passwordSetAt
+        self.passwordSetBy = passwordSetBy
         self.appId = appId
         self.email = email
         self.userId = userId

@@ -58,7 +58,7 @@ package protocol GatehouseStore: RateCountStore {
     /// Moves identity `id` (with its email account) from user `from` to user `to` and deletes `from`, if `from` has
     /// no other identity and never had a session; one transaction. The identity counts as linked `at` (profiles list
     /// identities in link order). False, changing nothing, otherwise.
-    func adoptIdentity(id: String, from: String, to: String, at: Date) async throws -> Bool
+    func adoptIdentity(id: String, from: String, to: String, at: Date, addedBy: Provenance) async throws -> Bool
     func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord?
     /// The address's account and its user (nil when the user is gone), in one read: what a password login needs.
     func emailAccountWithUser(appId: String, email: String) async throws -> (account: EmailAccountRecord, user: UserRecord?)?
@@ -139,7 +139,11 @@ package protocol GatehouseStore: RateCountStore {
     /// pending registration of the new address is discarded, the user's email account of `old` and its identity
     /// take the new address (proven now), the user's other live tokens are superseded, and `undo` and `mail` are
     /// stored.
-    func changeEmail(userId: String, from old: String, code: String, undo: OneTimeTokenRecord, mail: [OutboxMessage], now: Date) async throws -> EmailChange
+    func changeEmail(
+        userId: String, from old: String, code: String, undo: OneTimeTokenRecord, mail: [OutboxMessage], by: Provenance, now: Date
+    ) async throws -> EmailChange
+    /// Every credential of the user (``CredentialKind``), with who added it.
+    func credentials(userId: String) async throws -> [Credential]
     /// Redeems the undo token `id` of an email change: in one transaction the identity it names takes its old address
     /// back (made again, without a password, if it was unlinked), proven now and without a password, a pending
     /// registration of that address is discarded, and the mailbox owner's trust reset runs (every session ends; API

@@ -28,6 +28,35 @@ extension AuthServer {
     /// The largest custom user data document, in bytes of JSON: it travels in every access token.
     public static let maxCustomDataSize = AdminService.maxCustomDataSize
 
+    /// One credential of a user as `gatehouse users credentials` shows it.
+    public struct CredentialInfo: Sendable, Hashable {
+        /// `mailbox`, `password`, `identity` or `api-key`.
+        public var kind: String
+        /// The address, the identity id or the API key id.
+        public var id: String
+        /// The address as registered, the provider type or the key's name.
+        public var label: String
+        public var addedAt: Date
+        /// The signed-in session that added it, and the RFC 8176 methods it had proven; nil for one that came with
+        /// the account (or a reset set it).
+        public var addedBySession: String?
+        public var addedWith: [String]
+        /// A mailbox: whether its owner proved it.
+        public var proven: Bool?
+    }
+
+    /// Every credential of a user, with who added it: `gatehouse users credentials`.
+    public func credentials(appId: String, userId: String) async throws(AdminError) -> [CredentialInfo] {
+        try await Self.admin {
+            try await AdminService(env: env).credentials(appId: appId, userId: userId).map {
+                CredentialInfo(
+                    kind: $0.kind.rawValue, id: $0.id, label: $0.label, addedAt: $0.addedAt, addedBySession: $0.addedBy?.session,
+                    addedWith: $0.addedBy?.methods.map(\.rawValue) ?? [], proven: $0.proven
+                )
+            }
+        }
+    }
+
     // MARK: Outbox
 
     /// Emails kept as failed (a permanent refusal, or retried past their budget), newest first: `gatehouse mail

@@ -209,8 +209,8 @@ import Testing
             #expect(try await client.register("auto@example.com").status == .created)
         }
         let lines = try await Self.export(source, clock: clock, sessions: false)
-        #expect(lines.first?.contains(#""version":2"#) == true)
-        for (file, provenAfter) in [(lines, false), (lines.map { $0.replacing(#""version":2"#, with: #""version":1"#) }, true)] {
+        #expect(lines.first?.contains(#""version":3"#) == true)
+        for (file, provenAfter) in [(lines, false), (lines.map { $0.replacing(#""version":3"#, with: #""version":1"#) }, true)] {
             let (target, drop) = try await Self.target(in: folder.appendingPathComponent(UUID().uuidString))
             _ = try await Self.importLines(file, into: target)
             try await withGatehouse(target, clock: clock) { gatehouse, _ in

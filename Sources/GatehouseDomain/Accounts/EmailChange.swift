@@ -87,7 +87,10 @@ extension AccountService {
         variables.tokenId = undo.id
         variables.expiresInMinutes = Int(Self.undoLifetime / 60)
         let notice = env.mail(.emailChanged, app: caller.app, recipient: account.recipient, variables)
-        switch try await env.store.changeEmail(userId: caller.user.id, from: account.email, code: token.id, undo: undo, mail: [notice], now: now) {
+        let provenance = Provenance(adding: .oneTimeCode, by: caller)
+        switch try await env.store.changeEmail(
+            userId: caller.user.id, from: account.email, code: token.id, undo: undo, mail: [notice], by: provenance, now: now
+        ) {
         case .changed:
             env.logger.info("email changed", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)"])
             await env.audit(.emailChanged, app: caller.app.id, user: caller.user.id, detail: ["session": caller.session.id])

@@ -52,6 +52,12 @@ package struct AdminService: Sendable {
         }
     }
 
+    /// Every credential of a user (``CredentialKind``), with who added it: the admin view.
+    package func credentials(appId: String, userId: String) async throws -> [Credential] {
+        guard try await env.store.user(id: userId)?.appId == appId else { throw AdminRefusal.userNotFound(appId: appId, userId: userId) }
+        return try await env.store.credentials(userId: userId)
+    }
+
     // MARK: Signing keys
 
     /// A signing key and its state.

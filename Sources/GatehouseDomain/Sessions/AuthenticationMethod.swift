@@ -13,3 +13,13 @@ package enum AuthenticationMethod: String, Sendable, Hashable, CaseIterable, Cod
     /// A user or server API key (`apikey`; not an RFC 8176 value, which has none for a bearer key).
     case apiKey = "apikey"
 }
+
+extension AuthenticationMethod {
+    /// Methods as stored: their values, space-separated, in order.
+    package static func text(_ methods: [AuthenticationMethod]) -> String { methods.map(\.rawValue).joined(separator: " ") }
+
+    /// Stored methods read back; a value this version does not know is left out.
+    package static func list(_ text: String) -> [AuthenticationMethod] {
+        text.split(separator: " ").compactMap { AuthenticationMethod(rawValue: String($0)) }
+    }
+}

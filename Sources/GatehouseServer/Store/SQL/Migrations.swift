@@ -359,6 +359,20 @@ enum Migrations {
                 "ALTER TABLE one_time_tokens ADD COLUMN subject TEXT",
             ]
         ),
+        Migration(
+            version: 14,
+            name: "credentials know who added them",
+            statements: [
+                // The signed-in session that added an identity (a link, an API key's) and what it had proven then
+                // (RFC 8176 values, space separated); NULL for one that came with the account.
+                "ALTER TABLE identities ADD COLUMN added_session TEXT",
+                "ALTER TABLE identities ADD COLUMN added_methods TEXT",
+                // When a change or a reset last set the password, and the session that changed it.
+                "ALTER TABLE email_accounts ADD COLUMN password_set_at INTEGER",
+                "ALTER TABLE email_accounts ADD COLUMN password_session TEXT",
+                "ALTER TABLE email_accounts ADD COLUMN password_methods TEXT",
+            ]
+        ),
     ]
 }
 

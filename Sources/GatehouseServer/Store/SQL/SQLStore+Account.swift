@@ -29,7 +29,7 @@ extension SQLStore {
     private static func reprove(id: String, methods: [AuthenticationMethod], at: Date, _ tx: any SQLExecutor) async throws -> Bool {
         !(try await tx.query(
             "UPDATE sessions SET methods = $2, proven_at = $3 WHERE id = $1 AND revoked_at IS NULL AND expires_at > $3 RETURNING id",
-            .text(id), .text(methods.map(\.rawValue).joined(separator: " ")), SQLValue(at)
+            .text(id), .text(AuthenticationMethod.text(methods)), SQLValue(at)
         ).isEmpty)
     }
 
@@ -48,8 +48,11 @@ extension SQLStore {
         do {
             return try await db.transaction { tx in
                 let changed = try await tx.query(
-                    "UPDATE email_accounts SET password_hash = $2 WHERE user_id = $1 AND confirmed_at IS NOT NULL RETURNING email",
-                    .text(userId), .text(newPasswordHash)
+                    """
+                    UPDATE email_accounts SET password_hash = $2, password_set_at = $3, password_session = $4, password_methods = $5
+                    WHERE user_id = $1 AND confirmed_at IS NOT NULL RETURNING email
+                    """,
+                    .text(userId), .text(newPasswordHash), SQLValue(now), .text(session), .text(AuthenticationMethod.text(methods))
                 )
                 // Thrown, so that the transaction rolls back the password it set.
                 guard !changed.isEmpty, try await Self.reprove(id: session, methods: methods, at: now, tx) else { throw NothingChanged() }
@@ -135,7 +138,9 @@ extension SQLStore {
         ).first.flatMap { try Self.token($0) }
     }
 
-    func changeEmail(userId: String, from old: String, code: String, undo: OneTimeTokenRecord, mail: [OutboxMessage], now: Date) async throws -> EmailChange {
+    func changeEmail(
+        userId: String, from old: String, code: String, undo: OneTimeTokenRecord, mail: [OutboxMessage], by: Provenance, now: Date
+    ) async throws -> EmailChange {
         do {
             return try await db.transaction { tx in
                 guard let token = try await Self.spend(code, now: now, tx), token.kind == .emailChangeCode, token.userId == userId,
@@ -154,7 +159,7 @@ extension SQLStore {
                 }
                 // A registration of the new address that no one confirmed: its registrant never proved the mailbox.
                 _ = try await Self.deletePendingAccount(appId: token.appId, email: new, userId: nil, tx)
-                try await Self.moveAddress(appId: token.appId, userId: userId, from: old, to: new, spelled: token.address ?? new, now: now, tx)
+                try await Self.moveAddress(appId: token.appId, userId: userId, from: old, to: new, spelled: token.address ?? new, by: by, now: now, tx)
                 // Links to the old address die with it; earlier undo links live on: a change must not void the
                 // link that takes back an earlier one.
                 try await tx.query(
@@ -184,7 +189,7 @@ extension SQLStore {
 
     /// The user's email account of `old` and its identity take the address `new` (spelled `spelled`), proven `now`.
     private static func moveAddress(
-        appId: String, userId: String, from old: String, to new: String, spelled: String, now: Date, _ tx: any SQLExecutor,
+        appId: String, userId: String, from old: String, to new: String, spelled: String, by: Provenance?, now: Date, _ tx: any SQLExecutor,
         clearingPassword: Bool = false
     ) async throws {
         try await tx.query(
@@ -196,15 +201,21 @@ extension SQLStore {
             .text(appId), .text(old), .text(new), .text(spelled), SQLValue(now), .text(userId)
         )
         if clearingPassword {
-            try await tx.query("UPDATE email_accounts SET password_hash = '' WHERE app_id = $1 AND email = $2", .text(appId), .text(new))
+            try await tx.query(
+                "UPDATE email_accounts SET password_hash = '', password_set_at = $3, password_session = NULL, password_methods = NULL WHERE app_id = $1 AND email = $2",
+                .text(appId), .text(new), SQLValue(now)
+            )
         }
         for row in try await tx.query(
             "SELECT id, data FROM identities WHERE user_id = $1 AND provider_type = 'local-userpass' AND external_id = $2", .text(userId), .text(old)
         ) {
             var data = try JSONColumn.decode(row.text("data"))
             data["email"] = .string(spelled)
+            // The new address is a credential its session added (an undo's comes back with the account).
             try await tx.query(
-                "UPDATE identities SET external_id = $2, data = $3 WHERE id = $1", .text(try row.text("id")), .text(new), .text(try JSONColumn.encode(data))
+                "UPDATE identities SET external_id = $2, data = $3, added_session = $4, added_methods = $5 WHERE id = $1",
+                .text(try row.text("id")), .text(new), .text(try JSONColumn.encode(data)), SQLValue(by?.session),
+                SQLValue(by.map { AuthenticationMethod.text($0.methods) })
             )
         }
         // The old address's failure counts go with it; the new one starts clean (its owner just proved it).
@@ -238,10 +249,10 @@ extension SQLStore {
             }
             if let current = identity {
                 if current != old {
-                    try await Self.moveAddress(appId: appId, userId: userId, from: current, to: old, spelled: spelled, now: now, tx, clearingPassword: true)
+                    try await Self.moveAddress(appId: appId, userId: userId, from: current, to: old, spelled: spelled, by: nil, now: now, tx, clearingPassword: true)
                 } else {
                     try await tx.query(
-                        "UPDATE email_accounts SET password_hash = '', mailbox_proven_at = $3 WHERE app_id = $1 AND email = $2",
+                        "UPDATE email_accounts SET password_hash = '', password_set_at = $3, password_session = NULL, password_methods = NULL WHERE app_id = $1 AND email = $2",
                         .text(appId), .text(old), SQLValue(now)
                     )
                 }

@@ -177,17 +177,17 @@ struct SQLStore: GatehouseStore {
         try await Self.insertIdentity(identity, db)
     }
 
-    func adoptIdentity(id: String, from: String, to: String, at now: Date) async throws -> Bool {
+    func adoptIdentity(id: String, from: String, to: String, at now: Date, addedBy: Provenance) async throws -> Bool {
         try await db.transaction { tx in
             // One conditional UPDATE decides: of racing links, one moves the identity and the others find it gone.
             let moved = try await tx.query(
                 """
-                UPDATE identities SET user_id = $3, created_at = $4 WHERE id = $2 AND user_id = $1
+                UPDATE identities SET user_id = $3, created_at = $4, added_session = $5, added_methods = $6 WHERE id = $2 AND user_id = $1
                 AND NOT EXISTS (SELECT 1 FROM sessions WHERE user_id = $1)
                 AND NOT EXISTS (SELECT 1 FROM identities WHERE user_id = $1 AND id <> $2)
                 RETURNING id
                 """,
-                .text(from), .text(id), .text(to), SQLValue(now)
+                .text(from), .text(id), .text(to), SQLValue(now), .text(addedBy.session), .text(AuthenticationMethod.text(addedBy.methods))
             )
             guard !moved.isEmpty else { return false }
             // The account moves before its old user goes: deleting the user would cascade to it.
@@ -238,15 +238,17 @@ struct SQLStore: GatehouseStore {
     }
 
     private static func deleteUser(id: String, _ tx: any SQLExecutor) async throws {
-        try await deleteAPIKeys(ofUser: id, tx)
-        for table in ["sessions", "one_time_tokens", "email_accounts", "identities", "native_flows", "api_keys"] {
+        for kind in CredentialKind.allCases { try await discard(kind, userId: id, keeping: nil, tx) }
+        // What is left: sessions, tokens and flows, any identity of a kind this version does not know, and the keys
+        // a server user's row names.
+        for table in ["sessions", "one_time_tokens", "native_flows", "identities", "api_keys"] {
             try await tx.query("DELETE FROM \(table) WHERE user_id = $1", .text(id))
         }
         try await tx.query("DELETE FROM users WHERE id = $1", .text(id))
     }
 
     /// Deletes the keys behind the user's api-key identities: the user's own, and for a server user its server key.
-    private static func deleteAPIKeys(ofUser userId: String, _ tx: any SQLExecutor) async throws {
+    static func deleteAPIKeys(ofUser userId: String, _ tx: any SQLExecutor) async throws {
         try await tx.query(
             "DELETE FROM api_keys WHERE id IN (SELECT external_id FROM identities WHERE user_id = $1 AND provider_type = 'api-key')",
             .text(userId)
@@ -407,6 +409,13 @@ struct SQLStore: GatehouseStore {
             """,
             .text(appId), .text(address), .text(hash), SQLValue(now)
         )
+        if case .ownerProven(_?) = proof {
+            // A reset set it: no session did.
+            try await tx.query(
+                "UPDATE email_accounts SET password_set_at = $3, password_session = NULL, password_methods = NULL WHERE app_id = $1 AND email = $2",
+                .text(appId), .text(address), SQLValue(now)
+            )
+        }
         // A proof clears the account's login-failure counts, from every address (the login backoff's rows).
         try await tx.query("DELETE FROM login_failures WHERE account = $1", .text(LoginBackoff.account(app: appId, identifier: address)))
         return hash
@@ -417,11 +426,7 @@ struct SQLStore: GatehouseStore {
     /// token go.
     static func resetTrust(userId: String, keeping address: String, now: Date, _ tx: any SQLExecutor) async throws {
         _ = try await revokeAllSessions(userId: userId, now: now, tx)
-        try await deleteAPIKeys(ofUser: userId, tx)
-        try await tx.query(
-            "DELETE FROM identities WHERE user_id = $1 AND NOT (provider_type = 'local-userpass' AND external_id = $2)", .text(userId), .text(address)
-        )
-        try await tx.query("DELETE FROM email_accounts WHERE user_id = $1 AND email <> $2", .text(userId), .text(address))
+        for kind in CredentialKind.allCases { try await discard(kind, userId: userId, keeping: address, tx) }
         try await tx.query(
             "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL",
             SQLValue(now), .text(userId)
@@ -446,7 +451,7 @@ struct SQLStore: GatehouseStore {
             SQLValue(session.expiresAt), SQLValue(session.revokedAt), SQLValue(session.clientId),
             SQLValue(session.previousSecretHash), SQLValue(session.rotationSalt), SQLValue(session.rotatedAt),
             SQLValue(session.apiKeyId), SQLValue(session.lastUsedAt), .text(session.kind.rawValue),
-            .text(session.methods.map(\.rawValue).joined(separator: " ")), SQLValue(session.provenAt)
+            .text(AuthenticationMethod.text(session.methods)), SQLValue(session.provenAt)
         )
     }
 
@@ -491,7 +496,7 @@ struct SQLStore: GatehouseStore {
             apiKeyId: try row.optionalText("api_key_id"),
             lastUsedAt: try row.optionalDate("last_used_at"),
             kind: SessionKind(rawValue: try row.text("kind")),
-            methods: try row.text("methods").split(separator: " ").compactMap { AuthenticationMethod(rawValue: String($0)) },
+            methods: AuthenticationMethod.list(try row.text("methods")),
             provenAt: try row.optionalDate("proven_at")
         )
     }
@@ -954,7 +959,7 @@ struct SQLStore: GatehouseStore {
         try await tx.query("INSERT INTO \(table) VALUES \(rows.joined(separator: ", "))", binds)
     }
 
-    static let identityColumns = "id, user_id, app_id, provider_type, external_id, data, created_at"
+    static let identityColumns = "id, user_id, app_id, provider_type, external_id, data, created_at, added_session, added_methods"
 
     /// An identity from a row of ``identityColumns``, each named `prefix` + the column where a join renamed them.
     static func identity(_ row: SQLRow, prefix: String = "") throws -> IdentityRecord {
@@ -965,8 +970,15 @@ struct SQLStore: GatehouseStore {
             providerType: try row.text(prefix + "provider_type"),
             externalId: try row.text(prefix + "external_id"),
             data: try JSONColumn.decode(row.text(prefix + "data")),
-            createdAt: try row.date(prefix + "created_at")
+            createdAt: try row.date(prefix + "created_at"),
+            addedBy: try provenance(row, session: prefix + "added_session", methods: prefix + "added_methods")
         )
+    }
+
+    /// A credential's provenance from its two columns (nil when no session added it).
+    static func provenance(_ row: SQLRow, session: String, methods: String) throws -> Provenance? {
+        guard let id = try row.optionalText(session) else { return nil }
+        return Provenance(session: id, methods: AuthenticationMethod.list(try row.optionalText(methods) ?? ""))
     }
 
     static func insertIdentity(_ identity: IdentityRecord, _ tx: any SQLExecutor) async throws {
@@ -974,10 +986,13 @@ struct SQLStore: GatehouseStore {
     }
 
     static func insertIdentities(_ identities: [IdentityRecord], _ tx: any SQLExecutor) async throws {
-        try await insertRows(into: "identities (id, user_id, app_id, provider_type, external_id, data, created_at)", identities, tx) { identity in
+        try await insertRows(
+            into: "identities (id, user_id, app_id, provider_type, external_id, data, created_at, added_session, added_methods)", identities, tx
+        ) { identity in
             [
                 .text(identity.id), .text(identity.userId), .text(identity.appId), .text(identity.providerType),
                 .text(identity.externalId), .text(try JSONColumn.encode(identity.data)), SQLValue(identity.createdAt),
+                SQLValue(identity.addedBy?.session), SQLValue(identity.addedBy.map { AuthenticationMethod.text($0.methods) }),
             ]
         }
     }
@@ -990,14 +1005,15 @@ struct SQLStore: GatehouseStore {
         try await insertRows(
             into: """
                 email_accounts (app_id, email, user_id, password_hash, confirmed_at, created_at, mailbox_proven_at, address, contested_at, \
-                from_old_system)
+                from_old_system, password_set_at, password_session, password_methods)
                 """,
             accounts, tx
         ) { account, createdAt in
             [
                 .text(account.appId), .text(account.email), .text(account.userId), .text(account.passwordHash),
                 SQLValue(account.confirmedAt), SQLValue(createdAt), SQLValue(account.mailboxProvenAt), SQLValue(account.address),
-                SQLValue(account.contestedAt), .int(account.fromOldSystem ? 1 : 0),
+                SQLValue(account.contestedAt), .int(account.fromOldSystem ? 1 : 0), SQLValue(account.passwordSetAt),
+                SQLValue(account.passwordSetBy?.session), SQLValue(account.passwordSetBy.map { AuthenticationMethod.text($0.methods) }),
             ]
         }
     }
@@ -1025,7 +1041,10 @@ struct SQLStore: GatehouseStore {
         )
     }
 
-    static let accountColumns = "app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at, address, contested_at, from_old_system"
+    static let accountColumns = """
+        app_id, email, user_id, password_hash, confirmed_at, mailbox_proven_at, address, contested_at, from_old_system, \
+        password_set_at, password_session, password_methods
+        """
 
     static func account(_ row: SQLRow) throws -> EmailAccountRecord {
         EmailAccountRecord(
@@ -1037,7 +1056,9 @@ struct SQLStore: GatehouseStore {
             mailboxProvenAt: try row.optionalDate("mailbox_proven_at"),
             address: try row.optionalText("address"),
             contestedAt: try row.optionalDate("contested_at"),
-            fromOldSystem: try row.int("from_old_system") != 0
+            fromOldSystem: try row.int("from_old_system") != 0,
+            passwordSetAt: try row.optionalDate("password_set_at"),
+            passwordSetBy: try provenance(row, session: "password_session", methods: "password_methods")
         )
     }
 

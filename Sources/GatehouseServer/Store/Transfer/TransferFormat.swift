@@ -7,9 +7,10 @@ import GatehouseWire
 /// 1. a header: `{"format":"gatehouse-export","version":1,"exportedAt":"…","apps":[…],"sessions":false}`;
 /// 2. with `--sessions` only, one `{"type":"signingKey",…}` line per active signing key (the private key,
 ///    base64): refresh tokens are JWTs signed by them, so sessions are useless without them;
-/// 3. one `{"type":"user",…}` line per user, carrying everything that belongs to the user: its identities, its
-///    email/password account with the Argon2id hash as stored, the API keys behind its `api-key` identities (their
-///    SHA-256 hashes; absent when none), and (with `--sessions`) its live sessions;
+/// 3. one `{"type":"user",…}` line per user, carrying every credential of the user (each ``CredentialKind``, with
+///    who added it): its identities, its email/password accounts with the Argon2id hashes as stored, the API keys
+///    behind its `api-key` identities (their SHA-256 hashes; absent when none), and (with `--sessions`) its live
+///    sessions;
 /// 4. a trailer: `{"type":"end","users":N,"signingKeys":K}`. Import refuses a file without it, so a truncated
 ///    file cannot pass for a complete one.
 ///
@@ -18,10 +19,11 @@ import GatehouseWire
 /// flows in progress, the outbox and the send-limit log.
 enum TransferFormat {
     static let name = "gatehouse-export"
-    /// Version 2 added `mailboxProvenAt` to email accounts; version 1 files are read too (a confirmed account in one is
-    /// taken as proven).
-    static let version = 2
-    static let readableVersions = 1...2
+    /// Version 2 added `mailboxProvenAt` to email accounts; version 3 every email account of a user
+    /// (`emailAccounts`, where 1 and 2 had one `emailAccount`) and who added each credential. Versions 1 and 2 are
+    /// read too (a confirmed account in a version 1 file is taken as proven).
+    static let version = 3
+    static let readableVersions = 1...3
 
     struct Header: Codable, Equatable {
         var format: String
@@ -77,7 +79,10 @@ enum TransferFormat {
         var disabled: Bool
         var customData: [String: JSONValue]
         var identities: [Identity]
-        var emailAccount: EmailAccount?
+        /// Versions 1 and 2: the user's one email account.
+        var emailAccount: EmailAccount? = nil
+        /// Version 3: every email account of the user (an address linked to it has its own).
+        var emailAccounts: [EmailAccount]? = nil
         var sessions: [Session]?
         /// Absent when the user has no API key (and in files written before API keys).
         var apiKeys: [APIKey]? = nil
@@ -100,6 +105,10 @@ enum TransferFormat {
         var externalId: String
         var data: [String: JSONValue]
         var createdAt: Timestamp
+        /// Version 3: the signed-in session that added it (a link, an API key) and what that session had proven;
+        /// absent for one that came with the account.
+        var addedSession: String? = nil
+        var addedMethods: [String]? = nil
     }
 
     struct EmailAccount: Codable, Equatable {
@@ -119,6 +128,10 @@ enum TransferFormat {
         var address: String? = nil
         var contestedAt: Timestamp? = nil
         var fromOldSystem: Bool? = nil
+        /// Version 3: when a change or reset last set the password, and the session that changed it.
+        var passwordSetAt: Timestamp? = nil
+        var passwordSession: String? = nil
+        var passwordMethods: [String]? = nil
     }
 
     struct Session: Codable, Equatable {

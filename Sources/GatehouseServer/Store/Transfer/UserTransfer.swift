@@ -87,18 +87,19 @@ struct UserTransfer {
                 let identities = Dictionary(grouping: try await tx.query(
                     "SELECT \(SQLStore.identityColumns) FROM identities WHERE user_id >= $1 AND user_id <= $2 ORDER BY created_at, id", range
                 ).map { try SQLStore.identity($0) }, by: \.userId)
-                var accounts: [String: TransferFormat.EmailAccount] = [:]
+                var accounts: [String: [TransferFormat.EmailAccount]] = [:]
                 for row in try await tx.query(
-                    "SELECT \(SQLStore.accountColumns), created_at FROM email_accounts WHERE user_id >= $1 AND user_id <= $2",
+                    "SELECT \(SQLStore.accountColumns), created_at FROM email_accounts WHERE user_id >= $1 AND user_id <= $2 ORDER BY created_at, email",
                     range
                 ) {
                     let account = try SQLStore.account(row)
-                    accounts[account.userId] = TransferFormat.EmailAccount(
+                    accounts[account.userId, default: []].append(TransferFormat.EmailAccount(
                         email: account.email, passwordHash: account.passwordHash, confirmedAt: account.confirmedAt.map(TransferFormat.Timestamp.init),
                         mailboxProvenAt: account.mailboxProvenAt.map(TransferFormat.Timestamp.init), createdAt: .init(try row.date("created_at")),
                         address: account.address, contestedAt: account.contestedAt.map(TransferFormat.Timestamp.init),
-                        fromOldSystem: account.fromOldSystem
-                    )
+                        fromOldSystem: account.fromOldSystem, passwordSetAt: account.passwordSetAt.map(TransferFormat.Timestamp.init),
+                        passwordSession: account.passwordSetBy?.session, passwordMethods: account.passwordSetBy?.methods.map(\.rawValue)
+                    ))
                 }
                 var live: [String: [SessionRecord]] = [:]
                 if sessions {
@@ -127,12 +128,34 @@ struct UserTransfer {
                 for user in users {
                     let userIdentities = identities[user.id] ?? []
                     let userSessions = sessions ? (live[user.id] ?? []) : nil
+                    // Every kind of credential the user holds, each where the format keeps it.
+                    var exported: [IdentityRecord] = []
+                    var userAccounts: [TransferFormat.EmailAccount]?
+                    var userKeys: [TransferFormat.APIKey]?
+                    for kind in CredentialKind.allCases {
+                        switch kind {
+                        case .mailbox:
+                            exported += userIdentities.filter { $0.providerType == EmailPasswordService.providerType }
+                            userAccounts = accounts[user.id]
+                        case .password:
+                            break  // on its email account, with the mailbox
+                        case .identity:
+                            exported += userIdentities.filter { ![EmailPasswordService.providerType, APIKeyService.providerType].contains($0.providerType) }
+                        case .apiKey:
+                            exported += userIdentities.filter { $0.providerType == APIKeyService.providerType }
+                            userKeys = keys[user.id]
+                        }
+                    }
+                    exported.sort { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
                     try emit(TransferFormat.Line(TransferFormat.User(
                         id: user.id, appId: user.appId, createdAt: .init(user.createdAt), disabled: user.disabled, customData: user.customData,
-                        identities: userIdentities.map {
-                            .init(id: $0.id, providerType: $0.providerType, externalId: $0.externalId, data: $0.data, createdAt: .init($0.createdAt))
+                        identities: exported.map {
+                            .init(
+                                id: $0.id, providerType: $0.providerType, externalId: $0.externalId, data: $0.data, createdAt: .init($0.createdAt),
+                                addedSession: $0.addedBy?.session, addedMethods: $0.addedBy?.methods.map(\.rawValue)
+                            )
                         },
-                        emailAccount: accounts[user.id],
+                        emailAccounts: userAccounts,
                         sessions: userSessions?.map {
                             .init(
                                 id: $0.id, deviceId: $0.deviceId, device: $0.device, secretHash: .init($0.secretHash), createdAt: .init($0.createdAt),
@@ -142,11 +165,11 @@ struct UserTransfer {
                                 provenAt: $0.provenAt.map(TransferFormat.Timestamp.init)
                             )
                         },
-                        apiKeys: keys[user.id]
+                        apiKeys: userKeys
                     )))
                     summary.users += 1
-                    summary.identities += userIdentities.count
-                    summary.emailAccounts += accounts[user.id] == nil ? 0 : 1
+                    summary.identities += exported.count
+                    summary.emailAccounts += userAccounts?.count ?? 0
                     summary.sessions += userSessions?.count ?? 0
                 }
                 after = last.id
@@ -207,11 +230,11 @@ struct UserTransfer {
                         try await SQLStore.insertUser(records.user, tx)
                         for identity in records.identities { try await SQLStore.insertIdentity(identity, tx) }
                         for key in records.apiKeys { try await SQLStore.insertAPIKey(key, tx) }
-                        if let (account, createdAt) = records.account { try await SQLStore.insertAccount(account, createdAt: createdAt, tx) }
+                        try await SQLStore.insertAccounts(records.accounts, tx)
                         for session in records.sessions { try await SQLStore.insertSession(session, tx) }
                         summary.users += 1
                         summary.identities += records.identities.count
-                        summary.emailAccounts += records.account == nil ? 0 : 1
+                        summary.emailAccounts += records.accounts.count
                         summary.sessions += records.sessions.count
                     case .end:
                         guard let end = line.end, end.users == summary.users, end.signingKeys == summary.signingKeys else {
@@ -235,7 +258,7 @@ struct UserTransfer {
 
     /// The rows of one exported user, checked: a line that would make an account no one can sign in to is refused.
     private static func records(_ user: TransferFormat.User, apps: Set<String>, ownParameters: Argon2Parameters?, version: Int) throws -> (
-        user: UserRecord, identities: [IdentityRecord], account: (EmailAccountRecord, Date)?, sessions: [SessionRecord], apiKeys: [APIKeyRecord]
+        user: UserRecord, identities: [IdentityRecord], accounts: [(EmailAccountRecord, createdAt: Date)], sessions: [SessionRecord], apiKeys: [APIKeyRecord]
     ) {
         guard isObjectID(user.id) else { throw TransferError("user id \"\(user.id)\" is not 24 lowercase hex digits") }
         guard apps.contains(user.appId) else {
@@ -248,11 +271,15 @@ struct UserTransfer {
             }
             return IdentityRecord(
                 id: identity.id, userId: user.id, appId: user.appId, providerType: identity.providerType, externalId: identity.externalId,
-                data: identity.data, createdAt: identity.createdAt.date
+                data: identity.data, createdAt: identity.createdAt.date,
+                addedBy: identity.addedSession.map { Provenance(session: $0, methods: (identity.addedMethods ?? []).compactMap(AuthenticationMethod.init)) }
             )
         }
-        var account: (EmailAccountRecord, Date)?
-        if let exported = user.emailAccount {
+        guard user.emailAccount == nil || user.emailAccounts == nil else {
+            throw TransferError("user \(user.id) has both emailAccount and emailAccounts; give one")
+        }
+        var accounts: [(EmailAccountRecord, createdAt: Date)] = []
+        for exported in user.emailAccounts ?? user.emailAccount.map { [$0] } ?? [] {
             guard let email = EmailAddress(exported.email), email.normalized == exported.email else {
                 throw TransferError("user \(user.id): \"\(exported.email)\" is not a normalized (trimmed, lowercase) email address")
             }
@@ -270,7 +297,7 @@ struct UserTransfer {
                     throw TransferError("user \(user.id): \(refusal)")
                 }
             }
-            account = (
+            accounts.append((
                 EmailAccountRecord(
                     appId: user.appId, email: exported.email, userId: user.id, passwordHash: exported.passwordHash,
                     confirmedAt: exported.confirmedAt?.date,
@@ -279,10 +306,14 @@ struct UserTransfer {
                     address: exported.address.flatMap { EmailAddress($0)?.normalized == exported.email ? $0 : nil },
                     // A file that does not say (written by hand for a migration, or by an older export) brings its
                     // accounts from the system it was made from.
-                    contestedAt: exported.contestedAt?.date, fromOldSystem: exported.fromOldSystem ?? true
+                    contestedAt: exported.contestedAt?.date, fromOldSystem: exported.fromOldSystem ?? true,
+                    passwordSetAt: exported.passwordSetAt?.date,
+                    passwordSetBy: exported.passwordSession.map {
+                        Provenance(session: $0, methods: (exported.passwordMethods ?? []).compactMap(AuthenticationMethod.init))
+                    }
                 ),
-                exported.createdAt.date
-            )
+                createdAt: exported.createdAt.date
+            ))
         }
         let sessions = try (user.sessions ?? []).map { session in
             guard isObjectID(session.id), session.secretHash.bytes.count == 32 else {
@@ -311,7 +342,7 @@ struct UserTransfer {
             )
         }
         let user = UserRecord(id: user.id, appId: user.appId, createdAt: user.createdAt.date, disabled: user.disabled, customData: user.customData)
-        return (user, identities, account, sessions, apiKeys)
+        return (user, identities, accounts, sessions, apiKeys)
     }
 
     /// Inserts a signing key unless the database has it already (importing into a deployment that was exported

@@ -1,8 +1,8 @@
 import Foundation
 internal import GatehouseWire
 
-// Account self-service for a signed-in user: its sessions, a fresh proof of its password, a new password, unlinking
-// an identity. Written once (``AccountService``) for both API styles: ``User`` throws ``AppError`` and ``ClientError``
+// Account self-service for a signed-in user: its sessions, a fresh proof of its password (or of a mailed code), a new
+// password, a new email address, unlinking an identity. Written once (``AccountService``) for both API styles: ``User`` throws ``AppError`` and ``ClientError``
 // from it, ``NativeAuthUserAccountResult`` turns them into ``AccountManagementError``.
 
 /// One of a user's live sessions on the server, as ``User/sessions()`` lists them: a login, a native-auth sign-in or
@@ -94,6 +94,34 @@ struct AccountService: Sendable {
         _ = try await core.authorized(
             "POST", "/api/client/v2.0/auth/reauthenticate", userId: userId, body: .object(["password": .string(password)])
         )
+    }
+
+    /// Mails a code to the account's address that proves this session again (``reauthenticate(code:)``).
+    func sendReauthenticationCode() async throws {
+        _ = try await core.authorized("POST", "/api/client/v2.0/auth/reauthenticate/send", userId: userId)
+    }
+
+    func reauthenticate(code: String) async throws {
+        _ = try await core.authorized(
+            "POST", "/api/client/v2.0/auth/reauthenticate", userId: userId, body: .object(["code": .string(code)])
+        )
+    }
+
+    /// Asks for the address to become `newEmail`: a code goes there, for ``confirmEmailChange(code:)`` in this session.
+    func changeEmail(to newEmail: String, currentPassword: String?) async throws {
+        var body: [String: JSONValue] = ["email": .string(newEmail)]
+        if let currentPassword { body["currentPassword"] = .string(currentPassword) }
+        _ = try await core.authorized("POST", "/api/client/v2.0/auth/email", userId: userId, body: .object(body))
+    }
+
+    /// Changes the address with the code the new one got, then fetches the profile anew so that the user's `email`
+    /// is the server's (and a native account's username with it); the change is done even when that fetch fails.
+    func confirmEmailChange(code: String) async throws {
+        _ = try await core.authorized("POST", "/api/client/v2.0/auth/email/confirm", userId: userId, body: .object(["code": .string(code)]))
+        guard let email = try? await core.user(userId).refreshProfile().email else { return }
+        _ = try? core.mutate { users in
+            users.update(userId) { user in user.native?.username = email }
+        }
     }
 
     func changePassword(to newPassword: String, currentPassword: String?) async throws {
@@ -188,6 +216,83 @@ extension User {
         core.complete(completion) { try await self.reauthenticate(password: password) }
     }
 
+    /// Mails a code to the account's address that proves this session again, for users who would rather not type
+    /// their password (or have none): pass it to ``reauthenticate(code:)``. The code has 8 digits and works for 10
+    /// minutes, five guesses, once, and only in this login's session; a newer one replaces it.
+    ///
+    /// - Throws: ``AppError`` `badRequest` for a user without a confirmed email address; `tooManyRequests` when the
+    ///   address has had too many emails lately; `forbidden` from a session logged in with an API key.
+    public func sendReauthenticationCode() async throws {
+        try await account.sendReauthenticationCode()
+    }
+
+    /// Completion form of ``sendReauthenticationCode()``.
+    public func sendReauthenticationCode(completion: @escaping @Sendable ((any Error)?) -> Void) {
+        core.complete(completion) { try await self.sendReauthenticationCode() }
+    }
+
+    /// Proves this session again with the code ``sendReauthenticationCode()`` mailed: the other way to answer
+    /// ``AppError`` `reauthenticationRequired` than ``reauthenticate(password:)``.
+    ///
+    /// ```swift
+    /// try await user.sendReauthenticationCode()
+    /// try await user.reauthenticate(code: askForTheMailedCode())
+    /// try await user.changeEmail(to: newAddress)
+    /// ```
+    ///
+    /// - Throws: ``AppError/invalidCode`` (`badRequest`, HTTP 400) when the code is wrong, expired, used, replaced by
+    ///   a newer one, out of guesses, or was asked for in another session (`catch AppError.invalidCode`);
+    ///   `forbidden` from a session logged in with an API key.
+    public func reauthenticate(code: String) async throws {
+        try await account.reauthenticate(code: code)
+    }
+
+    /// Completion form of ``reauthenticate(code:)``.
+    public func reauthenticate(code: String, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        core.complete(completion) { try await self.reauthenticate(code: code) }
+    }
+
+    /// Asks to change the user's email address: an 8-digit code goes to `newEmail`, and
+    /// ``confirmEmailChange(code:)`` with it, in this login's session, makes the change. Until then nothing changes.
+    ///
+    /// Changing the address needs a recent proof, as changing a credential does: pass `currentPassword`, or call
+    /// ``reauthenticate(password:)`` or ``reauthenticate(code:)`` first. An address another account has already
+    /// confirmed answers the same (so that the call does not tell who has an account): its owner is mailed a notice
+    /// and no code is sent.
+    ///
+    /// - Parameters:
+    ///   - newEmail: The new address.
+    ///   - currentPassword: The current password, needed when the session's proof is not recent.
+    /// - Throws: ``AppError`` `reauthenticationRequired`; `invalidPassword` (HTTP 403) when `currentPassword` is
+    ///   wrong; `badRequest` when `newEmail` is not an address or is the account's already, or the user has no
+    ///   confirmed email address to change; `tooManyRequests` when the new address has had too many emails lately;
+    ///   `forbidden` from a session logged in with an API key.
+    public func changeEmail(to newEmail: String, currentPassword: String? = nil) async throws {
+        try await account.changeEmail(to: newEmail, currentPassword: currentPassword)
+    }
+
+    /// Completion form of ``changeEmail(to:currentPassword:)``.
+    public func changeEmail(to newEmail: String, currentPassword: String? = nil, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        core.complete(completion) { try await self.changeEmail(to: newEmail, currentPassword: currentPassword) }
+    }
+
+    /// Changes the user's email address with the code ``changeEmail(to:currentPassword:)`` mailed to the new one.
+    /// The new address signs in at once and the old one no longer does; ``profile`` is fetched anew, so its `email`
+    /// is the new address. Sessions stay. The old address is mailed a link that undoes the change for 7 days
+    /// (``EmailPasswordAuth/undoEmailChange(token:tokenId:)``).
+    ///
+    /// - Throws: ``AppError/invalidCode`` (`badRequest`, HTTP 400) when the code is wrong, expired, used, replaced
+    ///   by a newer request, out of guesses, or was asked for in another session; `accountNameInUse` (HTTP 409) when
+    ///   another account confirmed the address meanwhile; `forbidden` from a session logged in with an API key.
+    public func confirmEmailChange(code: String) async throws {
+        try await account.confirmEmailChange(code: code)
+    }
+
+    /// Completion form of ``confirmEmailChange(code:)``.
+    public func confirmEmailChange(code: String, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        core.complete(completion) { try await self.confirmEmailChange(code: code) }
+    }
+
     /// Changes the user's email/password password. Every other session of the user ends (the other devices must
     /// sign in again, with the new password); this one stays. The account's address is emailed a notice.
     ///
@@ -242,8 +347,9 @@ extension User {
 
 extension AppError {
     // Gatehouse's codes of account self-service (App Services has no such routes): `catch AppError.…`.
-    /// `ReauthenticationRequired` (HTTP 403): changing a credential needs a recent proof. Call
-    /// ``User/reauthenticate(password:)``, or pass the current password, and try again.
+    /// `ReauthenticationRequired` (HTTP 403): changing a credential or the email address needs a recent proof. Call
+    /// ``User/reauthenticate(password:)`` or ``User/reauthenticate(code:)``, or pass the current password, and try
+    /// again.
     public static var reauthenticationRequired: Code { .reauthenticationRequired }
     /// `SessionNotFound` (HTTP 404): no live session of the user has that id.
     public static var sessionNotFound: Code { .sessionNotFound }
@@ -252,4 +358,39 @@ extension AppError {
     /// `Forbidden` (HTTP 403): a valid session that may not do this, such as a session logged in with an API key
     /// managing the account (`catch AppError.forbidden`).
     public static var forbidden: Code { .forbidden }
+
+    /// The server's message for a mailed code it does not take.
+    static let invalidCodeMessage = "invalid or expired code"
+
+    /// A wrong, expired, used or replaced code mailed to a signed-in user (``User/reauthenticate(code:)``,
+    /// ``User/confirmEmailChange(code:)``), one out of guesses, or one asked for in another session.
+    ///
+    /// The server sends it as `BadRequest` (HTTP 400) with the message `invalid or expired code`, so `catch
+    /// AppError.badRequest` catches it too; this pattern matches that code with exactly that message, and no other
+    /// `BadRequest`:
+    ///
+    /// ```swift
+    /// do {
+    ///     try await user.confirmEmailChange(code: code)
+    /// } catch AppError.invalidCode {
+    ///     // ask for the code again, or send a new one
+    /// }
+    /// ```
+    public static let invalidCode = AppError(code: .badRequest, message: invalidCodeMessage, httpStatus: 400)
+
+    /// Whether this is the error of a code the server does not take (``invalidCode``).
+    var isInvalidCode: Bool { code == .badRequest && message == Self.invalidCodeMessage }
+
+    /// `catch AppError.invalidCode`: matches an ``AppError`` with the pattern's code and message (its `link` and
+    /// HTTP status aside).
+    public static func ~= (pattern: AppError, error: any Error) -> Bool {
+        guard let error = error as? AppError else { return false }
+        return pattern ~= error
+    }
+
+    /// `case AppError.invalidCode:` in a switch over an ``AppError``: matches the pattern's code and message (its
+    /// `link` and HTTP status aside).
+    public static func ~= (pattern: AppError, error: AppError) -> Bool {
+        error.code == pattern.code && error.message == pattern.message
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 
-/// Email/password accounts: registration, confirmation and password reset (`app.emailPasswordAuth`).
+/// Email/password accounts: registration, confirmation, password reset and undoing an email change
+/// (`app.emailPasswordAuth`).
 public struct EmailPasswordAuth: Sendable {
     let core: AppCore
 
@@ -66,6 +67,23 @@ public struct EmailPasswordAuth: Sendable {
     /// Completion form of ``resetPassword(to:token:tokenId:)``.
     public func resetPassword(to password: String, token: String, tokenId: String, completion: @escaping @Sendable ((any Error)?) -> Void) {
         core.complete(completion) { try await self.resetPassword(to: password, token: token, tokenId: tokenId) }
+    }
+
+    /// Undoes a change of a user's email address with the `token` and `tokenId` of the link the old address was
+    /// mailed (``User/confirmEmailChange(code:)``; the link works for 7 days, even after later changes). For the
+    /// owner of the old address who did not make the change: the old address comes back, and everything whoever
+    /// made it could have added goes. Every session of the user ends (each device's ``User`` is logged out at its
+    /// next call), and so do its API keys, its other identities and addresses, and its password: sign in again
+    /// after a reset (``sendResetPasswordEmail(_:)`` to the old address).
+    ///
+    /// - Throws: ``AppError`` `badRequest` ("invalid token data") for a link that is wrong, expired or used.
+    public func undoEmailChange(token: String, tokenId: String) async throws {
+        try await post("email/undo", ["token": .string(token), "tokenId": .string(tokenId)])
+    }
+
+    /// Completion form of ``undoEmailChange(token:tokenId:)``.
+    public func undoEmailChange(token: String, tokenId: String, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        core.complete(completion) { try await self.undoEmailChange(token: token, tokenId: tokenId) }
     }
 
     /// Asks the app's reset function to set a new password; `args` are passed to it as Extended JSON.

@@ -48,7 +48,8 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
         (stored?.identities ?? []).map { UserIdentity(providerType: $0.providerType, identifier: $0.id) }
     }
 
-    /// Profile data from the server (`email`, `name`, …), as of the last login or link.
+    /// Profile data from the server (`email`, `name`, …), as of the last login, link, ``refreshProfile()`` or
+    /// ``confirmEmailChange(code:)``.
     public var profile: UserProfile { UserProfile(data: stored?.profileData ?? [:]) }
 
     /// Custom user data, from the access token's `user_data` claim. ``refreshCustomData()`` fetches it anew.

@@ -6,11 +6,12 @@ import Foundation
 
 /// The error of the account self-service calls of ``NativeAuthUserAccountResult``
 /// (``NativeAuthUserAccountResult/changePassword(to:currentPassword:)``, ``NativeAuthUserAccountResult/getSessions()``,
-/// …). A Gatehouse addition: MSAL's native auth has no such calls.
+/// ``NativeAuthUserAccountResult/changeEmail(to:currentPassword:)``, …). A Gatehouse addition: MSAL's native auth has
+/// no such calls.
 public struct AccountManagementError: NativeAuthError, NativeAuthErrorStorage {
     enum Kind: Hashable, Sendable {
-        case reauthenticationRequired, invalidCredentials, invalidRequest, sessionNotFound, identityNotFound, forbidden
-        case signInRequired, generalError
+        case reauthenticationRequired, invalidCredentials, invalidCode, userAlreadyExists, invalidRequest, sessionNotFound
+        case identityNotFound, forbidden, signInRequired, generalError
     }
     static var generalKind: Kind { .generalError }
     let kind: Kind
@@ -32,6 +33,8 @@ public struct AccountManagementError: NativeAuthError, NativeAuthErrorStorage {
             switch error.code {
             case .reauthenticationRequired: kind = .reauthenticationRequired
             case .invalidPassword: kind = .invalidCredentials
+            case .badRequest where error.isInvalidCode: kind = .invalidCode
+            case .accountNameInUse: kind = .userAlreadyExists
             case .badRequest, .invalidParameter, .missingParameter: kind = .invalidRequest
             case .sessionNotFound: kind = .sessionNotFound
             case .identityNotFound: kind = .identityNotFound
@@ -61,8 +64,16 @@ public struct AccountManagementError: NativeAuthError, NativeAuthErrorStorage {
     public var isReauthenticationRequired: Bool { kind == .reauthenticationRequired }
     /// The password given as the current one is not the account's (it counts as a failed sign-in).
     public var isInvalidCredentials: Bool { kind == .invalidCredentials }
+    /// The mailed code is wrong, expired, used, replaced by a newer one or out of guesses, or was asked for in
+    /// another session (``NativeAuthUserAccountResult/reauthenticate(code:)``,
+    /// ``NativeAuthUserAccountResult/confirmEmailChange(code:)``): ask for it again, or send a new one.
+    public var isInvalidCode: Bool { kind == .invalidCode }
+    /// Another account confirmed the new address while the change waited for its code
+    /// (``NativeAuthUserAccountResult/confirmEmailChange(code:)``; MSAL's name for an address that has an account).
+    public var isUserAlreadyExists: Bool { kind == .userAlreadyExists }
     /// The server refused the request: a new password the app's policy refuses (``errorDescription`` names the
-    /// rule), unlinking the account's last way to sign in, or an account without a password.
+    /// rule), unlinking the account's last way to sign in, an account without a password (or without a confirmed
+    /// address), a new address that is not one or is the account's already.
     public var isInvalidRequest: Bool { kind == .invalidRequest }
     /// No live session of the account has that id (it may have ended already).
     public var isSessionNotFound: Bool { kind == .sessionNotFound }
@@ -89,8 +100,8 @@ extension AccountSessionsDelegate {
     @MainActor public func onAccountSessionsRetrieved(sessions: [UserSession]) { DelegateCall.notImplemented(#function) }
 }
 
-/// Receives the answer of an account change of ``NativeAuthUserAccountResult``: changing the password,
-/// reauthenticating, ending sessions, unlinking an identity.
+/// Receives the answer of an account change of ``NativeAuthUserAccountResult``: changing the password or the email
+/// address, reauthenticating (and sending its code), ending sessions, unlinking an identity.
 public protocol AccountUpdateDelegate: AnyObject {
     /// Required.
     @MainActor func onAccountUpdateError(error: AccountManagementError)
@@ -195,6 +206,69 @@ extension NativeAuthUserAccountResult {
     /// Delegate form of ``reauthenticate(password:)``.
     public func reauthenticate(password: String, delegate: any AccountUpdateDelegate) {
         deliverUpdate(delegate) { try await $0.reauthenticate(password: password) }
+    }
+
+    /// Mails a code to the account's address that proves this session again: pass it to ``reauthenticate(code:)``.
+    /// The code has 8 digits and works for 10 minutes, five guesses, once, and only in this sign-in's session.
+    ///
+    /// - Throws: ``AccountManagementError``: `isInvalidRequest` for an account without a confirmed address.
+    public func sendReauthenticationCode() async throws(AccountManagementError) {
+        try await run { try await $0.sendReauthenticationCode() }
+    }
+
+    /// Delegate form of ``sendReauthenticationCode()``.
+    public func sendReauthenticationCode(delegate: any AccountUpdateDelegate) {
+        deliverUpdate(delegate) { try await $0.sendReauthenticationCode() }
+    }
+
+    /// Proves this session again with the code ``sendReauthenticationCode()`` mailed: the other answer to an error
+    /// with `isReauthenticationRequired` than ``reauthenticate(password:)``.
+    ///
+    /// - Throws: ``AccountManagementError``: `isInvalidCode` when the code is wrong, expired, used, replaced or out of
+    ///   guesses, or was asked for in another session.
+    public func reauthenticate(code: String) async throws(AccountManagementError) {
+        try await run { try await $0.reauthenticate(code: code) }
+    }
+
+    /// Delegate form of ``reauthenticate(code:)``.
+    public func reauthenticate(code: String, delegate: any AccountUpdateDelegate) {
+        deliverUpdate(delegate) { try await $0.reauthenticate(code: code) }
+    }
+
+    /// Asks to change the account's email address: an 8-digit code goes to `newEmail`, and
+    /// ``confirmEmailChange(code:)`` with it, in this sign-in's session, makes the change. An address another account
+    /// has already confirmed answers the same (its owner is mailed a notice, and no code is sent).
+    ///
+    /// Needs a recent proof, as ``changePassword(to:currentPassword:)`` does: pass `currentPassword`, or reauthenticate
+    /// first.
+    ///
+    /// - Throws: ``AccountManagementError``: `isReauthenticationRequired`; `isInvalidCredentials` when
+    ///   `currentPassword` is wrong; `isInvalidRequest` when `newEmail` is not an address or is the account's already.
+    public func changeEmail(to newEmail: String, currentPassword: String? = nil) async throws(AccountManagementError) {
+        try await run { try await $0.changeEmail(to: newEmail, currentPassword: currentPassword) }
+    }
+
+    /// Delegate form of ``changeEmail(to:currentPassword:)``.
+    public func changeEmail(to newEmail: String, currentPassword: String? = nil, delegate: any AccountUpdateDelegate) {
+        deliverUpdate(delegate) { try await $0.changeEmail(to: newEmail, currentPassword: currentPassword) }
+    }
+
+    /// Changes the account's email address with the code ``changeEmail(to:currentPassword:)`` mailed to the new one.
+    /// The new address signs in at once and the old one no longer does; the cached account's username and
+    /// ``user``'s profile become the new address (this result's ``account`` stays as it was: read the account again
+    /// with ``NativeAuthClient/getNativeAuthUserAccount(correlationId:)``). Sessions stay. The old address is mailed
+    /// a link that undoes the change for 7 days (``EmailPasswordAuth/undoEmailChange(token:tokenId:)``).
+    ///
+    /// - Throws: ``AccountManagementError``: `isInvalidCode` when the code is wrong, expired, used, replaced or out
+    ///   of guesses, or was asked for in another session; `isUserAlreadyExists` when another account confirmed the
+    ///   address meanwhile.
+    public func confirmEmailChange(code: String) async throws(AccountManagementError) {
+        try await run { try await $0.confirmEmailChange(code: code) }
+    }
+
+    /// Delegate form of ``confirmEmailChange(code:)``.
+    public func confirmEmailChange(code: String, delegate: any AccountUpdateDelegate) {
+        deliverUpdate(delegate) { try await $0.confirmEmailChange(code: code) }
     }
 
     /// Changes the account's password. Every other session of the user ends (other devices sign in again, with the

@@ -154,7 +154,8 @@ import Testing
         }
     }
 
-    /// Another user's token cannot end, or learn of, the victim's sessions; nor can another app's.
+    /// Another user's token cannot end, or learn of, the victim's sessions or unlink its identities; nor can another
+    /// app's.
     @Test func anotherUsersTokenCannotEndTheVictimsSession() async throws {
         try await withGatehouse { _, client in
             let victim = try await client.signUp("victim@example.com")
@@ -165,6 +166,14 @@ import Testing
             #expect(reply.error?.errorCode == .sessionNotFound)
             let listed = try await client.call(AccountPath.sessions, .get, bearer: attacker.accessToken).decode([SessionInfo].self)
             #expect(!listed.contains { $0.id == victimSession })
+            // A user of another app fares no better.
+            #expect(try await client.register("other-app@example.com", app: "auto-app").status == .created)
+            let foreign = try await client.login("other-app@example.com", app: "auto-app").decode(LoginResponse.self)
+            #expect(try await client.call(AccountPath.session(victimSession), .delete, bearer: foreign.accessToken).error?.errorCode == .sessionNotFound)
+            let victimProfile = try await client.call(Path.profile, .get, bearer: victim.accessToken).decode(ProfileResponse.self)
+            for identity in victimProfile.identities {
+                #expect(try await client.call(AccountPath.identity(identity.id), .delete, bearer: foreign.accessToken).error?.errorCode == .identityNotFound)
+            }
             #expect(try await client.call(Path.session, bearer: victim.refreshToken).status == .created)
             // A refresh token is not an access token.
             #expect(try await client.call(AccountPath.sessions, .get, bearer: victim.refreshToken).status == .unauthorized)

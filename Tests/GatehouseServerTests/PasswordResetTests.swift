@@ -3,6 +3,7 @@ import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseWire
 import Hummingbird
+import HummingbirdTesting
 import Testing
 
 @Suite struct PasswordResetTests {
@@ -27,6 +28,61 @@ import Testing
             let again = try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "third password", token: link.token, tokenId: link.tokenId))
             #expect(again.error?.error == "invalid token data")
             #expect(try await client.login("mia@example.com", "new password").status == .ok)
+        }
+    }
+
+    /// A reset ends every session of the user, whatever its kind and protocol, and both of its tokens: a Client API
+    /// password login (first-party), an anonymous login that upgraded by linking (anonymous), an API key's login
+    /// (api-key), a native password sign-in and a native sign-in with an emailed code. Each refresh token is refused,
+    /// and each access token too, at once.
+    @Test func aResetEndsEverySessionKindOfBothProtocolsAndBothTokenKinds() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(nativeConfiguration(), clock: clock) { gatehouse, client in
+            // An anonymous user who links a registered, confirmed address: its session stays an anonymous one.
+            let anonymous = try await client.call(Path.app() + "/auth/providers/anon-user/login", json: AnonymousLoginRequest()).decode(LoginResponse.self)
+            try await client.registerConfirmed("every@example.com", "old password")
+            let link = try await client.call(
+                Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: "every@example.com", password: "old password"),
+                bearer: anonymous.accessToken
+            )
+            #expect(link.status == .ok, "\(link.text)")
+            let password = try await client.login("every@example.com", "old password").decode(LoginResponse.self)
+            let key = try await client.createKey("every-key", refreshToken: password.refreshToken)
+            let keyed = try await client.loginWithKey(try #require(key.key)).decode(LoginResponse.self)
+            let nativePassword = try await client.nativeSignIn("every@example.com", password: "old password")
+            let started = try await client.nativeStep(.signInInitiate, ["username": "every@example.com", "challenge_type": "oob redirect"])
+            let challenged = try await client.nativeStep(.signInChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": "oob redirect"])
+            let coded = try await client.native(
+                .token,
+                [
+                    "continuation_token": try #require(challenged.continuationToken), "grant_type": "oob", "oob": try await client.latestCode("every@example.com"),
+                    "scope": "openid offline_access",
+                ]
+            ).decode(NativeAuthTokenResponse.self)
+            let clientAPI = [(anonymous, SessionKind.anonymous), (password, .firstParty), (keyed, .apiKey)]
+            let native = [(nativePassword, [AuthenticationMethod.password]), (coded, [.oneTimeCode])]
+            // Every kind is there, recorded as it was proven.
+            let live = try await gatehouse.env.store.liveSessions(userId: anonymous.userId, now: clock.now)
+            #expect(Set(live.map(\.kind)) == [.anonymous, .firstParty, .apiKey])
+            for (tokens, methods) in native {
+                let sid = try #require(try jwtPayload(tokens.accessToken)["sid"] as? String)
+                #expect(live.first { $0.id == sid }?.methods == methods)
+            }
+
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "every@example.com")).status == .ok)
+            let mail = try await client.latestLink("every@example.com")
+            let reset = ResetPasswordRequest(password: "new password", token: mail.token, tokenId: mail.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+
+            for (tokens, kind) in clientAPI {
+                #expect(try await client.call(Path.session, bearer: tokens.refreshToken).status == .unauthorized, "\(kind) refresh token")
+                #expect(try await client.call(Path.profile, .get, bearer: tokens.accessToken).status == .unauthorized, "\(kind) access token")
+            }
+            for (tokens, methods) in native {
+                expectNativeError(try await client.nativeRefresh(try #require(tokens.refreshToken)), .invalidGrant)
+                #expect(try await client.call(Path.profile, .get, bearer: tokens.accessToken).status == .unauthorized, "native \(methods) access token")
+            }
+            #expect(try await gatehouse.env.store.liveSessions(userId: anonymous.userId, now: clock.now).isEmpty)
         }
     }
 

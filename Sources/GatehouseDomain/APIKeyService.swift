@@ -59,7 +59,16 @@ package struct APIKeyService: Sendable {
     /// API keys one user may have.
     package static let maxKeysPerUser = 20
 
-    package func create(caller: SessionService.Caller, name: String) async throws -> APIKeyResponse {
+    /// A key as its owner sees it: never its hash; its secret only in the answer to its creation.
+    package struct KeyView: Sendable, Hashable {
+        package var id: String
+        package var name: String
+        /// The secret, only when the key was just made.
+        package var secret: String?
+        package var disabled: Bool
+    }
+
+    package func create(caller: SessionService.Caller, name: String) async throws -> KeyView {
         let app = try enabledApp(caller.app)
         // A key cannot breed keys: a leaked key (or its session) must not outlive its own revocation.
         let caller = try caller.manager(to: "create API keys").caller
@@ -70,18 +79,18 @@ package struct APIKeyService: Sendable {
         let (key, secret, _) = try await insert(app: app, owner: caller.user, name: name, addedBy: Provenance(adding: nil, by: caller))
         env.logger.info("API key created", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "key": "\(key.id)"])
         await env.audit(.apiKeyCreated, app: app.id, user: caller.user.id, detail: ["apiKey": key.id, "name": key.name])
-        return APIKeyResponse(id: key.id, name: key.name, key: secret, disabled: key.disabled)
+        return KeyView(id: key.id, name: key.name, secret: secret, disabled: key.disabled)
     }
 
     /// `GET auth/api_keys`: the caller's keys, oldest first, without secrets.
-    package func list(caller: SessionService.Caller) async throws -> [APIKeyResponse] {
+    package func list(caller: SessionService.Caller) async throws -> [KeyView] {
         let app = try enabledApp(caller.app)
-        return try await env.store.apiKeys(appId: app.id, userId: caller.user.id).map(Self.response)
+        return try await env.store.apiKeys(appId: app.id, userId: caller.user.id).map(Self.view)
     }
 
     /// `GET auth/api_keys/{id}`.
-    package func fetch(caller: SessionService.Caller, id: String) async throws -> APIKeyResponse {
-        Self.response(try await owned(caller: caller, id: id).1)
+    package func fetch(caller: SessionService.Caller, id: String) async throws -> KeyView {
+        Self.view(try await owned(caller: caller, id: id).1)
     }
 
     /// `DELETE auth/api_keys/{id}`: the key, its identity and the sessions logged in with it.
@@ -186,8 +195,8 @@ package struct APIKeyService: Sendable {
         return (key, secret, identity.userId)
     }
 
-    package static func response(_ key: APIKeyRecord) -> APIKeyResponse {
-        APIKeyResponse(id: key.id, name: key.name, key: nil, disabled: key.disabled)
+    package static func view(_ key: APIKeyRecord) -> KeyView {
+        KeyView(id: key.id, name: key.name, secret: nil, disabled: key.disabled)
     }
 
     /// True when the user is the server user of a server key: its profile `type` is then `server`.

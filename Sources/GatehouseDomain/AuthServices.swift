@@ -313,21 +313,41 @@ package struct SessionService: Sendable {
         try await SessionRefresh(env: env).end(caller.session, app: caller.app.id, via: nil)
     }
 
+    /// A user's profile: what `GET auth/profile` shows.
+    package struct Profile: Sendable, Hashable {
+        package struct Identity: Sendable, Hashable {
+            /// ``SessionService/profileId(of:)``.
+            package var id: String
+            package var providerType: String
+            /// ``SessionService/providerId(appId:provider:)``.
+            package var providerId: String
+        }
+
+        package var userId: String
+        /// ``SessionService/domainId(appId:)``.
+        package var domainId: String
+        package var identities: [Identity]
+        /// Profile data merged from the identities, the oldest's first.
+        package var data: [String: JSONValue]
+        /// The user of a server API key (App Services' profile `type` `server`).
+        package var isServerUser: Bool
+    }
+
     /// `GET auth/profile`.
-    package func profile(_ accessToken: String) async throws -> ProfileResponse {
+    package func profile(_ accessToken: String) async throws -> Profile {
         let (caller, identities) = try await authenticateWithIdentities(accessToken)
         var data: [String: JSONValue] = [:]
         for identity in identities {
             data.merge(identity.data) { existing, _ in existing }
         }
-        return ProfileResponse(
+        return Profile(
             userId: caller.user.id,
             domainId: Self.domainId(appId: caller.app.id),
             identities: identities.map {
-                ProfileIdentity(id: Self.profileId(of: $0), providerType: $0.providerType, providerId: Self.providerId(appId: $0.appId, provider: $0.providerType))
+                .init(id: Self.profileId(of: $0), providerType: $0.providerType, providerId: Self.providerId(appId: $0.appId, provider: $0.providerType))
             },
             data: data,
-            type: try await APIKeyService.isServerUser(identities, store: env.store) ? "server" : "normal"
+            isServerUser: try await APIKeyService.isServerUser(identities, store: env.store)
         )
     }
 

@@ -278,7 +278,14 @@ struct ClientAPIRoutes {
     }
 
     @Sendable func profile(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try JSONResponse.make(try await sessions(context).profile(try request.bearerToken()))
+        let profile = try await sessions(context).profile(try request.bearerToken())
+        return try JSONResponse.make(
+            ProfileResponse(
+                userId: profile.userId, domainId: profile.domainId,
+                identities: profile.identities.map { ProfileIdentity(id: $0.id, providerType: $0.providerType, providerId: $0.providerId) },
+                data: profile.data, type: profile.isServerUser ? "server" : "normal"
+            )
+        )
     }
 
     @Sendable func deleteUser(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
@@ -299,18 +306,23 @@ struct ClientAPIRoutes {
         try await apiKeys(context).caller(refreshToken: try request.bearerToken())
     }
 
+    /// The `auth/api_keys` body of a key.
+    private static func body(_ key: APIKeyService.KeyView) -> APIKeyResponse {
+        APIKeyResponse(id: key.id, name: key.name, key: key.secret, disabled: key.disabled)
+    }
+
     @Sendable func createAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         let caller = try await keyOwner(request, context)
         let body = try await request.decodeClientAPIBody(CreateAPIKeyRequest.self, context: context)
-        return try JSONResponse.make(.created, try await apiKeys(context).create(caller: caller, name: body.name))
+        return try JSONResponse.make(.created, Self.body(try await apiKeys(context).create(caller: caller, name: body.name)))
     }
 
     @Sendable func listAPIKeys(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try JSONResponse.make(try await apiKeys(context).list(caller: try await keyOwner(request, context)))
+        try JSONResponse.make(try await apiKeys(context).list(caller: try await keyOwner(request, context)).map(Self.body))
     }
 
     @Sendable func fetchAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try JSONResponse.make(try await apiKeys(context).fetch(caller: try await keyOwner(request, context), id: try keyId(context)))
+        try JSONResponse.make(Self.body(try await apiKeys(context).fetch(caller: try await keyOwner(request, context), id: try keyId(context))))
     }
 
     @Sendable func deleteAPIKey(_ request: Request, context: GatehouseRequestContext) async throws -> Response {

@@ -25,7 +25,18 @@ import Testing
 ///   and login delays on, however the attacker drove the counts (wrong passwords, native starts and reset mails
 ///   flooded from one address, registrations of the address again and again).
 /// - **A mailbox proof confirms only a password its prover set**: when more than one registration named the pending
-///   address, its confirmation confirms none, and no registrant's password logs in.
+///   address, its confirmation confirms none, and no registrant's password logs in — through the Client API's login or
+///   native auth's password sign-in.
+/// - **Recent proof for changes**: the account self-service routes (password change, ending one session or all
+///   others, reauthentication, email change) refuse an API-key session, and refuse a credential change from a session
+///   proven longer than `recentProofWindow` ago without the current password; a password change ends every other
+///   session of the user in both protocols; the attacker's request to move its own account to the owner's confirmed
+///   address never yields a code, and never moves the address.
+/// - **Sessions say how they were proven**: every live session of every user the run touched is one the model
+///   started, and its recorded methods (`amr`) and proof time are what the model proved for it (a password login
+///   `pwd`, a code sign-in `otp`, a key `apikey`, a reauthentication or a password change with `currentPassword` adds
+///   its method).
+/// - **The owner can always sign in** with the password the model says is current, in either protocol.
 /// - No request is answered with a 5xx.
 ///
 /// Runs on SQLite, and on PostgreSQL when the suite does. Each seed is reproducible: a failure prints the seed and the
@@ -103,9 +114,22 @@ private final class Run: @unchecked Sendable {
         var refresh: String
         var userId: String
         var origin: Origin
+        /// The session's id (the `sid` of its access tokens).
+        var sid: String
         /// The session ended on purpose (sign-out, reset, a replay): it must not work.
         var ended = false
     }
+
+    /// What the model knows was proven for a session: the methods the server must have recorded, and when.
+    struct Proof {
+        var userId: String
+        var methods: [AuthenticationMethod]
+        var provenAt: Date
+    }
+    /// Every session the run started (its steps and its checks), by id.
+    var proofs: [String: Proof] = [:]
+    /// How many times the checks ran: the owner's sign-in check alternates protocols by it.
+    var checks = 0
 
     /// The attacker's client address; nil while the owner (or a check) acts, each request then from a new address.
     static let attackerIP = "203.0.113.66"
@@ -120,6 +144,7 @@ private final class Run: @unchecked Sendable {
 
     var rng: SeededGenerator
     let automatic: Bool
+    let recentProofWindow: TimeInterval
     let gatehouse: AuthServer
     let client: any TestClientProtocol
     let clock: ManualClock
@@ -152,6 +177,7 @@ private final class Run: @unchecked Sendable {
         self.gatehouse = gatehouse
         self.client = client
         self.clock = clock
+        recentProofWindow = TimeInterval(gatehouse.env.configuration.app(id: "test-app")?.recentProofWindow ?? 300)
         log.append("app confirms \(automatic ? "automatically" : "by email")")
     }
 
@@ -200,16 +226,62 @@ private final class Run: @unchecked Sendable {
 
     // MARK: Sessions
 
-    func clientAPISession(_ reply: Reply, origin: Held.Origin) throws -> Held? {
+    /// A Client API login's session, recorded as proven by `methods` now.
+    func clientAPISession(_ reply: Reply, origin: Held.Origin, methods: [AuthenticationMethod]) throws -> Held? {
         guard reply.status == .ok, let login = try? reply.decode(LoginResponse.self) else { return nil }
-        return Held(kind: .clientAPI, access: login.accessToken, refresh: login.refreshToken, userId: login.userId, origin: origin)
+        let held = Held(kind: .clientAPI, access: login.accessToken, refresh: login.refreshToken, userId: login.userId, origin: origin, sid: sid(login.accessToken))
+        started(held, methods)
+        return held
     }
 
-    func nativeSession(_ reply: Reply, origin: Held.Origin) throws -> Held? {
+    /// A native `/token` answer's session: a sign-in proven by `methods` now, or (nil) a refresh of a known one.
+    func nativeSession(_ reply: Reply, origin: Held.Origin, methods: [AuthenticationMethod]?) throws -> Held? {
         guard reply.status == .ok, let tokens = try? reply.decode(NativeAuthTokenResponse.self), let refresh = tokens.refreshToken,
             let userId = try? jwtPayload(tokens.accessToken)["sub"] as? String
         else { return nil }
-        return Held(kind: .native, access: tokens.accessToken, refresh: refresh, userId: userId, origin: origin)
+        let held = Held(kind: .native, access: tokens.accessToken, refresh: refresh, userId: userId, origin: origin, sid: sid(tokens.accessToken))
+        if let methods { started(held, methods) }
+        return held
+    }
+
+    func sid(_ accessToken: String) -> String {
+        guard let sid = (try? jwtPayload(accessToken))?["sid"] as? String else {
+            fail("an access token without a sid")
+            return ""
+        }
+        return sid
+    }
+
+    func started(_ held: Held, _ methods: [AuthenticationMethod]) {
+        expect(proofs[held.sid] == nil, "a new sign-in answered with the session \(held.sid), which already existed")
+        proofs[held.sid] = Proof(userId: held.userId, methods: methods, provenAt: clock.now)
+    }
+
+    /// Whether the model says the session was proven within `recentProofWindow`.
+    func isRecent(_ held: Held) -> Bool {
+        guard let proof = proofs[held.sid] else { return false }
+        return clock.now.timeIntervalSince(proof.provenAt) <= recentProofWindow
+    }
+
+    /// Moves the clock past the session's recent-proof window.
+    func makeStale(_ held: Held) {
+        guard let proof = proofs[held.sid] else { return }
+        let left = recentProofWindow - clock.now.timeIntervalSince(proof.provenAt)
+        if left >= 0 { clock.advance(by: left + 1) }
+    }
+
+    /// Records `method` as proven now in the session (a reauthentication, a password change with the password).
+    func reproved(_ sid: String, _ method: AuthenticationMethod?) {
+        guard var proof = proofs[sid] else { return fail("the model lost the session \(sid)") }
+        if let method { proof.methods = proof.methods.filter { $0 != method } + [method] }
+        proof.provenAt = clock.now
+        proofs[sid] = proof
+    }
+
+    /// Marks every holder's copy of the session ended.
+    func ended(_ sid: String) {
+        for index in ownerSessions.indices where ownerSessions[index].sid == sid { ownerSessions[index].ended = true }
+        for index in attackerSessions.indices where attackerSessions[index].sid == sid { attackerSessions[index].ended = true }
     }
 
     /// Whether the session still reaches its user: its access token reads the profile, or a refresh works (a native
@@ -223,7 +295,7 @@ private final class Run: @unchecked Sendable {
             guard refreshed.status == .created, let access = try? refreshed.decode(SessionResponse.self).accessToken else { return nil }
             held.access = access
         case .native:
-            guard let fresh = try nativeSession(try await client.nativeRefresh(held.refresh), origin: held.origin) else { return nil }
+            guard let fresh = try nativeSession(try await client.nativeRefresh(held.refresh), origin: held.origin, methods: nil) else { return nil }
             held.access = fresh.access
             held.refresh = fresh.refresh
         }
@@ -231,10 +303,14 @@ private final class Run: @unchecked Sendable {
         return again.status == .ok ? try again.decode(ProfileResponse.self).userId : nil
     }
 
-    /// Ends, in the model, every session of `userId` (a reset, log out everywhere, a first proof).
-    func endAll(of userId: String) {
-        for index in ownerSessions.indices where ownerSessions[index].userId == userId { ownerSessions[index].ended = true }
-        for index in attackerSessions.indices where attackerSessions[index].userId == userId { attackerSessions[index].ended = true }
+    /// Ends, in the model, every session of `userId` (a reset, log out everywhere, a first proof), but `keeping`.
+    func endAll(of userId: String, keeping: String? = nil) {
+        for index in ownerSessions.indices where ownerSessions[index].userId == userId && ownerSessions[index].sid != keeping {
+            ownerSessions[index].ended = true
+        }
+        for index in attackerSessions.indices where attackerSessions[index].userId == userId && attackerSessions[index].sid != keeping {
+            attackerSessions[index].ended = true
+        }
     }
 
     /// What a proof by the owner does in the model, given whether the mailbox had been proven before.
@@ -264,6 +340,10 @@ private final class Run: @unchecked Sendable {
             (3, "owner refreshes", ownerRefreshes),
             (1, "owner logs out everywhere", ownerLogsOutEverywhere),
             (1, "owner signs out a native session", ownerSignsOut),
+            (2, "owner reauthenticates", ownerReauthenticates),
+            (3, "owner changes the password", ownerChangesPassword),
+            (1, "owner ends another session", ownerEndsASession),
+            (1, "owner ends all other sessions", ownerEndsOtherSessions),
             (3, "time passes", timePasses),
             (4, "attacker registers the address", attackerRegisters),
             (4, "attacker logs in with their passwords", attackerLogsIn),
@@ -276,6 +356,8 @@ private final class Run: @unchecked Sendable {
             (2, "attacker guesses the password from one address", attackerGuesses),
             (2, "attacker floods reset mail", attackerFloodsResetMail),
             (2, "attacker floods native starts", attackerFloodsNativeStarts),
+            (4, "attacker uses the account routes with a session it holds", attackerUsesAccountRoutes),
+            (2, "attacker asks to move its own account to the owner's address", attackerMovesToOwnersAddress),
         ]
         var pick = Int.random(in: 0..<actions.reduce(0) { $0 + $1.weight }, using: &rng)
         for action in actions {
@@ -340,7 +422,7 @@ private final class Run: @unchecked Sendable {
     func ownerCodeSignIn() async throws {
         guard let before = try await account else { return }
         guard let reply = try await codeSignIn() else { return fail("no code arrived for a code sign-in") }
-        guard let session = try nativeSession(reply, origin: .owner) else { return fail("code sign-in answered \(reply.status.code): \(reply.text)") }
+        guard let session = try nativeSession(reply, origin: .owner, methods: [.oneTimeCode]) else { return fail("code sign-in answered \(reply.status.code): \(reply.text)") }
         // What the model knows, not what the server says: only the owner can prove the mailbox.
         let wasProven = ownerProven
         ownerProved(wasProven: wasProven, userId: before.userId)
@@ -364,7 +446,7 @@ private final class Run: @unchecked Sendable {
             .token,
             ["continuation_token": ct3, "grant_type": "continuation_token", "username": Self.victim, "scope": "openid offline_access"]
         )
-        guard let session = try nativeSession(tokens, origin: .owner) else { return fail("sign-in after sign-up answered \(tokens.status.code)") }
+        guard let session = try nativeSession(tokens, origin: .owner, methods: [.oneTimeCode]) else { return fail("sign-in after sign-up answered \(tokens.status.code)") }
         // A pending account was someone's registration: restarted, whoever made it.
         if let before { endAll(of: before.userId) }
         attackerPasswords = []
@@ -395,7 +477,7 @@ private final class Run: @unchecked Sendable {
     func ownerLogsIn() async throws {
         guard let chosen = ownerPassword, try await account?.confirmedAt != nil else { return }
         let reply = try await call(Path.local("login"), json: EmailPasswordLoginRequest(username: Self.victim, password: chosen))
-        guard let session = try clientAPISession(reply, origin: .owner) else {
+        guard let session = try clientAPISession(reply, origin: .owner, methods: [.password]) else {
             return fail("the owner's password no longer logs in: \(reply.status.code) \(reply.text)")
         }
         ownerSessions.append(session)
@@ -475,14 +557,34 @@ private final class Run: @unchecked Sendable {
         if automatic { ownerProven = false }
     }
 
+    /// The attacker's passwords, through the Client API's login and native auth's password sign-in.
     func attackerLogsIn() async throws {
-        for chosen in attackerPasswords {
+        for chosen in attackerPasswords.sorted() {
             let reply = try await call(Path.local("login"), json: EmailPasswordLoginRequest(username: Self.victim, password: chosen))
-            if let session = try clientAPISession(reply, origin: .attackerPassword) {
+            if let session = try clientAPISession(reply, origin: .attackerPassword, methods: [.password]) {
                 expect(!ownerProven, "a password the attacker registered logs in after the owner proved the mailbox")
                 attackerSessions.append(session)
             }
+            if let reply = try await nativePasswordSignIn(chosen), let session = try nativeSession(reply, origin: .attackerPassword, methods: [.password]) {
+                expect(!ownerProven, "a password the attacker registered signs in natively after the owner proved the mailbox")
+                attackerSessions.append(session)
+            }
         }
+    }
+
+    /// Native sign-in with a password: initiate, a password challenge, `/token` with `grant_type=password`. Nil when
+    /// no password challenge came (a limit refused the start, say).
+    func nativePasswordSignIn(_ chosen: String) async throws -> Reply? {
+        let types = "password redirect"
+        guard let ct1 = try await native(.signInInitiate, ["username": Self.victim, "challenge_type": types]).step?.continuationToken,
+            let challenge = try await native(.signInChallenge, ["continuation_token": ct1, "challenge_type": types]).step,
+            challenge.challengeType == .password, let ct2 = challenge.continuationToken
+        else { return nil }
+        let reply = try await native(
+            .token, ["continuation_token": ct2, "grant_type": "password", "password": chosen, "username": Self.victim, "scope": "openid offline_access"]
+        )
+        expect([.ok, .badRequest, .tooManyRequests].contains(reply.status), "a native password sign-in answered \(reply.status.code): \(reply.text)")
+        return reply
     }
 
     func attackerMakesKey() async throws {
@@ -491,15 +593,19 @@ private final class Run: @unchecked Sendable {
         if reply.status == .created, let key = try reply.decode(APIKeyResponse.self).key { attackerKeys.append(key) }
     }
 
-    func attackerLinks() async throws {
-        if attackerAddressPassword == nil {
-            let chosen = password("attacker address")
-            _ = try await call(Path.local("register"), json: RegisterRequest(email: Self.attackerAddress, password: chosen))
-            if let mail = try await client.mailbox(Self.attackerAddress).first(where: { $0.subject.contains("Confirm") }), let link = mail.link {
-                _ = try await call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId))
-            }
-            attackerAddressPassword = chosen
+    /// The attacker's own address, registered and confirmed (again, if the owner's first proof discarded it).
+    func ensureAttackerAddress() async throws {
+        if attackerAddressPassword != nil, try await gatehouse.env.store.emailAccount(appId: "test-app", email: Self.attackerAddress) != nil { return }
+        let chosen = password("attacker address")
+        _ = try await call(Path.local("register"), json: RegisterRequest(email: Self.attackerAddress, password: chosen))
+        if let mail = try await client.mailbox(Self.attackerAddress).first(where: { $0.subject.contains("Confirm") }), let link = mail.link {
+            _ = try await call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId))
         }
+        attackerAddressPassword = chosen
+    }
+
+    func attackerLinks() async throws {
+        try await ensureAttackerAddress()
         guard let held = attackerSessions.last(where: { !$0.ended && $0.origin == .attackerPassword }), let chosen = attackerAddressPassword else { return }
         _ = try await call(
             Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: Self.attackerAddress, password: chosen), bearer: held.access
@@ -509,7 +615,7 @@ private final class Run: @unchecked Sendable {
     func attackerUsesLeakedKey() async throws {
         guard let key = leakedKeys.randomElement(using: &rng) else { return }
         let reply = try await call(Path.apiKeyLogin(), json: APIKeyLoginRequest(key: key))
-        guard let session = try clientAPISession(reply, origin: .leakedKey) else { return }
+        guard let session = try clientAPISession(reply, origin: .leakedKey, methods: [.apiKey]) else { return }
         // A key session may read, and nothing else.
         let attempts: [(String, HTTPRequest.Method, String?, String)] = [
             (Path.delete, .delete, nil, session.access),
@@ -554,7 +660,7 @@ private final class Run: @unchecked Sendable {
             for index in attackerSessions.indices where OpaqueToken(attackerSessions[index].refresh)?.id == opaque.id { attackerSessions[index].ended = true }
             return nil
         }
-        return try nativeSession(reply, origin: .leakedRefresh)
+        return try nativeSession(reply, origin: .leakedRefresh, methods: nil)
     }
 
     func attackerStartsSignUp() async throws {
@@ -592,15 +698,243 @@ private final class Run: @unchecked Sendable {
         }
     }
 
+    // MARK: Account self-service
+
+    /// The newest live session the owner alone holds on the account's user, its access token fresh.
+    func liveOwnerSession() async throws -> Int? {
+        guard let current = try await account, current.confirmedAt != nil,
+            let index = ownerSessions.indices.last(where: {
+                !ownerSessions[$0].ended && ownerSessions[$0].origin == .owner && ownerSessions[$0].userId == current.userId
+            })
+        else { return nil }
+        guard try await reach(&ownerSessions[index]) == current.userId else {
+            fail("the owner's session stopped working without a reason")
+            ownerSessions[index].ended = true
+            return nil
+        }
+        return index
+    }
+
+    /// With the password, or with a code mailed to the account's address: the session's methods gain it.
+    func ownerReauthenticates() async throws {
+        guard let index = try await liveOwnerSession() else { return }
+        let held = ownerSessions[index]
+        if let chosen = ownerPassword, Bool.random(using: &rng) {
+            let reply = try await call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: chosen), bearer: held.access)
+            expect(reply.status == .noContent, "the owner's reauthentication with their password answered \(reply.status.code): \(reply.text)")
+            if reply.status == .noContent { reproved(held.sid, .password) }
+        } else {
+            let sent = try await call(EmailPath.reauthenticateSend, .post, bearer: held.access)
+            expect(sent.status == .noContent, "the owner's reauthentication code was refused: \(sent.status.code) \(sent.text)")
+            guard sent.status == .noContent else { return }
+            guard let code = try await newestCode() else { return fail("no reauthentication code arrived") }
+            let reply = try await call(AccountPath.reauthenticate, json: ReauthenticateRequest(code: code), bearer: held.access)
+            expect(reply.status == .noContent, "the owner's reauthentication with a code answered \(reply.status.code): \(reply.text)")
+            if reply.status == .noContent { reproved(held.sid, .oneTimeCode) }
+        }
+    }
+
+    /// From a recent session, or with the current password; a stale session without it is refused. Every other
+    /// session of the user ends, in both protocols.
+    func ownerChangesPassword() async throws {
+        guard let index = try await liveOwnerSession() else { return }
+        let held = ownerSessions[index]
+        let chosen = password("owner")
+        let recent = isRecent(held)
+        let withCurrent = ownerPassword != nil && (!recent || Bool.random(using: &rng))
+        let reply = try await call(
+            AccountPath.password, json: ChangePasswordRequest(password: chosen, currentPassword: withCurrent ? ownerPassword : nil), bearer: held.access
+        )
+        log.append("  from a \(recent ? "recent" : "stale") session, \(withCurrent ? "with" : "without") the current password: \(reply.status.code)")
+        guard recent || withCurrent else {
+            expect(
+                reply.status == .forbidden && reply.error?.errorCode == .reauthenticationRequired,
+                "a stale session without the password changed it, or was refused otherwise: \(reply.status.code) \(reply.text)"
+            )
+            return
+        }
+        expect(reply.status == .noContent, "the owner's password change answered \(reply.status.code): \(reply.text)")
+        guard reply.status == .noContent else { return }
+        endAll(of: held.userId, keeping: held.sid)
+        reproved(held.sid, withCurrent ? .password : nil)
+        ownerPassword = chosen
+    }
+
+    /// Lists the user's sessions (each as the model proved it) and ends one of the others.
+    func ownerEndsASession() async throws {
+        guard let index = try await liveOwnerSession() else { return }
+        let held = ownerSessions[index]
+        let listed = try await call(AccountPath.sessions, .get, bearer: held.access)
+        guard let sessions = try? listed.decode([SessionInfo].self) else { return fail("the session list answered \(listed.status.code): \(listed.text)") }
+        expect(sessions.filter(\.current).map(\.id) == [held.sid], "the session list's current session is not the caller's")
+        for session in sessions {
+            expect(
+                session.amr == proofs[session.id]?.methods.map(\.rawValue),
+                "the session list says \(session.id) was proven by \(session.amr), the model by \(proofs[session.id]?.methods.map(\.rawValue) ?? [])"
+            )
+        }
+        guard let target = sessions.filter({ !$0.current }).randomElement(using: &rng) else { return }
+        let reply = try await call(AccountPath.session(target.id), .delete, bearer: held.access)
+        expect(reply.status == .noContent, "ending one of the owner's sessions answered \(reply.status.code): \(reply.text)")
+        ended(target.id)
+    }
+
+    func ownerEndsOtherSessions() async throws {
+        guard let index = try await liveOwnerSession() else { return }
+        let held = ownerSessions[index]
+        let reply = try await call(AccountPath.sessions + "?except=current", .delete, bearer: held.access)
+        expect(reply.status == .noContent, "ending the owner's other sessions answered \(reply.status.code): \(reply.text)")
+        endAll(of: held.userId, keeping: held.sid)
+    }
+
+    /// The account routes with a session the attacker holds: its own registration's, a leaked key's, a leaked refresh
+    /// token's (made stale first: inside the window a thief's session may change what the owner's may, the documented
+    /// residual risk), or its own address's.
+    func attackerUsesAccountRoutes() async throws {
+        // A kind of session first, then one of that kind; the attacker's own address's sessions (many, and with no
+        // power over the owner) only when it holds no other.
+        let live = attackerSessions.indices.filter { !attackerSessions[$0].ended }
+        let origins = Set(live.map { attackerSessions[$0].origin.rawValue }).sorted()
+        let others = origins.filter { $0 != Held.Origin.attackerAddress.rawValue }
+        guard let origin = (others.isEmpty ? origins : others).randomElement(using: &rng),
+            let index = live.filter({ attackerSessions[$0].origin.rawValue == origin }).randomElement(using: &rng),
+            try await attackerReaches(index)
+        else { return }
+        let isKey = attackerSessions[index].origin == .leakedKey
+        let action = Int.random(in: 0..<5, using: &rng)
+        if action == 0, attackerSessions[index].origin != .attackerPassword || Bool.random(using: &rng) {
+            makeStale(attackerSessions[index])
+            guard try await attackerReaches(index) else { return }
+        }
+        let held = attackerSessions[index]
+        log.append("  with a \(isRecent(held) ? "recent" : "stale") session from \(held.origin.rawValue), action \(action)")
+        func refused(_ reply: Reply, _ what: String, allowed: [HTTPResponse.Status] = [.forbidden, .tooManyRequests, .badRequest]) {
+            if isKey {
+                expect(reply.status == .forbidden && reply.error?.errorCode == .forbidden, "a key session's \(what) answered \(reply.status.code): \(reply.text)")
+            } else {
+                expect(allowed.contains(reply.status), "the attacker's \(what) answered \(reply.status.code): \(reply.text)")
+            }
+        }
+        switch action {
+        case 0:
+            let chosen = password("attacker")
+            let reply = try await call(AccountPath.password, json: ChangePasswordRequest(password: chosen), bearer: held.access)
+            if isKey || !isRecent(held) {
+                refused(reply, "password change from a stale session", allowed: [.forbidden])
+                if !isKey { expect(reply.error?.errorCode == .reauthenticationRequired, "a stale session's password change: \(reply.text)") }
+                return
+            }
+            expect(reply.status == .noContent || reply.status == .badRequest, "the attacker's password change answered \(reply.status.code): \(reply.text)")
+            guard reply.status == .noContent else { return }
+            let current = try await account
+            expect(!(ownerProven && held.userId == current?.userId), "the attacker changed the password of the owner's proven account")
+            endAll(of: held.userId, keeping: held.sid)
+            reproved(held.sid, nil)
+            for changed in try await gatehouse.env.store.emailAccounts(userId: held.userId) where changed.confirmedAt != nil {
+                if changed.email == Self.victim {
+                    attackerPasswords.insert(chosen)
+                    ownerPassword = nil
+                } else if changed.email == Self.attackerAddress {
+                    attackerAddressPassword = chosen
+                }
+            }
+        case 1:
+            let request = ChangePasswordRequest(password: password("attacker"), currentPassword: "guess \(UInt16.random(in: 0...9999, using: &rng))")
+            refused(try await call(AccountPath.password, json: request, bearer: held.access), "password change with a guessed current password")
+        case 2:
+            let reply = try await call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "guess"), bearer: held.access)
+            refused(reply, "reauthentication with a guessed password")
+        case 3:
+            let reply = try await call(AccountPath.sessions + "?except=current", .delete, bearer: held.access)
+            if isKey { return refused(reply, "ending all other sessions") }
+            expect(reply.status == .noContent, "the attacker's ending of its user's other sessions answered \(reply.status.code): \(reply.text)")
+            if reply.status == .noContent { endAll(of: held.userId, keeping: held.sid) }
+        default:
+            // One of the owner's sessions, by its id: only a session of the same user (a stolen one) may end it.
+            guard let target = ownerSessions.last(where: { !$0.ended && $0.origin == .owner }) else { return }
+            let reply = try await call(AccountPath.session(target.sid), .delete, bearer: held.access)
+            if isKey { return refused(reply, "ending one of the owner's sessions") }
+            if target.userId == held.userId {
+                expect(reply.status == .noContent, "ending a session of the stolen session's user answered \(reply.status.code): \(reply.text)")
+                if reply.status == .noContent { ended(target.sid) }
+            } else {
+                expect(
+                    reply.status == .notFound && reply.error?.errorCode == .sessionNotFound,
+                    "ending another user's session answered \(reply.status.code): \(reply.text)"
+                )
+            }
+        }
+    }
+
+    /// Whether an attacker's session still works, its access token made fresh: a stolen native session's refresh
+    /// token goes through ``presentRefresh(_:)``, which knows what a spent one does to the session.
+    func attackerReaches(_ index: Int) async throws -> Bool {
+        guard attackerSessions[index].origin == .leakedRefresh else { return try await reach(&attackerSessions[index]) != nil }
+        if try await call(Path.profile, .get, bearer: attackerSessions[index].access).status == .ok { return true }
+        guard let fresh = try await presentRefresh(attackerSessions[index].refresh) else { return false }
+        attackerSessions[index] = fresh
+        return true
+    }
+
+    /// The attacker signs in to its own address and asks to move it to the owner's: answered as any request, but a
+    /// confirmed address gets a notice and no code, no guessed code works, and the owner's address stays where it was.
+    func attackerMovesToOwnersAddress() async throws {
+        try await ensureAttackerAddress()
+        guard let chosen = attackerAddressPassword else { return }
+        let login = try await call(Path.local("login"), json: EmailPasswordLoginRequest(username: Self.attackerAddress, password: chosen))
+        guard let session = try clientAPISession(login, origin: .attackerAddress, methods: [.password]) else { return }
+        attackerSessions.append(session)
+        let index = attackerSessions.count - 1
+        let withPassword = Bool.random(using: &rng)
+        if Bool.random(using: &rng) {
+            makeStale(session)
+            guard try await reach(&attackerSessions[index]) != nil else { return }
+        }
+        let held = attackerSessions[index]
+        let before = try await account
+        let mailsBefore = try await client.mailbox(Self.victim).count
+        let reply = try await call(
+            EmailPath.change, json: ChangeEmailRequest(email: Self.victim, currentPassword: withPassword ? chosen : nil), bearer: held.access
+        )
+        if !withPassword && !isRecent(held) {
+            expect(reply.error?.errorCode == .reauthenticationRequired, "a stale session's email change answered \(reply.status.code): \(reply.text)")
+        } else {
+            expect(
+                reply.status == .noContent || (reply.status == .badRequest && held.userId == before?.userId),
+                "the attacker's email change answered \(reply.status.code): \(reply.text)"
+            )
+        }
+        if before?.confirmedAt != nil {
+            let mails = try await client.mailbox(Self.victim)
+            for mail in mails.prefix(max(0, mails.count - mailsBefore)) {
+                expect(mail.text.firstMatch(of: /\d{8}/) == nil, "a code to move another account to the owner's confirmed address was mailed: \(mail.subject)")
+            }
+        }
+        for guess in ["12345678", String(UInt32.random(in: 10_000_000...99_999_999, using: &rng))] {
+            let confirm = try await call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: guess), bearer: held.access)
+            expect(confirm.status != .noContent, "a guessed code moved the attacker's account to the owner's address")
+        }
+        let after = try await account
+        expect(
+            after?.userId == before?.userId && (after?.confirmedAt == nil) == (before?.confirmedAt == nil),
+            "the owner's address changed hands: \(String(describing: before?.userId)) → \(String(describing: after?.userId))"
+        )
+    }
+
     // MARK: Invariants
 
     func checkInvariants() async throws {
         let current = try await account
         if let current, ownerProven {
             // Provenance: nothing the attacker set up reaches the owner's user.
-            for chosen in attackerPasswords {
+            for chosen in attackerPasswords.sorted() {
                 let reply = try await call(Path.local("login"), json: EmailPasswordLoginRequest(username: Self.victim, password: chosen))
                 expect(reply.status != .ok, "an attacker's password logs in to the proven account")
+                _ = try clientAPISession(reply, origin: .attackerPassword, methods: [.password])
+                if let native = try await nativePasswordSignIn(chosen) {
+                    expect(native.status != .ok, "an attacker's password signs in natively to the proven account")
+                    _ = try nativeSession(native, origin: .attackerPassword, methods: [.password])
+                }
             }
             for index in attackerSessions.indices where attackerSessions[index].origin != .leakedKey && attackerSessions[index].origin != .leakedRefresh {
                 let reached = try await reach(&attackerSessions[index])
@@ -608,13 +942,13 @@ private final class Run: @unchecked Sendable {
             }
             for key in attackerKeys {
                 let reply = try await call(Path.apiKeyLogin(), json: APIKeyLoginRequest(key: key))
-                if let session = try clientAPISession(reply, origin: .attackerKey) {
+                if let session = try clientAPISession(reply, origin: .attackerKey, methods: [.apiKey]) {
                     expect(session.userId != current.userId, "a key the attacker made logs in to the owner's user")
                 }
             }
             if let chosen = attackerAddressPassword {
                 let reply = try await call(Path.local("login"), json: EmailPasswordLoginRequest(username: Self.attackerAddress, password: chosen))
-                if let session = try clientAPISession(reply, origin: .attackerAddress) {
+                if let session = try clientAPISession(reply, origin: .attackerAddress, methods: [.password]) {
                     expect(session.userId != current.userId, "the attacker's own address logs in to the owner's user")
                 }
             }
@@ -633,6 +967,57 @@ private final class Run: @unchecked Sendable {
         }
         for index in attackerSessions.indices where attackerSessions[index].ended {
             expect(try await reach(&attackerSessions[index]) == nil, "an ended session (\(attackerSessions[index].origin.rawValue)) still works")
+        }
+        try await checkOwnerSignsIn(current)
+        try await checkSessionProofs(current)
+    }
+
+    /// The owner signs in with the password the model says is current, through one protocol and then the other on
+    /// the next check, from an address that has not been failing; the session is ended again at once.
+    func checkOwnerSignsIn(_ current: EmailAccountRecord?) async throws {
+        guard let chosen = ownerPassword, let current, current.confirmedAt != nil else { return }
+        checks += 1
+        if checks % 2 == 0 {
+            let reply = try await call(Path.local("login"), json: EmailPasswordLoginRequest(username: Self.victim, password: chosen))
+            guard let session = try clientAPISession(reply, origin: .owner, methods: [.password]) else {
+                return fail("the owner's current password does not log in: \(reply.status.code) \(reply.text)")
+            }
+            expect(session.userId == current.userId, "the owner's password logs in to another user")
+            let out = try await call(Path.session, .delete, bearer: session.refresh)
+            expect(out.status == .noContent, "logging out answered \(out.status.code)")
+        } else {
+            guard let reply = try await nativePasswordSignIn(chosen) else { return fail("the owner's native sign-in got no password challenge") }
+            guard let session = try nativeSession(reply, origin: .owner, methods: [.password]) else {
+                return fail("the owner's current password does not sign in natively: \(reply.status.code) \(reply.text)")
+            }
+            expect(session.userId == current.userId, "the owner's password signs in natively to another user")
+            let out = try await native(.revoke, ["token": session.refresh])
+            expect(out.status == .ok, "revoke answered \(out.status.code)")
+        }
+    }
+
+    /// Every live session of every user the run has met was started by the run, and records the methods and the proof
+    /// time the model says were proven for it.
+    func checkSessionProofs(_ current: EmailAccountRecord?) async throws {
+        var users = Set(proofs.values.map(\.userId))
+        if let current { users.insert(current.userId) }
+        for userId in users.sorted() {
+            for record in try await gatehouse.env.store.liveSessions(userId: userId, now: clock.now) {
+                guard let proof = proofs[record.id] else {
+                    fail("a live session no step started: \(record.id) of \(userId), proven by \(record.methods.map(\.rawValue))")
+                    continue
+                }
+                expect(record.userId == proof.userId, "session \(record.id) belongs to \(record.userId), the model says \(proof.userId)")
+                expect(
+                    record.methods == proof.methods,
+                    "session \(record.id) records \(record.methods.map(\.rawValue)), the model proved \(proof.methods.map(\.rawValue))"
+                )
+                let provenAt = record.provenAt ?? record.createdAt
+                expect(
+                    abs(provenAt.timeIntervalSince(proof.provenAt)) < 1,
+                    "session \(record.id) was proven at \(provenAt), the model says \(proof.provenAt)"
+                )
+            }
         }
     }
 }

@@ -128,10 +128,7 @@ package struct SessionRefresh: Sendable {
             let next = Self.derive(secret, salt: salt)
             guard now.timeIntervalSince(rotatedAt) <= Self.reuseWindow(app), Secrets.constantTimeEquals(Self.sha256(next), session.secretHash),
                 session.revokedAt == nil
-            else {
-                try await endReplayed(session, app: app.id, via: via)
-                throw Refusal.replayed
-            }
+            else { try await endReplayed(session, app: app.id, via: via) }
             return Accepted(session: session, user: user, nextSecret: next)
         case (.unknown, _):
             throw Refusal.notValid

@@ -127,7 +127,7 @@ final class AppCore: Sendable {
     /// The base URL to talk to: the `hostname` answered by `/location`, asked once.
     func resolvedBaseURL() async throws -> String {
         if let known = hostname.withLock({ $0 }) { return known }
-        let location: LocationResponse = try await decode(
+        let location: LocationResponse = try decode(
             try await send("GET", base: configuration.baseURL, path: "/api/client/v2.0/app/\(appId)/location", headers: false)
         )
         let base = location.hostname.hasSuffix("/") ? String(location.hostname.dropLast()) : location.hostname

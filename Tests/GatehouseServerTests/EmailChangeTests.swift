@@ -162,6 +162,45 @@ import Testing
         }
     }
 
+    /// Someone with the owner's session moves the account to their address B, then to C, and uses the undo link B got
+    /// first: B comes back to them. The owner's link, for the older address A, still works and outranks it: A comes
+    /// back, and B's holder is out.
+    @Test func anUndoOfALaterChangeNeverVoidsTheOwnersUndo() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let stolen = try await client.signUp("owner-a@example.com")
+            for address in ["thief-b@example.com", "thief-c@example.com"] {
+                clock.advance(by: 1)
+                #expect(try await client.call(EmailPath.change, json: ChangeEmailRequest(email: address), bearer: stolen.accessToken).status == .noContent)
+                let code = try await client.latestCode(address)
+                #expect(try await client.call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: code), bearer: stolen.accessToken).status == .noContent)
+            }
+            let ownersLink = try #require(try await client.mailbox("owner-a@example.com").first { $0.subject.contains("was changed") }?.link)
+            let thiefsLink = try #require(try await client.mailbox("thief-b@example.com").first { $0.subject.contains("was changed") }?.link)
+            clock.advance(by: 1)
+            #expect(try await client.call(EmailPath.undo, json: ConfirmRequest(token: thiefsLink.token, tokenId: thiefsLink.tokenId)).status == .ok)
+            // The thief sets a password through B and signs in.
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "thief-b@example.com")).status == .ok)
+            let thiefReset = try await client.latestLink("thief-b@example.com")
+            #expect(try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "the thief's", token: thiefReset.token, tokenId: thiefReset.tokenId)).status == .ok)
+            let thief = try await client.login("thief-b@example.com", "the thief's").decode(LoginResponse.self)
+
+            clock.advance(by: 1)
+            let undo = try await client.call(EmailPath.undo, json: ConfirmRequest(token: ownersLink.token, tokenId: ownersLink.tokenId))
+            #expect(undo.status == .ok, "\(undo.text)")
+            #expect(try await client.call(Path.session, bearer: thief.refreshToken).status == .unauthorized)
+            #expect(try await client.login("thief-b@example.com", "the thief's").status == .unauthorized)
+            #expect(try await client.login("owner-a@example.com", "the thief's").status == .unauthorized)
+            let account = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "owner-a@example.com"))
+            #expect(account.userId == stolen.userId)
+            #expect(try await gatehouse.env.store.emailAccounts(userId: stolen.userId).map(\.email) == ["owner-a@example.com"])
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "owner-a@example.com")).status == .ok)
+            let reset = try await client.latestLink("owner-a@example.com")
+            #expect(try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: "the owner's", token: reset.token, tokenId: reset.tokenId)).status == .ok)
+            #expect(try await client.login("owner-a@example.com", "the owner's").decode(LoginResponse.self).userId == stolen.userId)
+        }
+    }
+
     /// Two users race to move to one free address (each proved it: both hold a code from it); one gets it.
     @Test func twoRacingChangesToOneAddressLeaveItWithOne() async throws {
         try await withGatehouse { gatehouse, client in

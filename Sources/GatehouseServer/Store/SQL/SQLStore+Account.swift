@@ -269,7 +269,7 @@ extension SQLStore {
                     createdAt: now, tx
                 )
             }
-            try await Self.resetTrust(userId: userId, keeping: old, now: now, tx)
+            try await Self.resetTrust(userId: userId, keeping: old, now: now, sparingUndoLinksBefore: token.createdAt, tx)
             return (userId, old)
         }
     }

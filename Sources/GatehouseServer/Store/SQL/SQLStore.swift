@@ -423,13 +423,19 @@ struct SQLStore: GatehouseStore {
 
     /// The mailbox `address`'s owner proved it, and nothing else of the user is trusted: every session ends, and
     /// its API keys, every other identity and email account (an address linked to it) and every unused one-time
-    /// token go.
-    static func resetTrust(userId: String, keeping address: String, now: Date, _ tx: any SQLExecutor) async throws {
+    /// token go — except, for an undo, the undo links of earlier changes (`sparingUndoLinksBefore`): the owner of an
+    /// older address outranks whoever held a newer one, so an undo never voids the link that undoes an earlier change.
+    static func resetTrust(
+        userId: String, keeping address: String, now: Date, sparingUndoLinksBefore earlier: Date? = nil, _ tx: any SQLExecutor
+    ) async throws {
         _ = try await revokeAllSessions(userId: userId, now: now, tx)
         for kind in CredentialKind.allCases { try await discard(kind, userId: userId, keeping: address, tx) }
         try await tx.query(
-            "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL",
-            SQLValue(now), .text(userId)
+            """
+            UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL
+            AND NOT (kind = $3 AND created_at < $4)
+            """,
+            SQLValue(now), .text(userId), .text(OneTimeTokenKind.emailChangeUndo.rawValue), SQLValue(earlier ?? Date(timeIntervalSince1970: 0))
         )
     }
 

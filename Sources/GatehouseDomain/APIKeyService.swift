@@ -72,6 +72,9 @@ package struct APIKeyService: Sendable {
         let app = try enabledApp(caller.app)
         // A key cannot breed keys: a leaked key (or its session) must not outlive its own revocation.
         let caller = try caller.manager(to: "create API keys").caller
+        // A key is a credential that outlives a password reset: adding one asks for a recent proof, as every
+        // credential does.
+        guard SessionGate(env: env).isRecentlyProven(caller) else { throw AuthError.reauthenticationRequired }
         try Self.validate(name: name)
         guard try await env.store.apiKeys(appId: app.id, userId: caller.user.id).count < Self.maxKeysPerUser else {
             throw AuthError.apiKeyRefused("a user can have at most \(Self.maxKeysPerUser) API keys; delete one first")

@@ -120,8 +120,16 @@ package struct LoginService: Sendable {
     /// Proves `credential` and adds its identity to the manager's user (`login?link=true`): the caller proved both
     /// sides, its session (a first-party one: ``AccountManager``) and the credential, checked as a login checks it.
     /// Anonymous and API-key credentials cannot be linked. Returns a new access token for the session.
+    ///
+    /// Adding a credential asks for a recent proof of the session (``SessionGate/isRecentlyProven(_:)``), checked
+    /// before the credential is: a stolen session older than the app's `recentProofWindow` cannot add a way in
+    /// that outlives the owner's password reset. An anonymous session may always link: it is how an anonymous user
+    /// upgrades, and it has no credential to prove again.
     package func link(_ credential: LoginCredential, to manager: AccountManager) async throws -> String {
         let app = manager.caller.app
+        guard manager.caller.kind == .anonymous || SessionGate(env: env).isRecentlyProven(manager.caller) else {
+            throw AuthError.reauthenticationRequired
+        }
         try requireEnabled(credential.providerType, app: app)
         let identity: ExternalIdentity
         if case .emailPassword(let username, let password) = credential {

@@ -226,6 +226,36 @@ import Testing
         }
     }
 
+    /// Adding a way in asks for a recent proof too: a stolen session older than the window can neither link an
+    /// identity of the thief's (which would outlive the owner's reset) nor make an API key. An anonymous session may
+    /// still link: it is how an anonymous user upgrades.
+    @Test func aStaleSessionCannotAddAWayIn() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let owner = try await client.signUp("linked@example.com")
+            let anonymous = try await client.call(Path.app() + "/auth/providers/anon-user/login", json: AnonymousLoginRequest()).decode(LoginResponse.self)
+            try await client.registerConfirmed("thief-linked@example.com")
+            try await client.registerConfirmed("upgrade-late@example.com")
+            clock.advance(by: 301)
+            let link = EmailPasswordLoginRequest(username: "thief-linked@example.com", password: "correct horse")
+            let stale = try await client.call(Path.local("login") + "?link=true", json: link, bearer: owner.accessToken)
+            #expect(stale.status == .forbidden)
+            #expect(stale.error?.errorCode == .reauthenticationRequired)
+            let key = try await client.call(Path.apiKeys, json: CreateAPIKeyRequest(name: "late"), bearer: owner.refreshToken)
+            #expect(key.error?.errorCode == .reauthenticationRequired)
+            #expect(try await gatehouse.env.store.credentials(userId: owner.userId).map(\.kind).sorted { $0.rawValue < $1.rawValue } == [.mailbox, .password])
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "thief-linked@example.com")?.userId != owner.userId)
+
+            // Proven again, the owner may add both.
+            #expect(try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "correct horse"), bearer: owner.accessToken).status == .noContent)
+            #expect(try await client.call(Path.local("login") + "?link=true", json: link, bearer: owner.accessToken).status == .ok)
+            #expect(try await client.call(Path.apiKeys, json: CreateAPIKeyRequest(name: "late"), bearer: owner.refreshToken).status == .created)
+            // The anonymous user upgrades whenever it likes.
+            let upgrade = EmailPasswordLoginRequest(username: "upgrade-late@example.com", password: "correct horse")
+            #expect(try await client.call(Path.local("login") + "?link=true", json: upgrade, bearer: anonymous.accessToken).status == .ok)
+        }
+    }
+
     /// Two racing unlinks of a user's two ways in: one wins, and the user keeps the other.
     @Test func racingUnlinksLeaveTheUserAWayIn() async throws {
         try await withGatehouse { gatehouse, client in

@@ -82,6 +82,9 @@ package struct APIKeyService: Sendable {
         let (key, secret, _) = try await insert(app: app, owner: caller.user, name: name, addedBy: Provenance(adding: nil, by: caller))
         env.logger.info("API key created", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "key": "\(key.id)"])
         await env.audit(.apiKeyCreated, app: app.id, user: caller.user.id, detail: ["apiKey": key.id, "name": key.name])
+        await AccountService(env: env).notify(
+            .credentialAdded, what: AccountService.describe(providerType: Self.providerType, detail: key.name), user: caller.user.id, app: app
+        )
         return KeyView(id: key.id, name: key.name, secret: secret, disabled: key.disabled)
     }
 

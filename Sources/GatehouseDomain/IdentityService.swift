@@ -44,6 +44,7 @@ package struct IdentityService: Sendable {
                     )
                 {
                     env.logger.info("identity linked", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
+                    await linked(identity, to: caller)
                     return
                 }
                 throw AuthError.identityInUse
@@ -53,12 +54,21 @@ package struct IdentityService: Sendable {
                 record.addedBy = Self.provenance(identity, caller: caller)
                 try await env.store.addIdentity(record)
                 env.logger.info("identity linked", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
+                await linked(identity, to: caller)
                 return
             } catch StoreError.conflict {
                 continue
             }
         }
         throw AuthError.identityInUse
+    }
+
+    /// Tells the account's addresses that a way in was added (the linked address included, which is now one of them).
+    private func linked(_ identity: ExternalIdentity, to caller: SessionService.Caller) async {
+        let label = identity.providerType == EmailPasswordService.providerType ? identity.externalId : nil
+        await AccountService(env: env).notify(
+            .credentialAdded, what: AccountService.describe(providerType: identity.providerType, detail: label), user: caller.user.id, app: caller.app
+        )
     }
 
     /// A linked identity's provenance: the linking session, and the credential it proved to link it (a password, or

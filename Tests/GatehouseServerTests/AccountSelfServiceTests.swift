@@ -211,6 +211,7 @@ import Testing
 
             #expect(try await client.call(AccountPath.identity("0123456789abcdef01234567"), .delete, bearer: anonymous.accessToken).error?.errorCode == .identityNotFound)
             #expect(try await client.call(AccountPath.identity(anon.id), .delete, bearer: anonymous.accessToken).status == .noContent)
+            #expect(try await client.mailbox("upgrade@example.com").contains { $0.subject.contains("was removed") && $0.text.contains("anonymous") })
             let last = try await client.call(AccountPath.identity(email.id), .delete, bearer: anonymous.accessToken)
             #expect(last.status == .badRequest)
             #expect(last.text.contains("last way to sign in"))
@@ -250,6 +251,11 @@ import Testing
             #expect(try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "correct horse"), bearer: owner.accessToken).status == .noContent)
             #expect(try await client.call(Path.local("login") + "?link=true", json: link, bearer: owner.accessToken).status == .ok)
             #expect(try await client.call(Path.apiKeys, json: CreateAPIKeyRequest(name: "late"), bearer: owner.refreshToken).status == .created)
+            // The owner's address hears of each way in a session added.
+            let notices = try await client.mailbox("linked@example.com").filter { $0.subject.contains("was added") }
+            #expect(notices.count == 2)
+            #expect(notices.contains { $0.text.contains("thief-linked@example.com") })
+            #expect(notices.contains { $0.text.contains("An API key named late") })
             // The anonymous user upgrades whenever it likes.
             let upgrade = EmailPasswordLoginRequest(username: "upgrade-late@example.com", password: "correct horse")
             #expect(try await client.call(Path.local("login") + "?link=true", json: upgrade, bearer: anonymous.accessToken).status == .ok)

@@ -99,6 +99,14 @@ package struct AccountService: Sendable {
         case .removed:
             env.logger.info("identity unlinked", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
             await env.audit(.identityUnlinked, app: caller.app.id, user: caller.user.id, detail: ["provider": identity.providerType])
+            let label = identity.providerType == EmailPasswordService.providerType ? identity.externalId : nil
+            await notify(.credentialRemoved, what: Self.describe(providerType: identity.providerType, detail: label), user: caller.user.id, app: caller.app)
+            // The address that was unlinked hears of it too: it no longer signs in to this account.
+            if let label, let address = EmailAddress(label) {
+                var variables = MailVariables(appName: caller.app.name, email: address.display)
+                variables.what = Self.describe(providerType: identity.providerType, detail: label)
+                try? await env.store.enqueue(env.mail(.credentialRemoved, app: caller.app, recipient: address.display, variables))
+            }
         case .notFound:
             throw AuthError.identityNotFound
         case .lastWayIn:
@@ -116,6 +124,38 @@ package struct AccountService: Sendable {
             ![EmailPasswordService.providerType, APIKeyService.providerType, AnonymousService.providerType].contains($0.providerType)
         }
         return mailbox || federated
+    }
+
+    // MARK: Notices
+
+    /// Mails the account's addresses (its confirmed email accounts') that a signed-in session added or removed a way
+    /// in, `what` in words ("A Google sign-in"). A user without a confirmed address is not mailed. Sent after the
+    /// change, through the outbox; a failure to queue it is logged, never undoes the change.
+    package func notify(_ kind: MailKind, what: String, user userId: String, app: AppSettings) async {
+        do {
+            for account in try await env.store.emailAccounts(userId: userId) where account.confirmedAt != nil {
+                var variables = MailVariables(appName: app.name, email: account.recipient)
+                variables.what = what
+                try await env.store.enqueue(env.mail(kind, app: app, recipient: account.recipient, variables))
+            }
+        } catch {
+            env.logger.error("credential notice not queued", metadata: ["app": "\(app.id)", "user": "\(userId)", "error": "\(error)"])
+        }
+    }
+
+    /// A credential in words, for a notice.
+    package static func describe(providerType: String, detail: String? = nil) -> String {
+        switch providerType {
+        case EmailPasswordService.providerType: "The email address \(detail ?? "")"
+        case APIKeyService.providerType: "An API key named \(detail ?? "")"
+        case AnonymousService.providerType: "An anonymous sign-in"
+        case "oauth2-google": "A Google sign-in"
+        case "oauth2-apple": "A Sign in with Apple"
+        case "oauth2-facebook": "A Facebook sign-in"
+        case CustomTokenProvider.providerType: "A sign-in through the app's own service (custom JWT)"
+        case FunctionRunner.providerType: "A sign-in through the app's own service (custom function)"
+        default: "A sign-in (\(providerType))"
+        }
     }
 
     // MARK: Callers

@@ -132,6 +132,39 @@ package enum DefaultMailTemplates {
                     <p style="margin:0;color:#555;font-size:14px">Nothing changed, and your account is as it was.</p>
                     """
             )
+        case (.credentialAdded, .subject): "A way to sign in was added to your {{appName}} account"
+        case (.credentialAdded, .text):
+            """
+            {{what}} was just added to your {{appName}} account ({{email}}) by a device signed in to it.
+
+            If it was you, there is nothing to do. If it was not you, sign in, remove it from the account, and sign the
+            other devices out; or reset your password.
+
+            """
+        case (.credentialAdded, .html):
+            layout(
+                title: "A way to sign in was added to your {{appName}} account",
+                body: """
+                    <p style="margin:0 0 16px">{{what}} was just added to your {{appName}} account (<strong>{{email}}</strong>) by a device signed in to it.</p>
+                    <p style="margin:0;color:#555;font-size:14px">If it was you, there is nothing to do. If it was not you, sign in, remove it from the account, and sign the other devices out; or reset your password.</p>
+                    """
+            )
+        case (.credentialRemoved, .subject): "A way to sign in was removed from your {{appName}} account"
+        case (.credentialRemoved, .text):
+            """
+            {{what}} was just removed from your {{appName}} account ({{email}}) by a device signed in to it.
+
+            If it was you, there is nothing to do. If it was not you, reset your password: a reset signs everyone out.
+
+            """
+        case (.credentialRemoved, .html):
+            layout(
+                title: "A way to sign in was removed from your {{appName}} account",
+                body: """
+                    <p style="margin:0 0 16px">{{what}} was just removed from your {{appName}} account (<strong>{{email}}</strong>) by a device signed in to it.</p>
+                    <p style="margin:0;color:#555;font-size:14px">If it was you, there is nothing to do. If it was not you, reset your password: a reset signs everyone out.</p>
+                    """
+            )
         case (.oneTimeCode, .subject): "Your {{appName}} code: {{code}}"
         case (.oneTimeCode, .text):
             """

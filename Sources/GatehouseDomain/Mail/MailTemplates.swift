@@ -16,10 +16,15 @@ public enum MailKind: String, Sendable, CaseIterable {
     case emailChanged = "email_changed"
     /// To the owner of an address a signed-in user of another account asked to change theirs to (instead of a code).
     case emailInUse = "email_in_use"
+    /// To the account's address when a signed-in session added a way in (a linked identity, an API key) or removed
+    /// one (an unlinked identity): `{{what}}` says which.
+    case credentialAdded = "credential_added"
+    case credentialRemoved = "credential_removed"
 }
 
 /// The values a template can use: `{{appName}}`, `{{email}}`, `{{link}}`, `{{token}}`, `{{tokenId}}`, `{{code}}`,
-/// `{{expiresInMinutes}}`, `{{expiresInDays}}` (the same time in whole days, at least 1).
+/// `{{expiresInMinutes}}`, `{{expiresInDays}}` (the same time in whole days, at least 1), `{{what}}` (a credential
+/// added or removed, in words).
 package struct MailVariables: Sendable {
     package var appName: String
     package var email: String
@@ -28,11 +33,12 @@ package struct MailVariables: Sendable {
     package var tokenId: String = ""
     package var code: String = ""
     package var expiresInMinutes: Int = 0
+    package var what: String = ""
 
     package var dictionary: [String: Any] {
         [
             "appName": appName, "email": email, "link": link, "token": token, "tokenId": tokenId, "code": code,
-            "expiresInMinutes": expiresInMinutes, "expiresInDays": max(1, expiresInMinutes / 1440),
+            "expiresInMinutes": expiresInMinutes, "expiresInDays": max(1, expiresInMinutes / 1440), "what": what,
         ]
     }
 

@@ -279,7 +279,8 @@ struct UserTransfer {
             throw TransferError("user \(user.id) has both emailAccount and emailAccounts; give one")
         }
         var accounts: [(EmailAccountRecord, createdAt: Date)] = []
-        for exported in user.emailAccounts ?? user.emailAccount.map { [$0] } ?? [] {
+        let exportedAccounts = user.emailAccounts ?? user.emailAccount.map { [$0] } ?? []
+        for exported in exportedAccounts {
             guard let email = EmailAddress(exported.email), email.normalized == exported.email else {
                 throw TransferError("user \(user.id): \"\(exported.email)\" is not a normalized (trimmed, lowercase) email address")
             }

@@ -209,16 +209,17 @@ private func withInstances(_ settings: PostgresSettings, _ body: @Sendable (Inst
                 nativeAuth: { clientIds: [ios-app], code: { resendInterval: 0 } }
             """
         try config.write(to: folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
-        let ports = [try freePort(), try freePort()]
         let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
         var processes: [ChildProcess] = []
+        var instances: [Instance] = []
         do {
-            for port in ports {
-                let arguments = ["serve", "--config", "gatehouse.yaml", "--port", String(port), "--database", databaseURL, "--log-level", "warning"]
-                processes.append(try ChildProcess(CLITests.binary, arguments, environment: environment, directory: folder))
+            for _ in 0..<2 {
+                let (instance, process) = try await startServing(in: folder, environment: environment) { port in
+                    ["serve", "--config", "gatehouse.yaml", "--port", String(port), "--database", databaseURL, "--log-level", "warning"]
+                }
+                instances.append(instance)
+                processes.append(process)
             }
-            let instances = ports.map(Instance.init(port:))
-            for (instance, process) in zip(instances, processes) { try await waitUntilReady(instance, process) }
             // The test reads the outbox through a store of its own on the same database.
             let reader = try await PostgresDatabase.open(settings, logger: quietLogger)
             do {
@@ -234,6 +235,27 @@ private func withInstances(_ settings: PostgresSettings, _ body: @Sendable (Inst
         }
         for process in processes { await process.stop() }
     }
+}
+
+/// Starts `gatehouse` with the arguments `arguments` gives for a free port, and waits until it is ready. A port found
+/// free can be taken by another process before the child binds it (other suites start servers too): a child that
+/// stops on "Address already in use" is started again on another port, up to five times.
+func startServing(
+    in folder: URL, environment: [String: String], _ arguments: (Int) -> [String]
+) async throws -> (Instance, ChildProcess) {
+    for attempt in 1...5 {
+        let port = try freePort()
+        let process = try ChildProcess(CLITests.binary, arguments(port), environment: environment, directory: folder)
+        let instance = Instance(port: port)
+        do {
+            try await waitUntilReady(instance, process)
+            return (instance, process)
+        } catch {
+            await process.stop()
+            guard attempt < 5, process.standardError.contains("Address already in use") else { throw error }
+        }
+    }
+    preconditionFailure("the loop returns or throws")
 }
 
 /// Polls `/readyz` until it answers 200 (at most 60 s: a cold start runs the migrations). When it never does, the

@@ -65,8 +65,7 @@ package struct AccountService: Sendable {
     /// `POST auth/password`: the signed-in user's new password, with a recent proof or `currentPassword`.
     package func changePassword(_ manager: AccountManager, to password: String, currentPassword: String?) async throws {
         let caller = manager.caller
-        let accounts = try await env.store.emailAccounts(userId: caller.user.id).filter { $0.confirmedAt != nil }
-        guard let account = accounts.first else {
+        guard let account = try await changeableAccount(of: caller) else {
             throw AuthError.accountChangeRefused("the user has no password; link an email/password identity to add one")
         }
         guard let local = caller.app.localUserpass else { throw AuthError.providerNotEnabled(EmailPasswordService.providerType) }

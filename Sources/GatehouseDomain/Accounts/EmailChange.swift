@@ -22,7 +22,7 @@ extension AccountService {
     /// `POST auth/reauthenticate/send`: mails a code to the account's address that proves the caller's session again.
     package func sendReauthenticationCode(_ manager: AccountManager) async throws {
         let caller = manager.caller
-        guard let account = try await env.store.emailAccounts(userId: caller.user.id).first(where: { $0.confirmedAt != nil }) else {
+        guard let account = try await changeableAccount(of: caller) else {
             throw AuthError.accountChangeRefused("the user has no confirmed email address to send a code to")
         }
         try await env.checkSendLimit(.oneTimeCode, app: caller.app, address: account.email)
@@ -102,8 +102,9 @@ extension AccountService {
         }
     }
 
-    /// The account a change of address changes: the user's first confirmed email account.
-    private func changeableAccount(of caller: SessionService.Caller) async throws -> EmailAccountRecord? {
+    /// The account a change of address or password changes, and where a reauthentication code goes: the user's
+    /// first confirmed email account.
+    func changeableAccount(of caller: SessionService.Caller) async throws -> EmailAccountRecord? {
         try await env.store.emailAccounts(userId: caller.user.id).first { $0.confirmedAt != nil }
     }
 

@@ -242,8 +242,9 @@ extension SQLStore {
                 }
             }
             let spelled = token.address ?? old
-            let identity = try await token.subject.asyncFlatMap { id in
-                try await tx.query(
+            var identity: String?
+            if let id = token.subject {
+                identity = try await tx.query(
                     "SELECT external_id FROM identities WHERE id = $1 AND user_id = $2 AND provider_type = 'local-userpass'", .text(id), .text(userId)
                 ).first.map { try $0.text("external_id") }
             }
@@ -272,13 +273,5 @@ extension SQLStore {
             try await Self.resetTrust(userId: userId, keeping: old, now: now, sparingUndoLinksBefore: token.createdAt, tx)
             return (userId, old)
         }
-    }
-}
-
-extension Optional {
-    /// `flatMap` for an async transform.
-    fileprivate func asyncFlatMap<U>(_ transform: (Wrapped) async throws -> U?) async rethrows -> U? {
-        guard let self else { return nil }
-        return try await transform(self)
     }
 }

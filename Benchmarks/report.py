@@ -11,8 +11,9 @@ import math
 import sys
 from pathlib import Path
 
-ORDER = ["register", "login", "native-signin", "refresh", "profile", "native-signup"]
+ORDER = ["healthz", "register", "login", "native-signin", "refresh", "profile", "native-signup"]
 LABELS = {
+    "healthz": "/healthz (the HTTP floor)",
     "register": "registration (auto-confirm)",
     "login": "email/password login",
     "native-signin": "native sign-in, password",
@@ -36,6 +37,19 @@ def _get(result, server, scenario, mode, key):
         return result["servers"][server]["scenarios"][scenario][mode][key]
     except (KeyError, TypeError):
         return None
+
+
+def floor(result: dict) -> float | None:
+    """Gatehouse's /healthz per server CPU-second in this run (None in results from before it was measured)."""
+    cpu = _get(result, "gatehouse", "healthz", "saturation", "cpu_s_per_1000_flows")
+    return 1000 / cpu if cpu else None
+
+
+def of_floor(result: dict, server: str, scenario: str) -> float | None:
+    """A scenario's flows per server CPU-second as a fraction of Gatehouse's floor in the same run: the figure to
+    compare across machines (the floor carries the processor's speed and what a wake-up costs on it)."""
+    cpu, f = _get(result, server, scenario, "saturation", "cpu_s_per_1000_flows"), floor(result)
+    return (1000 / cpu) / f if cpu and f else None
 
 
 def steal_summary(result: dict) -> str | None:
@@ -64,14 +78,16 @@ def markdown(results: list[dict]) -> str:
         "A flow is one scenario's whole exchange (native sign-in: 3 requests to Gatehouse, 1 to the peer; native "
         "sign-up: 5 to Gatehouse, 3 to the peer, counting the mailbox reads). Per CPU-second: flows per second of "
         "the server's own CPU time (all its processes), which does not depend on how many cores it got. "
-        "Ratio: Gatehouse / peer.",
+        "Ratio: Gatehouse / peer. Of the floor: flows per CPU-second as a fraction of Gatehouse's /healthz "
+        "requests per CPU-second in the same run (the HTTP floor), the figure that compares across machines.",
         "",
     ]
     for r in results:
         lines += [f"## {r['database']}", "",
                   "| scenario | server | flows/s (saturation) | p50 / p90 / p99 ms | flows/s (fixed rate) | "
-                  "p50 / p90 / p99 ms (fixed) | CPU s / 1000 flows | flows per CPU-second | peak RSS MB |",
-                  "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+                  "p50 / p90 / p99 ms (fixed) | CPU s / 1000 flows | flows per CPU-second | of the floor | "
+                  "peak RSS MB |",
+                  "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
         for scenario in ORDER:
             rows = []
             for server in ("gatehouse", "peer"):
@@ -86,13 +102,14 @@ def markdown(results: list[dict]) -> str:
                     f"{_f(sat('flow_p50_ms'), 2)} / {_f(sat('flow_p90_ms'), 2)} / {_f(sat('flow_p99_ms'), 2)} | "
                     f"{_f(fix('flows_per_s'))}{held} | "
                     f"{_f(fix('flow_p50_ms'), 2)} / {_f(fix('flow_p90_ms'), 2)} / {_f(fix('flow_p99_ms'), 2)} | "
-                    f"{_f(cpu, 3)} | {_f(1000 / cpu if cpu else None)} | {_f(sat('peak_rss_mb'))} |")
+                    f"{_f(cpu, 3)} | {_f(1000 / cpu if cpu else None)} | {_f(of_floor(r, server, scenario), 3)} | "
+                    f"{_f(sat('peak_rss_mb'))} |")
             a, b = _get(r, "gatehouse", scenario, "saturation", "flows_per_s"), _get(r, "peer", scenario, "saturation", "flows_per_s")
             ca, cb = (_get(r, "gatehouse", scenario, "saturation", "cpu_s_per_1000_flows"),
                       _get(r, "peer", scenario, "saturation", "cpu_s_per_1000_flows"))
             if a and b:
                 rows.append(f"| {LABELS[scenario]} | **ratio** | **{a / b:.2f}×** | | | | | "
-                            f"**{(cb / ca) if ca and cb else float('nan'):.2f}×** | |")
+                            f"**{(cb / ca) if ca and cb else float('nan'):.2f}×** | | |")
             lines += rows
         lines += ["", "| | " + " | ".join(r["servers"]) + " |", "|---|" + "--:|" * len(r["servers"])]
         for key, label, scale in (("startup_s", "ready after start (restart), ms", 1000),
@@ -219,10 +236,11 @@ def readme_block(results: list[dict], out: Path) -> str:
              f"`Benchmarks/results/latest.svg`; every figure: `Benchmarks/results/{first['date']}-*.json`.", ""]
     for r in results:
         lines += [f"**{r['database']}** (flows/s at saturation; p99 ms at half of it; flows per CPU-second of the "
-                  "server)", "",
+                  "server; and those as a fraction of Gatehouse's /healthz per CPU-second in the same run, the floor)",
+                  "",
                   "| scenario | Gatehouse flows/s | peer flows/s | ratio | Gatehouse p99 | peer p99 | "
-                  "Gatehouse per CPU-s | peer per CPU-s | ratio per CPU-s |",
-                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+                  "Gatehouse per CPU-s | peer per CPU-s | ratio per CPU-s | Gatehouse of the floor |",
+                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
         for scenario in ORDER:
             a = _get(r, "gatehouse", scenario, "saturation", "flows_per_s")
             b = _get(r, "peer", scenario, "saturation", "flows_per_s")
@@ -236,7 +254,7 @@ def readme_block(results: list[dict], out: Path) -> str:
                 f"| {LABELS[scenario]} | {_f(a)} | {_f(b)} | {_f(a / b if a and b else None, 2)}× | "
                 f"{_f(_get(r, 'gatehouse', scenario, 'fixed', 'flow_p99_ms'), 1)} | "
                 f"{_f(_get(r, 'peer', scenario, 'fixed', 'flow_p99_ms'), 1)} | {_f(pa)} | {_f(pb)} | "
-                f"{_f(pa / pb if pa and pb else None, 2)}× |")
+                f"{_f(pa / pb if pa and pb else None, 2)}× | {_f(of_floor(r, 'gatehouse', scenario), 3)} |")
         gh, peer = r["servers"].get("gatehouse", {}), r["servers"].get("peer", {})
         lines += ["", f"Ready after start: Gatehouse {_f((gh.get('startup_s') or 0) * 1000, 0)} ms, peer "
                   f"{_f((peer.get('startup_s') or 0) * 1000, 0)} ms. Idle PSS: Gatehouse {_f(gh.get('idle_pss_mb'))} MB, "

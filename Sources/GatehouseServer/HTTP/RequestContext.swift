@@ -42,6 +42,15 @@ enum JSONResponse {
         )
     }
 
+    /// A JSON body written by the caller (``JSONText``), for answers on hot paths.
+    static func make(_ status: HTTPResponse.Status, json bytes: [UInt8]) -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: contentType, .cacheControl: "no-store"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
+        )
+    }
+
     /// A success with an empty JSON object for a body (routes whose answer clients ignore).
     static func empty(_ status: HTTPResponse.Status = .ok) throws -> Response {
         try make(status, [String: String]())

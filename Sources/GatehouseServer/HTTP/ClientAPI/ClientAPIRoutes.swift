@@ -166,7 +166,11 @@ struct ClientAPIRoutes {
 
     @Sendable func refresh(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         let token = try await sessions(context).refresh(try request.bearerToken())
-        return try JSONResponse.make(.created, SessionResponse(accessToken: token))
+        // `SessionResponse`, written by hand: every refresh answers it (the test of the route decodes it as one).
+        var body = Array(#"{"access_token":"#.utf8)
+        JSONText.appendString(token, to: &body)
+        body.append(UInt8(ascii: "}"))
+        return JSONResponse.make(.created, json: body)
     }
 
     @Sendable func logOut(_ request: Request, context: GatehouseRequestContext) async throws -> Response {

@@ -16,9 +16,22 @@ import VaporCSQLite
 ///
 /// SQLite allows one writer at a time, so statements and transactions take turns through a FIFO lock; a
 /// transaction holds it from `BEGIN IMMEDIATE` to `COMMIT`, so nothing interleaves with it.
+///
+/// A file database also has a second connection, opened read-only, for statements that only read and are not part of
+/// a transaction (a `SELECT` that SQLite itself says cannot write): the session read of every refresh and every
+/// authenticated request. It runs on the calling thread, under a lock held only while the statement runs, so such a
+/// read costs no hop to the connection's thread and back (two thread wake-ups, most of what the read cost:
+/// `Benchmarks/PROFILING.md`). In WAL mode a reader never waits for the writer and sees every transaction committed
+/// before it began, so a request reads what the requests before it wrote. What it gives up: a read blocks the calling
+/// thread for as long as it runs, so the reads sent there are Gatehouse's own indexed lookups (a page already in
+/// memory takes microseconds); and a reader that finds the database locked (WAL recovery by another process) does not
+/// wait on the calling thread but goes to the connection's thread, which waits up to the busy timeout as before.
 final class SQLiteDatabase: SQLDatabase {
     let dialect = SQLDialect.sqlite
     private let handle: SQLiteHandle
+    /// The read-only connection of a file database (nil in memory, where a second connection would open another
+    /// database), used by one caller at a time.
+    private let reader: NIOLockedValueBox<SQLiteHandle>?
     /// One thread, which alone touches `handle`.
     private let thread: NIOThreadPool
     private let lock = AsyncLock()
@@ -29,8 +42,9 @@ final class SQLiteDatabase: SQLDatabase {
     /// The database file's folder (nil in memory), whose filesystem's free space `/readyz` reads after a full disk.
     private let folder: String?
 
-    private init(handle: SQLiteHandle, thread: NIOThreadPool, metrics: QueuedWorkMetrics, folder: String?) {
+    private init(handle: SQLiteHandle, reader: SQLiteHandle?, thread: NIOThreadPool, metrics: QueuedWorkMetrics, folder: String?) {
         self.handle = handle
+        self.reader = reader.map { NIOLockedValueBox($0) }
         self.thread = thread
         self.metrics = metrics
         self.folder = folder
@@ -76,18 +90,26 @@ final class SQLiteDatabase: SQLDatabase {
             try? await thread.shutdownGracefully()
             throw StoreError.unavailable("cannot open the SQLite database at \(path): \(error)")
         }
-        let db = SQLiteDatabase(handle: handle, thread: thread, metrics: metrics, folder: folder)
         do {
             if case .sqliteFile = url {
-                try await db.raw("PRAGMA journal_mode = WAL")
-                try await db.raw("PRAGMA synchronous = NORMAL")
+                try await Self.run(on: thread) {
+                    _ = try handle.run("PRAGMA journal_mode = WAL", [])
+                    _ = try handle.run("PRAGMA synchronous = NORMAL", [])
+                }
             }
-            try await db.raw("PRAGMA foreign_keys = ON")
+            try await Self.run(on: thread) { _ = try handle.run("PRAGMA foreign_keys = ON", []) }
         } catch {
-            try? await db.close()
-            throw error
+            try? await Self.run(on: thread) { handle.close() }
+            try? await thread.shutdownGracefully()
+            throw StoreError.unavailable("cannot open the SQLite database at \(path): \(error)")
         }
-        return db
+        // Opened after the writer made the file a WAL database. A reader waits for no lock: busy, it hands the
+        // statement to the writer's thread.
+        var reader: SQLiteHandle?
+        if case .sqliteFile = url {
+            reader = try? SQLiteHandle(path: path, busyTimeout: .zero, readOnly: true)
+        }
+        return SQLiteDatabase(handle: handle, reader: reader, thread: thread, metrics: metrics, folder: folder)
     }
 
     @discardableResult
@@ -123,9 +145,23 @@ final class SQLiteDatabase: SQLDatabase {
     @discardableResult
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         let queued = ContinuousClock.now
+        let isRead = PostgresDatabase.isRead(sql)
+        if isRead, let reader, let rows = try read(sql, binds, on: reader, since: queued) { return rows }
         let rows = try await lock.withLock { try await self.metrics.leased(since: queued) { try await self.raw(sql, binds) } }
-        if !PostgresDatabase.isRead(sql) { writeHealth?.wrote(freeSpace: freeSpace) }
+        if !isRead { writeHealth?.wrote(freeSpace: freeSpace) }
         return rows
+    }
+
+    /// Runs a `SELECT` on the read-only connection, on the calling thread; nil when it must go to the writer
+    /// instead: SQLite says the statement could write, or the reader found the database locked.
+    private func read(_ sql: String, _ binds: [SQLValue], on reader: NIOLockedValueBox<SQLiteHandle>, since queued: ContinuousClock.Instant) throws -> [SQLRow]? {
+        do {
+            return try reader.withLockedValue { handle in try metrics.run(since: queued) { try handle.run(sql, binds, readOnly: true) } }
+        } catch let failure as SQLiteFailure where failure.code & 0xff == SQLITE_READONLY || failure.isBusy {
+            return nil
+        } catch {
+            throw StoreError.unavailable(String(describing: error))
+        }
     }
 
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
@@ -165,6 +201,7 @@ final class SQLiteDatabase: SQLDatabase {
 
     /// Closes the connection (after the statements before it) and stops its thread; statements after it fail.
     func close() async throws {
+        reader?.withLockedValue { $0.close() }
         let (handle, thread) = (handle, thread)
         try await lock.withLock {
             try await Self.run(on: thread) { handle.close() }

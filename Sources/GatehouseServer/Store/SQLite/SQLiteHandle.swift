@@ -21,16 +21,16 @@ final class SQLiteHandle: @unchecked Sendable {
 
     private struct Statement {
         let pointer: OpaquePointer
-        var columns: [String]
+        var columns: SQLColumns
         /// How often SQLite has prepared it again (a schema change): its columns are read again when this moves.
         var reprepared: Int32
     }
 
     /// Opens (creating if needed) the database at `path`, or a private in-memory one for `":memory:"`. A statement that
     /// finds the database locked by another connection retries for up to `busyTimeout`, then fails with `SQLITE_BUSY`.
-    init(path: String, busyTimeout: Duration) throws {
+    init(path: String, busyTimeout: Duration, readOnly: Bool = false) throws {
         var db: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let flags = readOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let status = sqlite_nio_sqlite3_open_v2(path, &db, flags, nil)
         guard status == SQLITE_OK, let db else {
             let failure = SQLiteFailure(code: status, message: db.map(Self.message) ?? "out of memory")
@@ -49,10 +49,17 @@ final class SQLiteHandle: @unchecked Sendable {
 
     /// Runs one statement with `$1…$n` placeholders and returns its rows. The statement is reset afterwards, whatever
     /// happened, so that it holds no lock and no read snapshot between calls.
-    func run(_ sql: String, _ binds: [SQLValue]) throws -> [SQLRow] {
+    ///
+    /// `readOnly`: run it only if it cannot write (`sqlite3_stmt_readonly`); one that could is not run and fails with
+    /// ``SQLiteFailure/notReadOnly``.
+    func run(_ sql: String, _ binds: [SQLValue], readOnly: Bool = false) throws -> [SQLRow] {
         guard let db else { throw SQLiteFailure.closed }
         let (statement, kept) = try prepared(sql, on: db)
         let pointer = statement.pointer
+        if readOnly, sqlite_nio_sqlite3_stmt_readonly(pointer) == 0 {
+            if !kept { sqlite_nio_sqlite3_finalize(pointer) }
+            throw SQLiteFailure.notReadOnly
+        }
         defer {
             if kept {
                 sqlite_nio_sqlite3_reset(pointer)
@@ -227,4 +234,8 @@ struct SQLiteFailure: Error, CustomStringConvertible {
 
     /// A statement sent after ``SQLiteHandle/close()``.
     static let closed = SQLiteFailure(code: SQLITE_MISUSE, message: "the database is closed")
+    /// A statement that could write, sent to be run only if it could not (``SQLiteHandle/run(_:_:readOnly:)``).
+    static let notReadOnly = SQLiteFailure(code: SQLITE_READONLY, message: "the statement could write")
+    /// Another connection holds a lock this one needs (`SQLITE_BUSY`, `SQLITE_LOCKED` and their extended codes).
+    var isBusy: Bool { code & 0xff == SQLITE_BUSY || code & 0xff == SQLITE_LOCKED }
 }

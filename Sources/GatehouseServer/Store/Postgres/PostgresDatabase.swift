@@ -330,12 +330,16 @@ final class PostgresDatabase: SQLDatabase {
         let rows = try await collected.get()
         var result: [SQLRow] = []
         result.reserveCapacity(rows.count)
+        var columns: SQLColumns?
         for row in rows {
-            var values: [String: SQLValue] = [:]
+            var cells: [SQLValue] = []
+            var names: [String] = []
             for cell in row {
-                values[cell.columnName] = try SQLValue(cell)
+                cells.append(try SQLValue(cell))
+                if columns == nil { names.append(cell.columnName) }
             }
-            result.append(SQLRow(values: values))
+            if columns == nil { columns = SQLColumns(names) }
+            result.append(SQLRow(columns: columns!, cells: cells))
         }
         return result
     }

@@ -10,31 +10,66 @@ enum SQLValue: Sendable, Hashable {
 }
 
 /// One result row, by column name.
+/// The column names of a statement's rows, and where each is: made once per prepared statement (SQLite) or per
+/// result (PostgreSQL) and shared by its rows, so that a row is an array of values, not a dictionary built per row
+/// (hashing every column name of the session read at every refresh: `Benchmarks/PROFILING.md`). A name that occurs
+/// twice (a join) finds its last column, as a dictionary built in column order would.
+final class SQLColumns: Sendable {
+    let names: [String]
+    let position: [String: Int]
+
+    init(_ names: [String]) {
+        self.names = names
+        var position = [String: Int](minimumCapacity: names.count)
+        for (index, name) in names.enumerated() { position[name] = index }
+        self.position = position
+    }
+}
+
 struct SQLRow: Sendable {
-    var values: [String: SQLValue]
+    let columns: SQLColumns
+    /// One value per column of ``columns``, in order.
+    let cells: [SQLValue]
+
+    init(columns: SQLColumns, cells: [SQLValue]) {
+        self.columns = columns
+        self.cells = cells
+    }
+
+    /// The value of `column`; nil when the row has no such column.
+    subscript(_ column: String) -> SQLValue? {
+        columns.position[column].map { cells[$0] }
+    }
+
+    /// Every column's value by name (tests; the store reads single columns).
+    var values: [String: SQLValue] {
+        var values = [String: SQLValue](minimumCapacity: cells.count)
+        for (index, name) in columns.names.enumerated() { values[name] = cells[index] }
+        return values
+    }
 
     func text(_ column: String) throws -> String {
-        guard case .text(let s)? = values[column] else { throw SQLRowError(column: column, expected: "text") }
+        guard case .text(let s)? = self[column] else { throw SQLRowError(column: column, expected: "text") }
         return s
     }
     func optionalText(_ column: String) throws -> String? {
-        if case .null? = values[column] { return nil }
+        if case .null? = self[column] { return nil }
         return try text(column)
     }
     func int(_ column: String) throws -> Int64 {
-        guard case .int(let i)? = values[column] else { throw SQLRowError(column: column, expected: "integer") }
+        guard case .int(let i)? = self[column] else { throw SQLRowError(column: column, expected: "integer") }
         return i
     }
     func optionalInt(_ column: String) throws -> Int64? {
-        if case .null? = values[column] { return nil }
+        if case .null? = self[column] { return nil }
         return try int(column)
     }
     func blob(_ column: String) throws -> [UInt8] {
-        guard case .blob(let b)? = values[column] else { throw SQLRowError(column: column, expected: "blob") }
+        guard case .blob(let b)? = self[column] else { throw SQLRowError(column: column, expected: "blob") }
         return b
     }
     func optionalBlob(_ column: String) throws -> [UInt8]? {
-        if case .null? = values[column] { return nil }
+        if case .null? = self[column] { return nil }
         return try blob(column)
     }
     func date(_ column: String) throws -> Date { Date(milliseconds: try int(column)) }

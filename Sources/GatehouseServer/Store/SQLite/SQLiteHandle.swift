@@ -98,9 +98,10 @@ final class SQLiteHandle: @unchecked Sendable {
                     statements[sql]?.reprepared = reprepared
                 }
             }
-            var values = [String: SQLValue](minimumCapacity: columns.count)
-            for (index, name) in columns.enumerated() { values[name] = Self.value(pointer, Int32(index)) }
-            rows.append(SQLRow(values: values))
+            var cells: [SQLValue] = []
+            cells.reserveCapacity(columns.names.count)
+            for index in columns.names.indices { cells.append(Self.value(pointer, Int32(index))) }
+            rows.append(SQLRow(columns: columns, cells: cells))
         }
     }
 
@@ -154,10 +155,10 @@ final class SQLiteHandle: @unchecked Sendable {
         return (statement, true)
     }
 
-    private static func columnNames(_ pointer: OpaquePointer) -> [String] {
-        (0..<sqlite_nio_sqlite3_column_count(pointer)).map { index in
+    private static func columnNames(_ pointer: OpaquePointer) -> SQLColumns {
+        SQLColumns((0..<sqlite_nio_sqlite3_column_count(pointer)).map { index in
             sqlite_nio_sqlite3_column_name(pointer, index).map { String(cString: $0) } ?? ""
-        }
+        })
     }
 
     private static func bind(_ value: SQLValue, at index: Int32, to pointer: OpaquePointer) -> Int32 {

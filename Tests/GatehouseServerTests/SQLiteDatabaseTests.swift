@@ -151,6 +151,45 @@ import Testing
         }
     }
 
+    /// A file database runs plain `SELECT`s on its read-only connection, on the calling thread: each sees every write
+    /// committed before it, and reads go on while another connection holds the write lock (WAL), seeing what was
+    /// committed. Writes and statements inside a transaction never go there.
+    @Test func readsRunOnTheReadOnlyConnectionAndSeeEveryCommittedWrite() async throws {
+        try await withFileDatabase { db, path in
+            try await db.query("CREATE TABLE t (a INTEGER)", [])
+            let start = db.readerCounts
+            for n in 1...50 {
+                try await db.query("INSERT INTO t (a) VALUES ($1)", [.int(Int64(n))])
+                let count = try await db.query("SELECT count(*) AS n FROM t", []).first?["n"]
+                #expect(count == .int(Int64(n)), "read \(n) saw every write before it")
+            }
+            let inTransaction = try await db.transaction { tx in
+                try await tx.query("INSERT INTO t (a) VALUES (51)", [])
+                return try await tx.query("SELECT count(*) AS n FROM t", []).first?["n"]
+            }
+            #expect(inTransaction == .int(51), "a read inside a transaction sees the transaction's own write")
+            #expect(db.readerCounts.ran - start.ran == 50)
+            #expect(db.readerCounts.handedOver == start.handedOver)
+
+            let other = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger, busyTimeout: .seconds(30))
+            let held = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
+            let holder = Task {
+                try await other.transaction { tx in
+                    try await tx.query("INSERT INTO t (a) VALUES (52)", [])
+                    await withCheckedContinuation { continuation in held.withLockedValue { $0 = continuation } }
+                }
+            }
+            try await waitFor("the other connection holds the write lock", limit: 10) { held.withLockedValue { $0 != nil } }
+            let whileHeld = try await db.query("SELECT count(*) AS n FROM t", []).first?["n"]
+            #expect(whileHeld == .int(51), "a read while another connection writes sees what was committed, at once")
+            held.withLockedValue { $0?.resume() }
+            try await holder.value
+            let after = try await db.query("SELECT count(*) AS n FROM t", []).first?["n"]
+            #expect(after == .int(52))
+            try await other.close()
+        }
+    }
+
     @Test func aCancelledTransactionStillEndsAndTheNextStatementIsOutsideIt() async throws {
         try await withFileDatabase { db, _ in
             try await db.query("CREATE TABLE t (a INTEGER)", [])

@@ -31,7 +31,17 @@ final class SQLiteDatabase: SQLDatabase {
     private let handle: SQLiteHandle
     /// The read-only connection of a file database (nil in memory, where a second connection would open another
     /// database), used by one caller at a time.
-    private let reader: NIOLockedValueBox<SQLiteHandle>?
+    private let reader: NIOLockedValueBox<Reader>?
+
+    private struct Reader {
+        let handle: SQLiteHandle
+        /// Statements it ran, and statements it handed to the writer (busy, or SQLite said they could write).
+        var ran = 0
+        var handedOver = 0
+    }
+
+    /// How many statements the read-only connection ran, and how many it handed to the writer (tests).
+    var readerCounts: (ran: Int, handedOver: Int) { reader?.withLockedValue { ($0.ran, $0.handedOver) } ?? (0, 0) }
     /// One thread, which alone touches `handle`.
     private let thread: NIOThreadPool
     private let lock = AsyncLock()
@@ -44,7 +54,7 @@ final class SQLiteDatabase: SQLDatabase {
 
     private init(handle: SQLiteHandle, reader: SQLiteHandle?, thread: NIOThreadPool, metrics: QueuedWorkMetrics, folder: String?) {
         self.handle = handle
-        self.reader = reader.map { NIOLockedValueBox($0) }
+        self.reader = reader.map { NIOLockedValueBox(Reader(handle: $0)) }
         self.thread = thread
         self.metrics = metrics
         self.folder = folder
@@ -154,13 +164,18 @@ final class SQLiteDatabase: SQLDatabase {
 
     /// Runs a `SELECT` on the read-only connection, on the calling thread; nil when it must go to the writer
     /// instead: SQLite says the statement could write, or the reader found the database locked.
-    private func read(_ sql: String, _ binds: [SQLValue], on reader: NIOLockedValueBox<SQLiteHandle>, since queued: ContinuousClock.Instant) throws -> [SQLRow]? {
-        do {
-            return try reader.withLockedValue { handle in try metrics.run(since: queued) { try handle.run(sql, binds, readOnly: true) } }
-        } catch let failure as SQLiteFailure where failure.code & 0xff == SQLITE_READONLY || failure.isBusy {
-            return nil
-        } catch {
-            throw StoreError.unavailable(String(describing: error))
+    private func read(_ sql: String, _ binds: [SQLValue], on reader: NIOLockedValueBox<Reader>, since queued: ContinuousClock.Instant) throws -> [SQLRow]? {
+        try reader.withLockedValue { reader in
+            do {
+                let rows = try metrics.run(since: queued) { try reader.handle.run(sql, binds, readOnly: true) }
+                reader.ran += 1
+                return rows
+            } catch let failure as SQLiteFailure where failure.code & 0xff == SQLITE_READONLY || failure.isBusy {
+                reader.handedOver += 1
+                return nil
+            } catch {
+                throw StoreError.unavailable(String(describing: error))
+            }
         }
     }
 
@@ -201,7 +216,7 @@ final class SQLiteDatabase: SQLDatabase {
 
     /// Closes the connection (after the statements before it) and stops its thread; statements after it fail.
     func close() async throws {
-        reader?.withLockedValue { $0.close() }
+        reader?.withLockedValue { $0.handle.close() }
         let (handle, thread) = (handle, thread)
         try await lock.withLock {
             try await Self.run(on: thread) { handle.close() }

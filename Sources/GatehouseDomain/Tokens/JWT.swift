@@ -60,8 +60,7 @@ package struct TokenClaims: Codable, Sendable, Hashable {
 extension TokenClaims {
     /// The claims as JSON, keys sorted, slashes unescaped: byte for byte what `JSONEncoder` with `.sortedKeys` and
     /// `.withoutEscapingSlashes` writes (`JWTTests` compares the two), written by hand because every refresh signs
-    /// one and Foundation's encoder was a tenth of a refresh's instructions (`Benchmarks/PROFILING.md`). Custom user
-    /// data, whose shape only the app knows, still goes through `JSONEncoder` when there is any.
+    /// one and Foundation's encoder was a tenth of a refresh's instructions (`Benchmarks/PROFILING.md`).
     package func json() throws -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(320)
@@ -109,44 +108,10 @@ extension TokenClaims {
         JSONText.appendString(typ.rawValue, to: &out)
         if let userData {
             key("user_data")
-            if userData.isEmpty {
-                out.append(contentsOf: "{}".utf8)
-            } else {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-                out.append(contentsOf: try encoder.encode(userData))
-            }
+            JSONText.appendObject(userData, to: &out)
         }
         out.append(UInt8(ascii: "}"))
         return out
-    }
-}
-
-/// JSON text written by hand on hot paths.
-package enum JSONText {
-    /// Appends `string` as a JSON string, escaped as Foundation's `JSONEncoder` escapes it with
-    /// `.withoutEscapingSlashes`: `"` and `\` with a backslash, the control characters with their short forms or
-    /// `\u00XX`, everything else as its UTF-8.
-    package static func appendString(_ string: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-            case 0x0C: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0xF)])
-            default: out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
     }
 }
 

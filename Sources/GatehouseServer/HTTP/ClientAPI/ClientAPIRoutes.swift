@@ -283,12 +283,13 @@ struct ClientAPIRoutes {
 
     @Sendable func profile(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
         let profile = try await sessions(context).profile(try request.bearerToken())
-        return try JSONResponse.make(
-            ProfileResponse(
+        return JSONResponse.make(
+            .ok,
+            json: ProfileResponse(
                 userId: profile.userId, domainId: profile.domainId,
                 identities: profile.identities.map { ProfileIdentity(id: $0.id, providerType: $0.providerType, providerId: $0.providerId) },
                 data: profile.data, type: profile.isServerUser ? "server" : "normal"
-            )
+            ).json()
         )
     }
 

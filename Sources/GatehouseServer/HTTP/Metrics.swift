@@ -48,7 +48,7 @@ final class GatehouseMetrics: Sendable {
             for name in [Self.databaseWait, Self.databaseStatement, Self.hashWait, Self.hashDuration] {
                 factory.durationHistogramBuckets[name] = fine
             }
-            self.factory = factory
+            self.factory = CachingMetricsFactory(factory)
         } else {
             self.factory = NOOPMetricsHandler.instance
         }

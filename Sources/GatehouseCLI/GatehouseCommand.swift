@@ -127,6 +127,9 @@ struct Serve: AsyncParsableCommand {
             lines.append("  database:     \(config.database.url)")
             if config.dev.mailbox { lines.append("  dev mailbox:  \(base)/_dev/mailbox") }
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+            #if canImport(Glibc)
+            StartupPages.release()
+            #endif
         }
     }
 }

@@ -15,10 +15,10 @@ import Glibc
 /// Measured (`Benchmarks/PROFILING.md`): idle PSS 41 → 20 MB, 11 MB less after load; the first registration and
 /// login after start take about 25 ms longer (the faults that map serving's code again). Only `gatehouse serve`
 /// does this: a program that embeds ``AuthServer`` owns its own executable.
-enum StartupPages {
+package enum StartupPages {
     /// Returns how many bytes of mappings it dropped.
     @discardableResult
-    static func release() -> Int {
+    package static func release() -> Int {
         guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"),
             let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
         else { return 0 }
@@ -34,6 +34,28 @@ enum StartupPages {
             dropped += Int(end - start)
         }
         return dropped
+    }
+}
+#endif
+
+#if canImport(Glibc)
+extension StartupPages {
+    /// The resident size of the executable's code mapping, in kB (`/proc/self/smaps`); nil when it is not found.
+    package static func residentCode() -> Int? {
+        guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"),
+            let smaps = try? String(contentsOfFile: "/proc/self/smaps", encoding: .utf8)
+        else { return nil }
+        var inCode = false
+        var total: Int?
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if let first = fields.first, first.contains("-"), fields.count >= 5, first.first?.isHexDigit == true {
+                inCode = fields.count >= 6 && fields[1] == "r-xp" && fields[5...].joined(separator: " ") == exe
+            } else if inCode, fields.first == "Rss:", fields.count >= 2, let kB = Int(fields[1]) {
+                total = (total ?? 0) + kB
+            }
+        }
+        return total
     }
 }
 #endif

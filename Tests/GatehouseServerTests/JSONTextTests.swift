@@ -5,11 +5,7 @@ import Testing
 /// ``JSONText`` writes the answers of the hottest routes by hand; they must be the very bytes `JSONEncoder` writes
 /// (sorted keys, slashes unescaped), whatever values an app's users store in their data.
 @Suite struct JSONTextTests {
-    static func encoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }
+    static func encoder() -> JSONEncoder { TokenClaimsJSONTests.encoder() }
 
     static let strings = [
         "", "a", "B", "Z", "_", "a10", "a2", "email", "Email", "name", "naïve", "日本", "🙂", "quote \"", "back\\slash",

@@ -38,6 +38,23 @@ import Testing
         }
     }
 
+    /// Another connection to the file at `path` that inserts `value` into `t` inside a transaction and keeps it open
+    /// (holding the write lock) until `held`'s continuation is resumed; `holder` ends with its commit.
+    private static func holdWriteLock(on path: String, inserting value: Int64) async throws
+        -> (other: SQLiteDatabase, held: NIOLockedValueBox<CheckedContinuation<Void, Never>?>, holder: Task<Void, any Error>)
+    {
+        let other = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger, busyTimeout: .seconds(30))
+        let held = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
+        let holder = Task {
+            try await other.transaction { tx in
+                try await tx.query("INSERT INTO t (a) VALUES ($1)", [.int(value)])
+                await withCheckedContinuation { continuation in held.withLockedValue { $0 = continuation } }
+            }
+        }
+        try await waitFor("the other connection holds the write lock", limit: 10) { held.withLockedValue { $0 != nil } }
+        return (other, held, holder)
+    }
+
     @Test func valuesRoundTripExactly() async throws {
         try await withMemoryDatabase { db in
             try await db.query("CREATE TABLE t (id INTEGER PRIMARY KEY, i INTEGER, s TEXT, b BLOB)", [])
@@ -121,15 +138,7 @@ import Testing
         try await withFileDatabase(busyTimeout: .milliseconds(200)) { db, path in
             try await db.query("CREATE TABLE t (a INTEGER)", [])
             // Another process's connection (the CLI, a backup tool) takes the write lock and keeps it.
-            let other = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger, busyTimeout: .seconds(30))
-            let held = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
-            let holder = Task {
-                try await other.transaction { tx in
-                    try await tx.query("INSERT INTO t (a) VALUES (1)", [])
-                    await withCheckedContinuation { continuation in held.withLockedValue { $0 = continuation } }
-                }
-            }
-            try await waitFor("the other connection holds the lock", limit: 10) { held.withLockedValue { $0 != nil } }
+            let (other, held, holder) = try await Self.holdWriteLock(on: path, inserting: 1)
             let started = ContinuousClock.now
             await #expect(throws: StoreError.self) { try await db.query("INSERT INTO t (a) VALUES (2)", []) }
             #expect(ContinuousClock.now - started >= .milliseconds(200), "failed before its busy timeout")
@@ -171,15 +180,7 @@ import Testing
             #expect(db.readerCounts.ran - start.ran == 50)
             #expect(db.readerCounts.handedOver == start.handedOver)
 
-            let other = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger, busyTimeout: .seconds(30))
-            let held = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
-            let holder = Task {
-                try await other.transaction { tx in
-                    try await tx.query("INSERT INTO t (a) VALUES (52)", [])
-                    await withCheckedContinuation { continuation in held.withLockedValue { $0 = continuation } }
-                }
-            }
-            try await waitFor("the other connection holds the write lock", limit: 10) { held.withLockedValue { $0 != nil } }
+            let (other, held, holder) = try await Self.holdWriteLock(on: path, inserting: 52)
             let whileHeld = try await db.query("SELECT count(*) AS n FROM t", []).first?["n"]
             #expect(whileHeld == .int(51), "a read while another connection writes sees what was committed, at once")
             held.withLockedValue { $0?.resume() }

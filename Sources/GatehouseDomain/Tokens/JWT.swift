@@ -59,7 +59,7 @@ package struct TokenClaims: Codable, Sendable, Hashable {
 
 extension TokenClaims {
     /// The claims as JSON, keys sorted, slashes unescaped: byte for byte what `JSONEncoder` with `.sortedKeys` and
-    /// `.withoutEscapingSlashes` writes (`JWTTests` compares the two), written by hand because every refresh signs
+    /// `.withoutEscapingSlashes` writes (`TokenClaimsJSONTests` compares the two), written by hand because every refresh signs
     /// one and Foundation's encoder was a tenth of a refresh's instructions (`Benchmarks/PROFILING.md`).
     package func json() throws -> [UInt8] {
         var out: [UInt8] = []

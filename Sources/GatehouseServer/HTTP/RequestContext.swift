@@ -34,12 +34,7 @@ enum JSONResponse {
     static func make(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data = try encoder.encode(value)
-        return Response(
-            status: status,
-            headers: [.contentType: contentType, .cacheControl: "no-store"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data))
-        )
+        return make(status, json: Array(try encoder.encode(value)))
     }
 
     /// A JSON body written by the caller (``JSONText``), for answers on hot paths.

@@ -9,6 +9,7 @@ public import Logging
 import ServiceLifecycle
 import UnixSignals
 import NIOConcurrencyHelpers
+import NIOPosix
 
 /// A Gatehouse server built from a configuration: its database open and migrated, its signing keys loaded.
 ///
@@ -389,12 +390,27 @@ public final class AuthServer: Sendable {
             )
             group.maximumGracefulShutdownDuration = .seconds(Int64(configuration.server.shutdownTimeout))
             group.maximumCancellationDuration = .seconds(5)
-            try await ServiceGroup(configuration: group).run()
+            let services = ServiceGroup(configuration: group)
+            try await Self.onEventLoops { try await services.run() }
         } catch {
             try? await close()
             throw error
         }
         try await close()
+    }
+
+    /// Runs `body`, and every task it starts, on NIO's event loops (``EventLoopTaskExecutor``): ``run(onServerRunning:)``
+    /// serves under it, and so do the end-to-end tests, so that they run requests as production does.
+    /// - Parameter group: the loops (tests); the server's are NIO's singleton group, which HTTP and PostgreSQL use.
+    package static func onEventLoops<T: Sendable>(
+        group: MultiThreadedEventLoopGroup = .singleton, _ body: () async throws -> T
+    ) async throws -> T {
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
+            let executor = group === MultiThreadedEventLoopGroup.singleton ? EventLoopTaskExecutor.shared : EventLoopTaskExecutor(group: group)
+            return try await withTaskExecutorPreference(executor) { try await body() }
+        } else {
+            return try await body()
+        }
     }
 
     /// Deletes what has aged out (``RetentionSettings``) once, now: `gatehouse purge`. Returns the rows deleted and

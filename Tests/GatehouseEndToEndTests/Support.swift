@@ -128,9 +128,12 @@ func withLiveServer(
         configuration.apps[0].facebook = FacebookSettings(appId: "fb-app", appSecret: "fb-secret", graphURL: idp.baseURL)
     }
     try await withOpenServer(configuration, clock: clock.clock, logger: logger, functions: functions ?? FunctionHandlers()) { gatehouse in
-        try await gatehouse.makeApplication().test(.live) { client in
-            let port = try #require(client.port)
-            try await body(LiveServer(base: "http://127.0.0.1:\(port)", gatehouse: gatehouse, clock: clock))
+        // On the event loops, as `gatehouse serve` runs its requests.
+        try await AuthServer.onEventLoops {
+            try await gatehouse.makeApplication().test(.live) { client in
+                let port = try #require(client.port)
+                try await body(LiveServer(base: "http://127.0.0.1:\(port)", gatehouse: gatehouse, clock: clock))
+            }
         }
     }
 }

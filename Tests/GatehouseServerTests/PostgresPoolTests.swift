@@ -3,6 +3,9 @@ import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseTestSupport
 import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
 import Testing
 
 /// The PostgreSQL connection pool as Gatehouse configures it: every connection opened at start, and the server
@@ -16,7 +19,7 @@ struct PostgresPoolTests {
         settings.poolSize = 3
         var logger = Logger(label: "test")
         logger.logLevel = TestDatabase.logLevel
-        let db = try await PostgresDatabase.open(settings, logger: logger)
+        let db = try await GatehouseServer.PostgresDatabase.open(settings, logger: logger)
         do {
             try await Self.check(db)
             db.shutdown()
@@ -28,7 +31,43 @@ struct PostgresPoolTests {
         }
     }
 
-    private static func check(_ db: PostgresDatabase) async throws {
+    /// A request runs on an event loop (``EventLoopTaskExecutor``); a lease made there takes a connection of that loop
+    /// while one is idle, so its statement is written and answered on the thread that asked.
+    @Test func aLeaseOnAnEventLoopTakesAConnectionOfThatLoop() async throws {
+        let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
+        guard case .postgres(let settings) = url else { Issue.record("not a PostgreSQL database: \(url)"); return }
+        // A group of its own: its loops take the four connections in turn, two each.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        var logger = Logger(label: "test")
+        logger.logLevel = TestDatabase.logLevel
+        let pool = PostgresPool(size: 4, configuration: try GatehouseServer.PostgresDatabase.connectionConfiguration(settings), logger: logger, group: group)
+        do {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while pool.status.idle < 4, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            try #require(pool.status.idle == 4)
+            let loops = try await AuthServer.onEventLoops(group: group) {
+                var loops: [ObjectIdentifier] = []
+                for _ in 0..<20 {
+                    // The lease decides on the thread this task runs on; the work checks the connection it got.
+                    let here = try #require(MultiThreadedEventLoopGroup.currentEventLoop)
+                    let (same, loop) = try await pool.withConnection { ($0.eventLoop === here, ObjectIdentifier($0.eventLoop)) }
+                    #expect(same)
+                    loops.append(loop)
+                    // To the other loop, and back (a job made runnable off the loops goes to the group's next one).
+                    try await Task.sleep(for: .milliseconds(1))
+                }
+                return Set(loops).count
+            }
+            #expect(loops == 2)
+        } catch {
+            Issue.record(error)
+        }
+        pool.shutdown()
+        try await group.shutdownGracefully()
+        await drop()
+    }
+
+    private static func check(_ db: GatehouseServer.PostgresDatabase) async throws {
         // Every connection of the pool is opened without being asked for (they come up in the background).
         let sessions = "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'"
         let deadline = ContinuousClock.now + .seconds(20)

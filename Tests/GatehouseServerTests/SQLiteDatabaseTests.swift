@@ -160,7 +160,7 @@ import Testing
         }
     }
 
-    /// A file database runs plain `SELECT`s on its read-only connection, on the calling thread: each sees every write
+    /// A file database runs plain `SELECT`s on its read-only connections, on the calling thread: each sees every write
     /// committed before it, and reads go on while another connection holds the write lock (WAL), seeing what was
     /// committed. Writes and statements inside a transaction never go there.
     @Test func readsRunOnTheReadOnlyConnectionAndSeeEveryCommittedWrite() async throws {
@@ -188,6 +188,30 @@ import Testing
             let after = try await db.query("SELECT count(*) AS n FROM t", []).first?["n"]
             #expect(after == .int(52))
             try await other.close()
+        }
+    }
+
+    /// Reads from many tasks at once (the event loops' requests) share the read-only connections, the first free one
+    /// each: all of them run there, none waits for the writer, and each sees the rows committed before it.
+    @Test func concurrentReadsShareTheReadOnlyConnections() async throws {
+        try await withFileDatabase { db, _ in
+            try await db.query("CREATE TABLE t (a INTEGER)", [])
+            for n in 1...10 { try await db.query("INSERT INTO t (a) VALUES ($1)", [.int(Int64(n))]) }
+            let start = db.readerCounts
+            let counts = try await withThrowingTaskGroup(of: [SQLValue?].self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        var seen: [SQLValue?] = []
+                        for _ in 0..<50 { seen.append(try await db.query("SELECT count(*) AS n FROM t", []).first?["n"]) }
+                        return seen
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(counts.count == 400)
+            #expect(counts.allSatisfy { $0 == .int(10) })
+            #expect(db.readerCounts.ran - start.ran == 400)
+            #expect(db.readerCounts.handedOver == start.handedOver)
         }
     }
 

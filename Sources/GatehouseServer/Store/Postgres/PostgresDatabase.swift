@@ -48,6 +48,26 @@ final class PostgresDatabase: SQLDatabase {
     static func open(
         _ settings: PostgresSettings, logger: Logger, connect: Bool = true, metrics: QueuedWorkMetrics = .none
     ) async throws -> PostgresDatabase {
+        let configuration = try connectionConfiguration(settings)
+        var clientLogger = logger
+        clientLogger.logLevel = max(logger.logLevel, .notice)
+        let pool = PostgresPool(size: settings.poolSize, configuration: configuration, logger: clientLogger)
+        let db = PostgresDatabase(
+            pool: pool, logger: clientLogger, leaseTimeout: .seconds(Int64(settings.connectTimeout)),
+            workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace, metrics: metrics
+        )
+        guard connect else { return db }
+        do {
+            try await db.ping()
+        } catch {
+            pool.shutdown()
+            throw error
+        }
+        return db
+    }
+
+    /// How each of the pool's connections connects: TLS, time limits, keepalives.
+    static func connectionConfiguration(_ settings: PostgresSettings) throws -> PostgresConnection.Configuration {
         let tls: PostgresConnection.Configuration.TLS
         switch settings.sslMode {
         case .disable:
@@ -80,21 +100,7 @@ final class PostgresDatabase: SQLDatabase {
             ("tcp_keepalives_idle", "60"), ("tcp_keepalives_interval", "10"), ("tcp_keepalives_count", "6"),
         ]
         configuration.options.connectTimeout = .seconds(Int64(settings.connectTimeout))
-        var clientLogger = logger
-        clientLogger.logLevel = max(logger.logLevel, .notice)
-        let pool = PostgresPool(size: settings.poolSize, configuration: configuration, logger: clientLogger)
-        let db = PostgresDatabase(
-            pool: pool, logger: clientLogger, leaseTimeout: .seconds(Int64(settings.connectTimeout)),
-            workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace, metrics: metrics
-        )
-        guard connect else { return db }
-        do {
-            try await db.ping()
-        } catch {
-            pool.shutdown()
-            throw error
-        }
-        return db
+        return configuration
     }
 
     @discardableResult
@@ -273,7 +279,8 @@ final class PostgresDatabase: SQLDatabase {
             // Where `Task.immediate` is not available (Apple systems before 26), the worker is enqueued.
             let task: Task<Void, Never>
             if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
-                task = Task.immediate(operation: work)
+                // On the event loops when the caller is (an unstructured task does not inherit the preference).
+                task = Task.immediate(executorPreference: EventLoopTaskExecutor.ofCurrentThread, operation: work)
             } else {
                 task = Task(operation: work)
             }

@@ -112,6 +112,11 @@ final class PostgresPool: Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 let action = state.withLockedValue { state -> LeaseAction in
                     if state.closed { return .fail(Failure.closed) }
+                    // One on the caller's event loop first: its statements are written and answered on the thread
+                    // that asked (``EventLoopTaskExecutor``), with no thread woken on either side.
+                    if let index = state.idle.lastIndex(where: { $0.eventLoop.inEventLoop }), !state.idle[index].isClosed {
+                        return .lease(state.idle.remove(at: index))
+                    }
                     // A connection whose close is not seen yet is left for its close handler to count.
                     while let connection = state.idle.popLast() {
                         if !connection.isClosed { return .lease(connection) }
@@ -169,7 +174,9 @@ final class PostgresPool: Sendable {
 
     /// Makes connection `id` (counted in `connecting` already).
     private func connect(_ id: Int) {
-        PostgresConnection.connect(on: group.any(), configuration: configuration, id: id, logger: logger).whenComplete { result in
+        // Spread over the loops (not `any()`, which on a loop is that loop: reconnections scheduled there would put
+        // every connection on one loop), so that a request on each loop finds connections of its own (``lease()``).
+        PostgresConnection.connect(on: group.next(), configuration: configuration, id: id, logger: logger).whenComplete { result in
             switch result {
             case .success(let connection): self.connected(connection, id: id)
             case .failure(let error): self.failed(error)

@@ -4,6 +4,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Synchronization
 import VaporCSQLite
 
 /// The embedded SQLite database: one connection, WAL journal, foreign keys on.
@@ -17,9 +18,10 @@ import VaporCSQLite
 /// SQLite allows one writer at a time, so statements and transactions take turns through a FIFO lock; a
 /// transaction holds it from `BEGIN IMMEDIATE` to `COMMIT`, so nothing interleaves with it.
 ///
-/// A file database also has a second connection, opened read-only, for statements that only read and are not part of
+/// A file database also has read-only connections, one per core, for statements that only read and are not part of
 /// a transaction (a `SELECT` that SQLite itself says cannot write): the session read of every refresh and every
-/// authenticated request. It runs on the calling thread, under a lock held only while the statement runs, so such a
+/// authenticated request. It runs on the calling thread (a request's event loop), on the first reader not in use,
+/// under a lock held only while the statement runs, so such a
 /// read costs no hop to the connection's thread and back (two thread wake-ups, most of what the read cost:
 /// `Benchmarks/PROFILING.md`). In WAL mode a reader never waits for the writer and sees every transaction committed
 /// before it began, so a request reads what the requests before it wrote. What it gives up: a read blocks the calling
@@ -29,9 +31,18 @@ import VaporCSQLite
 final class SQLiteDatabase: SQLDatabase {
     let dialect = SQLDialect.sqlite
     private let handle: SQLiteHandle
-    /// The read-only connection of a file database (nil in memory, where a second connection would open another
-    /// database), used by one caller at a time.
-    private let reader: NIOLockedValueBox<Reader>?
+    /// The read-only connections of a file database, one per core (none in memory, where a second connection would
+    /// open another database), each used by one caller at a time: a read takes the first that is free, so the event
+    /// loops, which run the requests (``EventLoopTaskExecutor``), do not wait for each other's reads.
+    private let readers: [ReaderSlot]
+
+    /// One per event loop (a core), at most 16: each keeps a page cache of its own (up to 2 MB, SQLite's default).
+    static let readerCount = min(max(1, System.coreCount), 16)
+
+    private final class ReaderSlot: Sendable {
+        let state: Mutex<Reader>
+        init(_ handle: SQLiteHandle) { state = Mutex(Reader(handle: handle)) }
+    }
 
     private struct Reader {
         let handle: SQLiteHandle
@@ -40,8 +51,10 @@ final class SQLiteDatabase: SQLDatabase {
         var handedOver = 0
     }
 
-    /// How many statements the read-only connection ran, and how many it handed to the writer (tests).
-    var readerCounts: (ran: Int, handedOver: Int) { reader?.withLockedValue { ($0.ran, $0.handedOver) } ?? (0, 0) }
+    /// How many statements the read-only connections ran, and how many they handed to the writer (tests).
+    var readerCounts: (ran: Int, handedOver: Int) {
+        readers.reduce((0, 0)) { sum, slot in slot.state.withLock { (sum.0 + $0.ran, sum.1 + $0.handedOver) } }
+    }
     /// One thread, which alone touches `handle`.
     private let thread: NIOThreadPool
     private let lock = AsyncLock()
@@ -52,9 +65,9 @@ final class SQLiteDatabase: SQLDatabase {
     /// The database file's folder (nil in memory), whose filesystem's free space `/readyz` reads after a full disk.
     private let folder: String?
 
-    private init(handle: SQLiteHandle, reader: SQLiteHandle?, thread: NIOThreadPool, metrics: QueuedWorkMetrics, folder: String?) {
+    private init(handle: SQLiteHandle, readers: [SQLiteHandle], thread: NIOThreadPool, metrics: QueuedWorkMetrics, folder: String?) {
         self.handle = handle
-        self.reader = reader.map { NIOLockedValueBox(Reader(handle: $0)) }
+        self.readers = readers.map(ReaderSlot.init)
         self.thread = thread
         self.metrics = metrics
         self.folder = folder
@@ -115,11 +128,11 @@ final class SQLiteDatabase: SQLDatabase {
         }
         // Opened after the writer made the file a WAL database. A reader waits for no lock: busy, it hands the
         // statement to the writer's thread.
-        var reader: SQLiteHandle?
+        var readers: [SQLiteHandle] = []
         if case .sqliteFile = url {
-            reader = try? SQLiteHandle(path: path, busyTimeout: .zero, readOnly: true)
+            readers = (0..<Self.readerCount).compactMap { _ in try? SQLiteHandle(path: path, busyTimeout: .zero, readOnly: true) }
         }
-        return SQLiteDatabase(handle: handle, reader: reader, thread: thread, metrics: metrics, folder: folder)
+        return SQLiteDatabase(handle: handle, readers: readers, thread: thread, metrics: metrics, folder: folder)
     }
 
     @discardableResult
@@ -156,16 +169,17 @@ final class SQLiteDatabase: SQLDatabase {
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         let queued = ContinuousClock.now
         let isRead = PostgresDatabase.isRead(sql)
-        if isRead, let reader, let rows = try read(sql, binds, on: reader, since: queued) { return rows }
+        if isRead, !readers.isEmpty, let rows = try read(sql, binds, since: queued) { return rows }
         let rows = try await lock.withLock { try await self.metrics.leased(since: queued) { try await self.raw(sql, binds) } }
         if !isRead { writeHealth?.wrote(freeSpace: freeSpace) }
         return rows
     }
 
-    /// Runs a `SELECT` on the read-only connection, on the calling thread; nil when it must go to the writer
+    /// Runs a `SELECT` on a read-only connection, on the calling thread; nil when it must go to the writer
     /// instead: SQLite says the statement could write, or the reader found the database locked.
-    private func read(_ sql: String, _ binds: [SQLValue], on reader: NIOLockedValueBox<Reader>, since queued: ContinuousClock.Instant) throws -> [SQLRow]? {
-        try reader.withLockedValue { reader in
+    private func read(_ sql: String, _ binds: [SQLValue], since queued: ContinuousClock.Instant) throws -> [SQLRow]? {
+        let metrics = metrics
+        let read = { (reader: inout Reader) throws -> [SQLRow]? in
             do {
                 let rows = try metrics.run(since: queued) { try reader.handle.run(sql, binds, readOnly: true) }
                 reader.ran += 1
@@ -177,6 +191,10 @@ final class SQLiteDatabase: SQLDatabase {
                 throw StoreError.unavailable(String(describing: error))
             }
         }
+        for slot in readers {
+            if let done = try slot.state.withLockIfAvailable({ try read(&$0) }) { return done }
+        }
+        return try readers[0].state.withLock { try read(&$0) }
     }
 
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
@@ -216,7 +234,7 @@ final class SQLiteDatabase: SQLDatabase {
 
     /// Closes the connection (after the statements before it) and stops its thread; statements after it fail.
     func close() async throws {
-        reader?.withLockedValue { $0.handle.close() }
+        for slot in readers { slot.state.withLock { $0.handle.close() } }
         let (handle, thread) = (handle, thread)
         try await lock.withLock {
             try await Self.run(on: thread) { handle.close() }

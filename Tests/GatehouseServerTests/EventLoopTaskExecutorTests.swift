@@ -1,0 +1,44 @@
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import GatehouseServer
+
+/// Where the server's tasks run (``EventLoopTaskExecutor``): on the event loops, staying on the loop that made them
+/// runnable, so that a request read, handled and answered on one loop wakes no other thread.
+struct EventLoopTaskExecutorTests {
+    @Test func tasksRunOnTheLoopsAndStayOnTheLoopThatResumedThem() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let loops = Array(group.makeIterator())
+        let outcome = try await AuthServer.onEventLoops(group: group) {
+            var outcome: [String] = []
+            outcome.append(Self.where(loops))
+            // Resumed by each loop in turn (as a socket's read resumes the request's task): it continues there.
+            for (index, loop) in loops.enumerated() {
+                await withCheckedContinuation { continuation in loop.execute { continuation.resume() } }
+                outcome.append(MultiThreadedEventLoopGroup.currentEventLoop === loop ? "loop \(index)" : Self.where(loops))
+            }
+            // Resumed by a thread that is not a loop (SQLite's writer, a hashing thread): it goes to a loop.
+            let pool = NIOThreadPool(numberOfThreads: 1)
+            pool.start()
+            try await pool.runIfActive {}
+            outcome.append(Self.where(loops))
+            try await pool.shutdownGracefully()
+            // Child tasks inherit it.
+            outcome.append(await withTaskGroup(of: String.self) { children in
+                children.addTask { Self.where(loops) }
+                return await children.next() ?? "none"
+            })
+            return outcome
+        }
+        #expect(outcome == ["a loop", "loop 0", "loop 1", "a loop", "a loop"])
+        // Without it, the same code runs on Swift's own threads.
+        #expect(Self.where(loops) == "elsewhere")
+        try await group.shutdownGracefully()
+    }
+
+    private static func `where`(_ loops: [any EventLoop]) -> String {
+        guard let current = MultiThreadedEventLoopGroup.currentEventLoop else { return "elsewhere" }
+        return loops.contains { $0 === current } ? "a loop" : "another group's loop"
+    }
+}

@@ -15,11 +15,12 @@ import NIOPosix
 /// never wait for the writer (a WAL reader), PostgreSQL statements suspend. Code that would block a thread for
 /// long must not run in these tasks: it would hold every connection of its loop.
 ///
-/// It is installed as the task executor preference around the whole service group (``AuthServer/onEventLoops(_:)``),
-/// which every child task inherits (SE-0417); a task's default actors run their work here too. NIO's own `EventLoop.executor` is a serial executor (an actor's), not a
-/// task executor, and replacing the global executor through NIO's hook cannot work in a statically linked binary.
+/// It is installed as the task executor preference around the whole service group
+/// (``AuthServer/onEventLoops(group:_:)``), which every child task inherits (SE-0417); the default actors such a task
+/// calls run their work here too. NIO's own `EventLoop.executor` is a serial executor (an actor's), not a task
+/// executor, and replacing the global executor through NIO's hook cannot work in a statically linked binary.
 @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
-final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
+final class EventLoopTaskExecutor: TaskExecutor, Sendable {
     /// On the event loops HTTP serving and the PostgreSQL connections use.
     static let shared = EventLoopTaskExecutor()
 

@@ -191,8 +191,8 @@ import Testing
         }
     }
 
-    /// Reads from many tasks at once (the event loops' requests) share the read-only connections, the first free one
-    /// each: all of them run there, none waits for the writer, and each sees the rows committed before it.
+    /// Reads from many tasks at once (the event loops' requests) all run on the read-only connections, none goes to
+    /// the writer, and each sees the rows committed before it (which connection each takes: the test below).
     @Test func concurrentReadsShareTheReadOnlyConnections() async throws {
         try await withFileDatabase { db, _ in
             try await db.query("CREATE TABLE t (a INTEGER)", [])
@@ -213,6 +213,35 @@ import Testing
             #expect(db.readerCounts.ran - start.ran == 400)
             #expect(db.readerCounts.handedOver == start.handedOver)
         }
+    }
+
+    /// A read that finds a read-only connection in use takes the next free one instead of waiting for it: two loops'
+    /// reads run side by side.
+    @Test func aReadTakesTheNextReaderWhileOneIsInUse() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let db = try await SQLiteDatabase.open(.sqliteFile(folder.appendingPathComponent("db.sqlite").path), logger: quietLogger, readers: 2)
+        try await db.query("CREATE TABLE t (a INTEGER)", [])
+        try await db.query("INSERT INTO t (a) VALUES (1)", [])
+        let before = db.readerRuns
+        try #require(before.count == 2)
+        // Reader 0 held on a thread of its own, as a read in progress on another loop holds it.
+        let release = DispatchSemaphore(value: 0)
+        await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in
+            Thread {
+                db.holdingReader(0) {
+                    held.resume()
+                    // Let go after 5 s whatever happens: a read that waited for reader 0 then ends, and fails below.
+                    _ = release.wait(timeout: .now() + 5)
+                }
+            }.start()
+        }
+        let whileHeld = try await db.query("SELECT count(*) AS n FROM t", []).first?["n"]
+        release.signal()
+        #expect(whileHeld == .int(1))
+        #expect(db.readerRuns == [before[0], before[1] + 1])
+        #expect(db.readerCounts.handedOver == 0)
+        try await db.close()
     }
 
     @Test func aCancelledTransactionStillEndsAndTheNextStatementIsOutsideIt() async throws {

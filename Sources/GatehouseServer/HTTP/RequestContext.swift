@@ -34,11 +34,11 @@ enum JSONResponse {
     static func make(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return make(status, json: Array(try encoder.encode(value)))
+        return make(status, json: try encoder.encode(value))
     }
 
     /// A JSON body written by the caller (``JSONText``), for answers on hot paths.
-    static func make(_ status: HTTPResponse.Status, json bytes: [UInt8]) -> Response {
+    static func make(_ status: HTTPResponse.Status, json bytes: some Sequence<UInt8>) -> Response {
         Response(
             status: status,
             headers: [.contentType: contentType, .cacheControl: "no-store"],

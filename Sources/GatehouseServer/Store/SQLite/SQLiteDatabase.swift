@@ -55,6 +55,14 @@ final class SQLiteDatabase: SQLDatabase {
     var readerCounts: (ran: Int, handedOver: Int) {
         readers.reduce((0, 0)) { sum, slot in slot.state.withLock { (sum.0 + $0.ran, sum.1 + $0.handedOver) } }
     }
+
+    /// The statements each read-only connection ran (tests).
+    var readerRuns: [Int] { readers.map { slot in slot.state.withLock(\.ran) } }
+
+    /// Holds read-only connection `index` while `body` runs, as a read in progress does (tests).
+    func holdingReader(_ index: Int, _ body: () -> Void) {
+        readers[index].state.withLock { _ in body() }
+    }
     /// One thread, which alone touches `handle`.
     private let thread: NIOThreadPool
     private let lock = AsyncLock()
@@ -88,8 +96,10 @@ final class SQLiteDatabase: SQLDatabase {
 
     /// Opens (creating if needed) the database at `url`; creates the parent folder of a file database. A statement
     /// that finds the file locked by another process waits up to `busyTimeout`, then fails as unavailable.
+    /// - Parameter readers: how many read-only connections a file database opens (tests; ``readerCount`` by default).
     static func open(
-        _ url: DatabaseURL, logger: Logger, metrics: QueuedWorkMetrics = .none, busyTimeout: Duration = .seconds(5)
+        _ url: DatabaseURL, logger: Logger, metrics: QueuedWorkMetrics = .none, busyTimeout: Duration = .seconds(5),
+        readers readerCount: Int = SQLiteDatabase.readerCount
     ) async throws -> SQLiteDatabase {
         let path: String
         var folder: String?
@@ -130,7 +140,7 @@ final class SQLiteDatabase: SQLDatabase {
         // statement to the writer's thread.
         var readers: [SQLiteHandle] = []
         if case .sqliteFile = url {
-            readers = (0..<Self.readerCount).compactMap { _ in try? SQLiteHandle(path: path, busyTimeout: .zero, readOnly: true) }
+            readers = (0..<max(1, readerCount)).compactMap { _ in try? SQLiteHandle(path: path, busyTimeout: .zero, readOnly: true) }
         }
         return SQLiteDatabase(handle: handle, readers: readers, thread: thread, metrics: metrics, folder: folder)
     }

@@ -160,6 +160,49 @@ import Testing
         }
     }
 
+    /// Many sessions read at once (on PostgreSQL, reads that wait for one in flight run as one statement): each
+    /// read gets its own session, user and identities, a revoked session reads as revoked beside live ones, and an
+    /// unknown id finds nothing — whatever else the statement carried.
+    @Test func sessionsReadAtOnceEachGetTheirOwnRows() async throws {
+        try await withGatehouse { gatehouse, client in
+            var logins: [LoginResponse] = []
+            for name in ["kai", "lea", "max"] { logins.append(try await client.signUp("\(name)@example.com")) }
+            let store = gatehouse.env.store
+            let sids = try logins.map { try #require(try jwtPayload($0.accessToken)["sid"] as? String) }
+            try await store.revokeSession(id: sids[1], now: gatehouse.env.clock.now)
+            let keys = (0..<60).map { n in n % 4 == 3 ? "no-such-session-\(n)" : sids[n % 4] }
+            var expected: [(session: SessionRecord, user: UserRecord?, identities: [IdentityRecord])?] = []
+            for key in keys { expected.append(try await store.sessionWithUserAndIdentities(id: key)) }
+            let together = try await withThrowingTaskGroup(of: (Int, (SessionRecord, UserRecord?, [IdentityRecord])?).self) { group in
+                for (n, key) in keys.enumerated() {
+                    group.addTask { (n, try await store.sessionWithUserAndIdentities(id: key)) }
+                }
+                var found = [(SessionRecord, UserRecord?, [IdentityRecord])?](repeating: nil, count: keys.count)
+                for try await (n, value) in group { found[n] = value }
+                return found
+            }
+            for (n, key) in keys.enumerated() {
+                #expect(together[n]?.0 == expected[n]?.session, "\(key)")
+                #expect(together[n]?.1 == expected[n]?.user, "\(key)")
+                #expect(together[n]?.2 == expected[n]?.identities, "\(key)")
+                #expect(together[n]?.0.id == (key.hasPrefix("no-such") ? nil : key))
+            }
+            #expect(together[1]?.0.revokedAt != nil)
+            #expect(together[0]?.0.revokedAt == nil)
+
+            // The statement for several keys gives each key the rows the statement for one gives it.
+            if let postgres = (store as! SQLStore).db as? GatehouseServer.PostgresDatabase {
+                for read in [SQLStore.sessionWithUserRead, SQLStore.sessionWithUserAndIdentitiesRead] {
+                    let all = try await postgres.read(read, keys: sids + ["no-such-session"])
+                    for key in sids + ["no-such-session"] {
+                        let alone = try await postgres.read(read, key: key).map(\.values)
+                        #expect(all.filter { (try? $0.text("id")) == key }.map(\.values) == alone, "\(read.name) \(key)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func deleteRemovesTheUserAndEverySession() async throws {
         try await withGatehouse { gatehouse, client in
             let login = try await client.signUp("eve@example.com")

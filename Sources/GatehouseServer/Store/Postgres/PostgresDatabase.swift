@@ -30,6 +30,8 @@ final class PostgresDatabase: SQLDatabase {
     private let metrics: QueuedWorkMetrics
     /// The lease timeouts and work deadlines of every statement in flight.
     private let deadlines = Deadlines()
+    /// Keyed reads waiting for one in flight (``rows(of:key:)``).
+    private let batcher = ReadBatcher()
     /// Whether the last real write failed with `disk_full` (53100) or ENOSPC, for `/readyz`.
     let writeHealth: WriteHealth? = WriteHealth()
 
@@ -105,15 +107,24 @@ final class PostgresDatabase: SQLDatabase {
 
     @discardableResult
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        try await query(sql, Self.bindings(binds))
+    }
+
+    fileprivate func query(_ sql: String, _ bindings: PostgresBindings) async throws -> [SQLRow] {
         // A statement on its own commits when it ends: a write whose answer never came may have taken effect.
         let writes = !Self.isRead(sql)
         let rows = try await recordingSpace {
             try await Self.mapErrors(writing: writes) {
-                try await self.withConnection(writing: writes) { connection in try await Self.run(sql, binds, on: connection, logger: self.logger) }
+                try await self.withConnection(writing: writes) { connection in try await Self.run(sql, bindings, on: connection, logger: self.logger) }
             }
         }
         if writes { writeHealth?.wrote() }
         return rows
+    }
+
+    /// The reads of concurrent requests that wait at the same time run as one statement (``ReadBatcher``).
+    func rows(of read: KeyedRead, key: String) async throws -> [SQLRow] {
+        try await batcher.rows(of: read, key: key, from: self)
     }
 
     /// Runs `body`; a failure that says the disk is full (53100 `disk_full`, ENOSPC) is kept for `/readyz`.
@@ -321,7 +332,7 @@ final class PostgresDatabase: SQLDatabase {
         }
     }
 
-    private static func run(_ sql: String, _ binds: [SQLValue], on connection: PostgresConnection, logger: Logger) async throws -> [SQLRow] {
+    private static func bindings(_ binds: [SQLValue]) -> PostgresBindings {
         var bindings = PostgresBindings(capacity: binds.count)
         for value in binds {
             switch value {
@@ -331,6 +342,14 @@ final class PostgresDatabase: SQLDatabase {
             case .null: bindings.appendNull()
             }
         }
+        return bindings
+    }
+
+    private static func run(_ sql: String, _ binds: [SQLValue], on connection: PostgresConnection, logger: Logger) async throws -> [SQLRow] {
+        try await run(sql, bindings(binds), on: connection, logger: logger)
+    }
+
+    private static func run(_ sql: String, _ bindings: PostgresBindings, on connection: PostgresConnection, logger: Logger) async throws -> [SQLRow] {
         // Every row at once, collected on the connection's event loop: the rows are collected into an array anyway,
         // and the row sequence's end hops back to that loop to cancel its stream (a wake-up of the loop per statement).
         let collected: EventLoopFuture<PostgresQueryResult> = connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
@@ -419,6 +438,18 @@ extension SQLValue {
         case .bytea: self = .blob(Array(try cell.decode(ByteBuffer.self).readableBytesView))
         default: self = .text(try cell.decode(String.self))
         }
+    }
+}
+
+extension PostgresDatabase: KeyedReads {
+    func read(_ read: KeyedRead, key: String) async throws -> [SQLRow] {
+        try await query(read.sql, [.text(key)])
+    }
+
+    func read(_ read: KeyedRead, keys: [String]) async throws -> [SQLRow] {
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(keys)
+        return try await query(read.batchSQL, bindings)
     }
 }
 

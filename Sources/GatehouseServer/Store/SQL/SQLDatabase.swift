@@ -96,11 +96,33 @@ protocol SQLExecutor: Sendable {
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow]
 }
 
+/// A read of the rows of one key (a session by its id) that a database may run for several keys at once: `sql` reads
+/// one key (`$1`), `batchSQL` every key of a text array (`$1`), and each of its rows names its key in `keyColumn`.
+/// Both must select the same columns in the same order, and order the rows of one key alike.
+struct KeyedRead: Sendable {
+    /// Names the read in the batcher's lanes (a short name: it is hashed at every read).
+    let name: String
+    let sql: String
+    let batchSQL: String
+    let keyColumn: String
+
+    /// `select` up to its `WHERE`, then `key = $1` (or `key = ANY($1)`), then `tail` (an `ORDER BY`).
+    init(_ name: String, select: String, key: String, column: String, tail: String = "") {
+        self.name = name
+        sql = "\(select) WHERE \(key) = $1 \(tail)"
+        batchSQL = "\(select) WHERE \(key) = ANY($1) \(tail)"
+        keyColumn = column
+    }
+}
+
 /// A database the store runs on.
 protocol SQLDatabase: SQLExecutor {
     var dialect: SQLDialect { get }
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T
+    /// The rows `read` finds for `key`. PostgreSQL runs the reads that wait at the same time as one statement
+    /// (``ReadBatcher``); elsewhere this is `query(read.sql, key)`.
+    func rows(of read: KeyedRead, key: String) async throws -> [SQLRow]
     /// Cheap round trip for readiness checks.
     func ping() async throws
     func close() async throws
@@ -126,6 +148,9 @@ extension SQLValue {
 }
 
 extension SQLDatabase {
+    func rows(of read: KeyedRead, key: String) async throws -> [SQLRow] {
+        try await query(read.sql, [.text(key)])
+    }
     var writeHealth: WriteHealth? { nil }
     func freeSpace() -> Int64? { nil }
     /// Runs the writes `collect` makes, all or none. Each is an `INSERT`, `UPDATE` or `DELETE` with `$1…$n` of its own

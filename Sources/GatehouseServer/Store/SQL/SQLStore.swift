@@ -466,23 +466,31 @@ struct SQLStore: GatehouseStore {
         client_id, previous_secret_hash, rotation_salt, rotated_at, api_key_id, last_used_at, kind, methods, proven_at
         """
 
-    private static let sessionWithUserQuery = """
-        SELECT \(columns(sessionColumns, of: "sessions")),
-            \(joinedUserColumns)
-        FROM sessions LEFT JOIN users ON users.id = sessions.user_id WHERE sessions.id = $1
-        """
+    /// A session and its user: what every authenticated request reads first, so the reads of concurrent requests may
+    /// run as one statement (``SQLDatabase/rows(of:key:)``).
+    static let sessionWithUserRead = KeyedRead(
+        "session+user",
+        select: """
+            SELECT \(columns(sessionColumns, of: "sessions")),
+                \(joinedUserColumns)
+            FROM sessions LEFT JOIN users ON users.id = sessions.user_id
+            """,
+        key: "sessions.id", column: "id"
+    )
 
-    /// ``sessionWithUserQuery`` with the user's identities joined, their columns named `identity_…`, ordered as
+    /// ``sessionWithUserRead`` with the user's identities joined, their columns named `identity_…`, ordered as
     /// ``identities(userId:)`` orders them.
-    private static let sessionWithUserAndIdentitiesQuery = """
-        SELECT \(columns(sessionColumns, of: "sessions")),
-            \(joinedUserColumns),
-            \(columns(identityColumns, of: "identities", as: "identity_"))
-        FROM sessions LEFT JOIN users ON users.id = sessions.user_id
-            LEFT JOIN identities ON identities.user_id = users.id
-        WHERE sessions.id = $1
-        ORDER BY identities.created_at, identities.id
-        """
+    static let sessionWithUserAndIdentitiesRead = KeyedRead(
+        "session+user+identities",
+        select: """
+            SELECT \(columns(sessionColumns, of: "sessions")),
+                \(joinedUserColumns),
+                \(columns(identityColumns, of: "identities", as: "identity_"))
+            FROM sessions LEFT JOIN users ON users.id = sessions.user_id
+                LEFT JOIN identities ON identities.user_id = users.id
+            """,
+        key: "sessions.id", column: "id", tail: "ORDER BY identities.created_at, identities.id"
+    )
 
     static func session(_ row: SQLRow) throws -> SessionRecord {
         SessionRecord(
@@ -512,13 +520,13 @@ struct SQLStore: GatehouseStore {
     }
 
     func sessionWithUser(id: String) async throws -> (session: SessionRecord, user: UserRecord?)? {
-        let rows = try await db.query(Self.sessionWithUserQuery, .text(id))
+        let rows = try await db.rows(of: Self.sessionWithUserRead, key: id)
         guard let row = rows.first else { return nil }
         return try Self.sessionWithUser(row)
     }
 
     func sessionWithUserAndIdentities(id: String) async throws -> (session: SessionRecord, user: UserRecord?, identities: [IdentityRecord])? {
-        let rows = try await db.query(Self.sessionWithUserAndIdentitiesQuery, .text(id))
+        let rows = try await db.rows(of: Self.sessionWithUserAndIdentitiesRead, key: id)
         guard let first = rows.first else { return nil }
         let (session, user) = try Self.sessionWithUser(first)
         // One row per identity (one row with NULLs when there is none): the user's, so none without a user.

@@ -1,0 +1,126 @@
+import NIOPosix
+import Synchronization
+
+/// Runs the keyed reads (``KeyedRead``) that wait at the same time as one statement: while a read of one kind is in
+/// flight on an event loop, the reads of that kind that its requests ask for wait, and when it ends they run
+/// together (`key = ANY($1)`), each answered with the rows of its key.
+///
+/// Why: on PostgreSQL a statement's round trip — the query written to the socket, the server's process woken, the
+/// answer read back — costs Gatehouse more CPU than the rest of a refresh beside its signature
+/// (`Benchmarks/PROFILING.md`), and the same round trip carries many keys for little more. An idle server never
+/// waits here: a read with nothing in flight runs at once, as one key. Under load the reads of a loop share round
+/// trips, so a statement's cost is shared by the requests that arrived while the one before was on its way.
+///
+/// What it does not change:
+/// - Every read still starts after its request asked for it (it waits for the read in flight, then runs in the
+///   next statement), so it sees every write committed before: a session revoked before a refresh asks is seen
+///   revoked.
+/// - A read waiting here is bounded by the statement in flight and its own, each under the database's deadlines
+///   (the lease timeout, `query_timeout`). A failed statement fails every read it carried, as it would have failed
+///   each of them alone.
+/// - Reads are grouped per event loop (and per kind), so a batch's answers resume their requests on the loop they
+///   run on, without waking another thread.
+final class ReadBatcher: Sendable {
+    /// The most keys one statement carries; more wait for the next.
+    static let maximumBatch = 64
+
+    private struct Waiting {
+        let key: String
+        let continuation: CheckedContinuation<[SQLRow], any Error>
+    }
+
+    private struct Lane {
+        var running = false
+        var waiting: [Waiting] = []
+
+        /// Marks the lane running if it was idle: whether the caller runs now.
+        mutating func start() -> Bool {
+            if running { return false }
+            running = true
+            return true
+        }
+    }
+
+    private struct LaneKey: Hashable {
+        let read: String
+        let loop: ObjectIdentifier?
+    }
+
+    private let lanes = Mutex<[LaneKey: Lane]>([:])
+
+    /// The rows of `read` for `key`, read alone when no read of its kind is in flight on this loop, else with the
+    /// others that wait for it.
+    func rows(of read: KeyedRead, key: String, from database: some KeyedReads) async throws -> [SQLRow] {
+        let lane = LaneKey(read: read.name, loop: MultiThreadedEventLoopGroup.currentEventLoop.map { ObjectIdentifier($0 as AnyObject) })
+        if lanes.withLock({ lanes in lanes[lane, default: Lane()].start() }) {
+            let result: Result<[SQLRow], any Error>
+            do { result = .success(try await database.read(read, key: key)) } catch { result = .failure(error) }
+            next(read, lane, database)
+            return try result.get()
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            let waiting = Waiting(key: key, continuation: continuation)
+            // The read in flight may have ended since: then this one runs now, as the next batch.
+            let leads = lanes.withLock { lanes -> Bool in
+                if lanes[lane, default: Lane()].start() { return true }
+                lanes[lane]!.waiting.append(waiting)
+                return false
+            }
+            if leads { launch([waiting], read, lane, database) }
+        }
+    }
+
+    /// The reads of `read`'s kind waiting, on every loop (for tests).
+    func waiting(_ read: KeyedRead) -> Int {
+        lanes.withLock { lanes in lanes.filter { $0.key.read == read.name }.reduce(0) { $0 + $1.value.waiting.count } }
+    }
+
+    /// Starts the next batch of `lane`, if any waits; else the lane is idle.
+    private func next(_ read: KeyedRead, _ lane: LaneKey, _ database: some KeyedReads) {
+        let batch = lanes.withLock { lanes -> [Waiting] in
+            guard var state = lanes[lane] else { return [] }
+            let batch = Array(state.waiting.prefix(Self.maximumBatch))
+            state.waiting.removeFirst(batch.count)
+            if batch.isEmpty { state.running = false }
+            lanes[lane] = state
+            return batch
+        }
+        if !batch.isEmpty { launch(batch, read, lane, database) }
+    }
+
+    /// Runs `batch` in a task of its own, on this loop after what runs now (no other thread is woken for it).
+    private func launch(_ batch: [Waiting], _ read: KeyedRead, _ lane: LaneKey, _ database: some KeyedReads) {
+        Task(executorPreference: EventLoopTaskExecutor.ofCurrentThread) {
+            await self.run(batch, read, database)
+            self.next(read, lane, database)
+        }
+    }
+
+    private func run(_ batch: [Waiting], _ read: KeyedRead, _ database: some KeyedReads) async {
+        if batch.count == 1 {
+            do { batch[0].continuation.resume(returning: try await database.read(read, key: batch[0].key)) } catch {
+                batch[0].continuation.resume(throwing: error)
+            }
+            return
+        }
+        var keys: [String] = []
+        var seen = Set<String>()
+        for waiting in batch where seen.insert(waiting.key).inserted { keys.append(waiting.key) }
+        do {
+            let rows = try await database.read(read, keys: keys)
+            var byKey: [String: [SQLRow]] = [:]
+            for row in rows { byKey[try row.text(read.keyColumn), default: []].append(row) }
+            for waiting in batch { waiting.continuation.resume(returning: byKey[waiting.key] ?? []) }
+        } catch {
+            for waiting in batch { waiting.continuation.resume(throwing: error) }
+        }
+    }
+}
+
+/// A database that runs ``KeyedRead``s for ``ReadBatcher``.
+protocol KeyedReads: Sendable {
+    /// The rows of `read.sql` for `key`.
+    func read(_ read: KeyedRead, key: String) async throws -> [SQLRow]
+    /// The rows of `read.batchSQL` for `keys` (distinct, more than one), in one statement.
+    func read(_ read: KeyedRead, keys: [String]) async throws -> [SQLRow]
+}

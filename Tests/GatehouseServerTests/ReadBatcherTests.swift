@@ -41,6 +41,27 @@ struct ReadBatcherTests {
         #expect(db.calls.last == .one("e"))
     }
 
+    /// Keys are compared as the database compares text, byte for byte: a key that Swift calls equal (the Kelvin sign
+    /// and "K" are canonically equivalent) is another key, answered with its own rows (here none), never a neighbour's.
+    @Test func aKeyThatOnlyResemblesAnotherGetsNoneOfItsRows() async throws {
+        let db = GatedReads(holding: true)
+        let batcher = ReadBatcher()
+        let first = Task { try await batcher.rows(of: Self.read, key: "a", from: db) }
+        await db.started(1)
+        #expect("K" == "\u{212A}")
+        let owner = Task { try await batcher.rows(of: Self.read, key: "K", from: db) }
+        try await until { batcher.waiting(Self.read) == 1 }
+        let lookalike = Task { try await batcher.rows(of: Self.read, key: "\u{212A}", from: db) }
+        try await until { batcher.waiting(Self.read) == 2 }
+        db.release()
+        _ = try await first.value
+        #expect(try await owner.value.map(\.values) == GatedReads.rows(of: "K").map(\.values))
+        #expect(try await lookalike.value.isEmpty)
+        // Both keys went to the database, each as itself (compared by bytes: the two Strings are equal).
+        guard case .batch(let keys)? = db.calls.last else { Issue.record("no batch: \(db.calls)"); return }
+        #expect(keys.map { Array($0.utf8) } == [Array("K".utf8), Array("\u{212A}".utf8)])
+    }
+
     @Test func aFailedStatementFailsTheReadsItCarriedAndNoOthers() async throws {
         let db = GatedReads(holding: true)
         let batcher = ReadBatcher()
@@ -105,10 +126,12 @@ private final class GatedReads: KeyedReads {
 
     var calls: [Call] { state.withLock { $0.calls } }
 
-    /// One row per key, two for "c".
+    /// One row per key, two for "c", none for the Kelvin sign (a database compares text by its bytes: it is not
+    /// "K", whose row it has).
     static func rows(of key: String) -> [SQLRow] {
         let columns = SQLColumns(["id", "n"])
-        return (key == "c" ? [1, 2] : [1]).map { SQLRow(columns: columns, cells: [.text(key), .int($0)]) }
+        if key.utf8.elementsEqual("\u{212A}".utf8) { return [] }
+        return (key.utf8.elementsEqual("c".utf8) ? [1, 2] : [1]).map { SQLRow(columns: columns, cells: [.text(key), .int($0)]) }
     }
 
     func release() {

@@ -104,17 +104,26 @@ final class ReadBatcher: Sendable {
             return
         }
         var keys: [String] = []
-        var seen = Set<String>()
-        for waiting in batch where seen.insert(waiting.key).inserted { keys.append(waiting.key) }
+        var seen = Set<ExactKey>()
+        for waiting in batch where seen.insert(ExactKey(waiting.key)).inserted { keys.append(waiting.key) }
         do {
             let rows = try await database.read(read, keys: keys)
-            var byKey: [String: [SQLRow]] = [:]
-            for row in rows { byKey[try row.text(read.keyColumn), default: []].append(row) }
-            for waiting in batch { waiting.continuation.resume(returning: byKey[waiting.key] ?? []) }
+            var byKey: [ExactKey: [SQLRow]] = [:]
+            for row in rows { byKey[ExactKey(try row.text(read.keyColumn)), default: []].append(row) }
+            for waiting in batch { waiting.continuation.resume(returning: byKey[ExactKey(waiting.key)] ?? []) }
         } catch {
             for waiting in batch { waiting.continuation.resume(throwing: error) }
         }
     }
+}
+
+/// A key compared by its UTF-8 bytes, as the database compares text: two `String`s are equal when they are
+/// canonically equivalent ("K" and the Kelvin sign U+212A), and a key presented by a client must never be answered
+/// with the rows of another key it merely resembles.
+private struct ExactKey: Hashable {
+    let bytes: [UInt8]
+
+    init(_ key: String) { bytes = Array(key.utf8) }
 }
 
 /// A database that runs ``KeyedRead``s for ``ReadBatcher``.

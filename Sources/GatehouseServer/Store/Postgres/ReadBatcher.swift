@@ -15,9 +15,10 @@ import Synchronization
 /// - Every read still starts after its request asked for it (it waits for the read in flight, then runs in the
 ///   next statement), so it sees every write committed before: a session revoked before a refresh asks is seen
 ///   revoked.
-/// - A read waiting here is bounded by the statement in flight and its own, each under the database's deadlines
-///   (the lease timeout, `query_timeout`). A failed statement fails every read it carried, as it would have failed
-///   each of them alone.
+/// - A read waiting here waits for the statements ahead of it (first come, first served, at most
+///   ``maximumBatch`` keys each: one, unless more than that many wait), each under the database's deadlines (the
+///   lease timeout, `query_timeout`); a cancelled request's read still ends with its statement. A failed statement
+///   fails every read it carried, as it would have failed each of them alone.
 /// - Reads are grouped per event loop (and per kind), so a batch's answers resume their requests on the loop they
 ///   run on, without waking another thread.
 final class ReadBatcher: Sendable {

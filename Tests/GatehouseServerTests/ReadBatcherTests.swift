@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 @testable import GatehouseServer
 import Synchronization
 import Testing
@@ -35,7 +36,10 @@ struct ReadBatcherTests {
             // Key "c" has two rows, in the statement's order; no read gets another key's rows.
             #expect(rows.map(\.values) == GatedReads.rows(of: key).map(\.values), "\(key)")
         }
-        #expect(db.calls == [.one("a"), .batch(["b", "c", "d"])])
+        // One statement for the three keys (each once), in whatever order the four tasks queued.
+        #expect(db.calls.count == 2)
+        guard db.calls.count == 2, case .batch(let batched) = db.calls[1] else { Issue.record("\(db.calls)"); return }
+        #expect(batched.count == 3 && Set(batched) == ["b", "c", "d"], "\(batched)")
         // The lane is idle again: the next read runs alone.
         _ = try await batcher.rows(of: Self.read, key: "e", from: db)
         #expect(db.calls.last == .one("e"))
@@ -79,6 +83,26 @@ struct ReadBatcherTests {
         #expect(try await batcher.rows(of: Self.read, key: "f", from: db).count == 1)
     }
 
+    /// A database that does not answer fails the read in flight as unavailable after its timeout; the reads that
+    /// queued behind it fail with it at once, instead of a timeout each in turn. The next read tries again.
+    @Test func whenTheDatabaseIsUnavailableTheReadsWaitingFailWithTheReadInFlight() async throws {
+        let db = GatedReads(holding: true)
+        db.failOnes(with: StoreError.unavailable("no database connection within 5 seconds"))
+        let batcher = ReadBatcher()
+        let first = Task { try await batcher.rows(of: Self.read, key: "a", from: db) }
+        await db.started(1)
+        let waiting = ["b", "c", "d"].map { key in Task { try await batcher.rows(of: Self.read, key: key, from: db) } }
+        try await until { batcher.waiting(Self.read) == 3 }
+        db.release()
+        for task in [first] + waiting {
+            await #expect(throws: StoreError.unavailable("no database connection within 5 seconds")) { try await task.value }
+        }
+        #expect(db.calls == [.one("a")], "no statement of their own")
+        db.failOnes(with: nil)
+        #expect(try await batcher.rows(of: Self.read, key: "e", from: db).count == 1)
+        #expect(db.calls == [.one("a"), .one("e")])
+    }
+
     @Test func aStatementCarriesAtMostTheLargestBatchTheRestGoNext() async throws {
         let db = GatedReads(holding: true)
         let batcher = ReadBatcher()
@@ -118,6 +142,7 @@ private final class GatedReads: KeyedReads {
         var held: [CheckedContinuation<Void, Never>] = []
         var startedWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
         var failingBatches = false
+        var failingOnes: StoreError?
     }
 
     private let state: Mutex<State>
@@ -144,6 +169,9 @@ private final class GatedReads: KeyedReads {
     }
 
     func failBatches() { state.withLock { $0.failingBatches = true } }
+
+    /// One-key statements fail with `error` (nil: they succeed).
+    func failOnes(with error: StoreError?) { state.withLock { $0.failingOnes = error } }
 
     /// Returns once `count` statements have started.
     func started(_ count: Int) async {
@@ -180,6 +208,7 @@ private final class GatedReads: KeyedReads {
 
     func read(_ read: KeyedRead, key: String) async throws -> [SQLRow] {
         await begin(.one(key))
+        if let error = state.withLock({ $0.failingOnes }) { throw error }
         return Self.rows(of: key)
     }
 

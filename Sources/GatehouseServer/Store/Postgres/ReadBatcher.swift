@@ -1,3 +1,4 @@
+import GatehouseDomain
 import NIOPosix
 import Synchronization
 
@@ -18,7 +19,9 @@ import Synchronization
 /// - A read waiting here waits for the statements ahead of it (first come, first served, at most
 ///   ``maximumBatch`` keys each: one, unless more than that many wait), each under the database's deadlines (the
 ///   lease timeout, `query_timeout`); a cancelled request's read still ends with its statement. A failed statement
-///   fails every read it carried, as it would have failed each of them alone.
+///   fails every read it carried, as it would have failed each of them alone; when it failed because the database
+///   is unavailable, the reads waiting behind it fail with it at once (``next(_:_:_:after:)``), so that a stalled
+///   database never holds a queue of reads for a timeout each.
 /// - Reads are grouped per event loop (and per kind), so a batch's answers resume their requests on the loop they
 ///   run on, without waking another thread.
 final class ReadBatcher: Sendable {
@@ -56,7 +59,7 @@ final class ReadBatcher: Sendable {
         if lanes.withLock({ lanes in lanes[lane, default: Lane()].start() }) {
             let result: Result<[SQLRow], any Error>
             do { result = .success(try await database.read(read, key: key)) } catch { result = .failure(error) }
-            next(read, lane, database)
+            next(read, lane, database, after: result.failure)
             return try result.get()
         }
         return try await withCheckedThrowingContinuation { continuation in
@@ -76,33 +79,46 @@ final class ReadBatcher: Sendable {
         lanes.withLock { lanes in lanes.filter { $0.key.read == read.name }.reduce(0) { $0 + $1.value.waiting.count } }
     }
 
-    /// Starts the next batch of `lane`, if any waits; else the lane is idle.
-    private func next(_ read: KeyedRead, _ lane: LaneKey, _ database: some KeyedReads) {
+    /// Starts the next batch of `lane`, if any waits; else the lane is idle. After a statement that failed because
+    /// the database is unavailable (`failure`), every read waiting fails with it instead: a database that failed one
+    /// read now would most likely fail theirs, each after the same wait in turn (a lease timeout, a deadline), while
+    /// more requests queued behind them. So a read waits here for at most the statement in flight and its own.
+    private func next(_ read: KeyedRead, _ lane: LaneKey, _ database: some KeyedReads, after failure: (any Error)?) {
+        let unavailable = (failure as? StoreError).map { if case .unavailable = $0 { true } else { false } } ?? false
         let batch = lanes.withLock { lanes -> [Waiting] in
             guard var state = lanes[lane] else { return [] }
-            let batch = Array(state.waiting.prefix(Self.maximumBatch))
+            let batch = unavailable ? state.waiting : Array(state.waiting.prefix(Self.maximumBatch))
             state.waiting.removeFirst(batch.count)
-            if batch.isEmpty { state.running = false }
+            if batch.isEmpty || unavailable { state.running = false }
             lanes[lane] = state
             return batch
         }
-        if !batch.isEmpty { launch(batch, read, lane, database) }
-    }
-
-    /// Runs `batch` in a task of its own, on this loop after what runs now (no other thread is woken for it).
-    private func launch(_ batch: [Waiting], _ read: KeyedRead, _ lane: LaneKey, _ database: some KeyedReads) {
-        Task(executorPreference: EventLoopTaskExecutor.ofCurrentThread) {
-            await self.run(batch, read, database)
-            self.next(read, lane, database)
+        if unavailable, let failure {
+            for waiting in batch { waiting.continuation.resume(throwing: failure) }
+        } else if !batch.isEmpty {
+            launch(batch, read, lane, database)
         }
     }
 
-    private func run(_ batch: [Waiting], _ read: KeyedRead, _ database: some KeyedReads) async {
+    /// Runs `batch` in a task of its own, on this loop after what runs now (no other thread is woken for it).
+    /// Detached: it serves many requests, and must not carry the task-local values of the one that happened to start it.
+    private func launch(_ batch: [Waiting], _ read: KeyedRead, _ lane: LaneKey, _ database: some KeyedReads) {
+        Task.detached(executorPreference: EventLoopTaskExecutor.ofCurrentThread) {
+            let failure = await self.run(batch, read, database)
+            self.next(read, lane, database, after: failure)
+        }
+    }
+
+    /// Runs `batch` and answers its reads; returns the statement's failure, if it failed.
+    private func run(_ batch: [Waiting], _ read: KeyedRead, _ database: some KeyedReads) async -> (any Error)? {
         if batch.count == 1 {
-            do { batch[0].continuation.resume(returning: try await database.read(read, key: batch[0].key)) } catch {
+            do {
+                batch[0].continuation.resume(returning: try await database.read(read, key: batch[0].key))
+                return nil
+            } catch {
                 batch[0].continuation.resume(throwing: error)
+                return error
             }
-            return
         }
         var keys: [String] = []
         var seen = Set<ExactKey>()
@@ -112,9 +128,17 @@ final class ReadBatcher: Sendable {
             var byKey: [ExactKey: [SQLRow]] = [:]
             for row in rows { byKey[ExactKey(try row.text(read.keyColumn)), default: []].append(row) }
             for waiting in batch { waiting.continuation.resume(returning: byKey[ExactKey(waiting.key)] ?? []) }
+            return nil
         } catch {
             for waiting in batch { waiting.continuation.resume(throwing: error) }
+            return error
         }
+    }
+}
+
+extension Result {
+    fileprivate var failure: Failure? {
+        if case .failure(let error) = self { error } else { nil }
     }
 }
 

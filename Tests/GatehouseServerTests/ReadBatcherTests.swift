@@ -20,21 +20,17 @@ struct ReadBatcherTests {
     }
 
     @Test func readsThatWaitForOneInFlightRunAsOneStatementEachWithItsOwnRows() async throws {
-        let db = GatedReads(holding: true)
-        let batcher = ReadBatcher()
-        let first = Task { try await batcher.rows(of: Self.read, key: "a", from: db) }
-        await db.started(1)
+        let (db, batcher) = (GatedReads(holding: true), ReadBatcher())
+        let first = await inFlight("a", batcher, db)
         // Four reads (one key twice) arrive while "a" is in flight.
         let keys = ["b", "c", "b", "d"]
-        let waiting = keys.map { key in Task { (key, try await batcher.rows(of: Self.read, key: key, from: db)) } }
-        try await until { batcher.waiting(Self.read) == keys.count }
+        let waiting = try await queue(keys, batcher, db)
         #expect(db.calls == [.one("a")], "nothing more runs while a read is in flight")
         db.release()
         #expect(try await first.value.map(\.values) == GatedReads.rows(of: "a").map(\.values))
-        for task in waiting {
-            let (key, rows) = try await task.value
+        for (key, task) in zip(keys, waiting) {
             // Key "c" has two rows, in the statement's order; no read gets another key's rows.
-            #expect(rows.map(\.values) == GatedReads.rows(of: key).map(\.values), "\(key)")
+            #expect(try await task.value.map(\.values) == GatedReads.rows(of: key).map(\.values), "\(key)")
         }
         // One statement for the three keys (each once), in whatever order the four tasks queued.
         #expect(db.calls.count == 2)
@@ -48,15 +44,12 @@ struct ReadBatcherTests {
     /// Keys are compared as the database compares text, byte for byte: a key that Swift calls equal (the Kelvin sign
     /// and "K" are canonically equivalent) is another key, answered with its own rows (here none), never a neighbour's.
     @Test func aKeyThatOnlyResemblesAnotherGetsNoneOfItsRows() async throws {
-        let db = GatedReads(holding: true)
-        let batcher = ReadBatcher()
-        let first = Task { try await batcher.rows(of: Self.read, key: "a", from: db) }
-        await db.started(1)
+        let (db, batcher) = (GatedReads(holding: true), ReadBatcher())
+        let first = await inFlight("a", batcher, db)
         #expect("K" == "\u{212A}")
-        let owner = Task { try await batcher.rows(of: Self.read, key: "K", from: db) }
-        try await until { batcher.waiting(Self.read) == 1 }
-        let lookalike = Task { try await batcher.rows(of: Self.read, key: "\u{212A}", from: db) }
-        try await until { batcher.waiting(Self.read) == 2 }
+        // One after the other, so that the batch's order is known.
+        let owner = try await queue(["K"], batcher, db)[0]
+        let lookalike = try await queue(["\u{212A}"], batcher, db)[0]
         db.release()
         _ = try await first.value
         #expect(try await owner.value.map(\.values) == GatedReads.rows(of: "K").map(\.values))
@@ -66,51 +59,58 @@ struct ReadBatcherTests {
         #expect(keys.map { Array($0.utf8) } == [Array("K".utf8), Array("\u{212A}".utf8)])
     }
 
-    @Test func aFailedStatementFailsTheReadsItCarriedAndNoOthers() async throws {
-        let db = GatedReads(holding: true)
-        let batcher = ReadBatcher()
-        let first = Task { try await batcher.rows(of: Self.read, key: "a", from: db) }
-        await db.started(1)
-        let waiting = ["b", "c"].map { key in Task { try await batcher.rows(of: Self.read, key: key, from: db) } }
-        try await until { batcher.waiting(Self.read) == 2 }
-        db.failBatches()
+    /// A statement the database refuses because of one key's value fails that key's read only: the others run again
+    /// alone and get their rows, as they would have without the batch. An attacker's key cannot fail a neighbour.
+    @Test func aKeyTheDatabaseRefusesFailsItsOwnReadAndNoOther() async throws {
+        let (db, batcher) = (GatedReads(holding: true), ReadBatcher())
+        db.refuse("bad\u{0}key")
+        let first = await inFlight("a", batcher, db)
+        let keys = ["b", "bad\u{0}key", "c"]
+        let waiting = try await queue(keys, batcher, db)
         db.release()
         #expect(try await first.value.count == 1)
-        for task in waiting {
-            await #expect(throws: GatedReads.Refused.self) { try await task.value }
-        }
+        #expect(try await waiting[0].value.map(\.values) == GatedReads.rows(of: "b").map(\.values))
+        await #expect(throws: GatedReads.Refused.self) { try await waiting[1].value }
+        #expect(try await waiting[2].value.map(\.values) == GatedReads.rows(of: "c").map(\.values))
+        #expect(db.calls.count == 5, "the statement, then each of its reads alone: \(db.calls)")
+        #expect(Set(db.calls.dropFirst(2)) == [.one("b"), .one("bad\u{0}key"), .one("c")])
         // The failure did not stick to the lane.
         #expect(try await batcher.rows(of: Self.read, key: "f", from: db).count == 1)
     }
 
-    /// A database that does not answer fails the read in flight as unavailable after its timeout; the reads that
-    /// queued behind it fail with it at once, instead of a timeout each in turn. The next read tries again.
-    @Test func whenTheDatabaseIsUnavailableTheReadsWaitingFailWithTheReadInFlight() async throws {
-        let db = GatedReads(holding: true)
-        db.failOnes(with: StoreError.unavailable("no database connection within 5 seconds"))
-        let batcher = ReadBatcher()
-        let first = Task { try await batcher.rows(of: Self.read, key: "a", from: db) }
-        await db.started(1)
-        let waiting = ["b", "c", "d"].map { key in Task { try await batcher.rows(of: Self.read, key: key, from: db) } }
-        try await until { batcher.waiting(Self.read) == 3 }
-        db.release()
-        for task in [first] + waiting {
-            await #expect(throws: StoreError.unavailable("no database connection within 5 seconds")) { try await task.value }
+    /// A database that does not answer fails a statement as unavailable after its timeout. Its reads fail with it,
+    /// and so do those that queued behind it, at once, instead of a timeout each in turn. The next read tries again.
+    @Test(arguments: [false, true])
+    func whenTheDatabaseIsUnavailableEveryReadWaitingFailsWithTheStatementInFlight(batchFails: Bool) async throws {
+        let (db, batcher) = (GatedReads(holding: true), ReadBatcher())
+        let unavailable = StoreError.unavailable("no database connection within 5 seconds")
+        // Either the read in flight fails, or (it succeeds and) the batch after it does, with reads queued behind it.
+        if batchFails { db.failBatches(with: unavailable) } else { db.failOnes(with: unavailable) }
+        let first = await inFlight("a", batcher, db)
+        let carried = try await queue(["b", "c"], batcher, db)
+        var behind: [Task<[SQLRow], any Error>] = []
+        if batchFails {
+            db.release(holding: true)
+            #expect(try await first.value.count == 1)
+            await db.started(2)
+            behind = try await queue(["d", "e"], batcher, db)
         }
-        #expect(db.calls == [.one("a")], "no statement of their own")
+        db.release()
+        for task in carried + behind {
+            await #expect(throws: unavailable) { try await task.value }
+        }
+        if !batchFails { await #expect(throws: unavailable) { try await first.value } }
+        #expect(db.calls == (batchFails ? [.one("a"), .batch(["b", "c"])] : [.one("a")]), "no statement of their own")
         db.failOnes(with: nil)
-        #expect(try await batcher.rows(of: Self.read, key: "e", from: db).count == 1)
-        #expect(db.calls == [.one("a"), .one("e")])
+        #expect(try await batcher.rows(of: Self.read, key: "f", from: db).count == 1)
+        #expect(db.calls.last == .one("f"))
     }
 
     @Test func aStatementCarriesAtMostTheLargestBatchTheRestGoNext() async throws {
-        let db = GatedReads(holding: true)
-        let batcher = ReadBatcher()
-        let first = Task { try await batcher.rows(of: Self.read, key: "first", from: db) }
-        await db.started(1)
+        let (db, batcher) = (GatedReads(holding: true), ReadBatcher())
+        let first = await inFlight("first", batcher, db)
         let count = ReadBatcher.maximumBatch + 1
-        let waiting = (0..<count).map { n in Task { try await batcher.rows(of: Self.read, key: "k\(n)", from: db) } }
-        try await until { batcher.waiting(Self.read) == count }
+        let waiting = try await queue((0..<count).map { "k\($0)" }, batcher, db)
         db.release()
         _ = try await first.value
         for task in waiting { #expect(try await task.value.count == 1) }
@@ -119,6 +119,22 @@ struct ReadBatcherTests {
         guard calls.count == 3, case .batch(let big) = calls[1], case .one(let last) = calls[2] else { return }
         #expect(big.count == ReadBatcher.maximumBatch)
         #expect(Set(big + [last]) == Set((0..<count).map { "k\($0)" }))
+    }
+
+    /// A read of `key` started and in flight (the database holds it).
+    private func inFlight(_ key: String, _ batcher: ReadBatcher, _ db: GatedReads) async -> Task<[SQLRow], any Error> {
+        let started = db.calls.count
+        let task = Task { try await batcher.rows(of: Self.read, key: key, from: db) }
+        await db.started(started + 1)
+        return task
+    }
+
+    /// Reads of `keys`, started once a read is in flight, each returned once it waits in the batcher.
+    private func queue(_ keys: [String], _ batcher: ReadBatcher, _ db: GatedReads) async throws -> [Task<[SQLRow], any Error>] {
+        let before = batcher.waiting(Self.read)
+        let tasks = keys.map { key in Task { try await batcher.rows(of: Self.read, key: key, from: db) } }
+        try await until { batcher.waiting(Self.read) == before + keys.count }
+        return tasks
     }
 
     /// Waits for `condition`, at most 10 s (a regression fails instead of hanging).
@@ -134,15 +150,16 @@ struct ReadBatcherTests {
 /// Reads whose first statement waits until released; records every statement.
 private final class GatedReads: KeyedReads {
     struct Refused: Error {}
-    enum Call: Equatable { case one(String), batch([String]) }
+    enum Call: Hashable { case one(String), batch([String]) }
 
     private struct State {
         var calls: [Call] = []
         var holding: Bool
         var held: [CheckedContinuation<Void, Never>] = []
         var startedWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
-        var failingBatches = false
+        var failingBatches: StoreError?
         var failingOnes: StoreError?
+        var refused: [UInt8]?
     }
 
     private let state: Mutex<State>
@@ -159,16 +176,25 @@ private final class GatedReads: KeyedReads {
         return (key.utf8.elementsEqual("c".utf8) ? [1, 2] : [1]).map { SQLRow(columns: columns, cells: [.text(key), .int($0)]) }
     }
 
-    func release() {
+    /// Lets the statements held so far go on; with `holding`, the next ones are held again.
+    func release(holding: Bool = false) {
         let held = state.withLock { state in
-            state.holding = false
+            state.holding = holding
             defer { state.held = [] }
             return state.held
         }
         for continuation in held { continuation.resume() }
     }
 
-    func failBatches() { state.withLock { $0.failingBatches = true } }
+    /// Statements for several keys fail with `error`.
+    func failBatches(with error: StoreError) { state.withLock { $0.failingBatches = error } }
+
+    /// Every statement that carries `key` is refused, as a database refuses text it does not take.
+    func refuse(_ key: String) { state.withLock { $0.refused = Array(key.utf8) } }
+
+    private func refuses(_ keys: [String]) -> Bool {
+        state.withLock { state in keys.contains { key in state.refused.map { key.utf8.elementsEqual($0) } ?? false } }
+    }
 
     /// One-key statements fail with `error` (nil: they succeed).
     func failOnes(with error: StoreError?) { state.withLock { $0.failingOnes = error } }
@@ -209,12 +235,14 @@ private final class GatedReads: KeyedReads {
     func read(_ read: KeyedRead, key: String) async throws -> [SQLRow] {
         await begin(.one(key))
         if let error = state.withLock({ $0.failingOnes }) { throw error }
+        if refuses([key]) { throw Refused() }
         return Self.rows(of: key)
     }
 
     func read(_ read: KeyedRead, keys: [String]) async throws -> [SQLRow] {
         await begin(.batch(keys))
-        if state.withLock({ $0.failingBatches }) { throw Refused() }
+        if let error = state.withLock({ $0.failingBatches }) { throw error }
+        if refuses(keys) { throw Refused() }
         // Not the keys' order, and one key's rows apart: the batcher groups them by the key column.
         let rows = keys.reversed().map { Self.rows(of: $0) }
         return rows.compactMap(\.first) + rows.flatMap { $0.dropFirst() }

@@ -328,7 +328,7 @@ final class PostgresDatabase: SQLDatabase {
         func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
             // Inside a transaction nothing is committed until COMMIT: a lost answer here writes nothing.
             if !PostgresDatabase.isRead(sql) { wrote.withLockedValue { $0 = true } }
-            return try await PostgresDatabase.mapErrors(writing: false) { try await PostgresDatabase.run(sql, binds, on: connection, logger: logger) }
+            return try await PostgresDatabase.mapErrors(writing: false) { try await PostgresDatabase.run(sql, PostgresDatabase.bindings(binds), on: connection, logger: logger) }
         }
     }
 
@@ -343,10 +343,6 @@ final class PostgresDatabase: SQLDatabase {
             }
         }
         return bindings
-    }
-
-    private static func run(_ sql: String, _ binds: [SQLValue], on connection: PostgresConnection, logger: Logger) async throws -> [SQLRow] {
-        try await run(sql, bindings(binds), on: connection, logger: logger)
     }
 
     private static func run(_ sql: String, _ bindings: PostgresBindings, on connection: PostgresConnection, logger: Logger) async throws -> [SQLRow] {

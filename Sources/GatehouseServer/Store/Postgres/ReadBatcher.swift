@@ -18,10 +18,11 @@ import Synchronization
 ///   revoked.
 /// - A read waiting here waits for the statements ahead of it (first come, first served, at most
 ///   ``maximumBatch`` keys each: one, unless more than that many wait), each under the database's deadlines (the
-///   lease timeout, `query_timeout`); a cancelled request's read still ends with its statement. A failed statement
-///   fails every read it carried, as it would have failed each of them alone; when it failed because the database
-///   is unavailable, the reads waiting behind it fail with it at once (``next(_:_:_:after:)``), so that a stalled
-///   database never holds a queue of reads for a timeout each.
+///   lease timeout, `query_timeout`); a cancelled request's read still ends with its statement.
+/// - A read fails only as it would have failed alone. When the database is unavailable, the statement's reads fail
+///   with it, and so do the reads waiting behind it, at once (``next(_:_:_:after:)``): a stalled database never holds
+///   a queue of reads for a timeout each. When the statement itself is refused (a key the database does not take),
+///   each of its reads runs again alone, and only the one at fault fails.
 /// - Reads are grouped per event loop (and per kind), so a batch's answers resume their requests on the loop they
 ///   run on, without waking another thread.
 final class ReadBatcher: Sendable {
@@ -57,10 +58,14 @@ final class ReadBatcher: Sendable {
     func rows(of read: KeyedRead, key: String, from database: some KeyedReads) async throws -> [SQLRow] {
         let lane = LaneKey(read: read.name, loop: MultiThreadedEventLoopGroup.currentEventLoop.map { ObjectIdentifier($0 as AnyObject) })
         if lanes.withLock({ lanes in lanes[lane, default: Lane()].start() }) {
-            let result: Result<[SQLRow], any Error>
-            do { result = .success(try await database.read(read, key: key)) } catch { result = .failure(error) }
-            next(read, lane, database, after: result.failure)
-            return try result.get()
+            do {
+                let rows = try await database.read(read, key: key)
+                next(read, lane, database, after: nil)
+                return rows
+            } catch {
+                next(read, lane, database, after: error)
+                throw error
+            }
         }
         return try await withCheckedThrowingContinuation { continuation in
             let waiting = Waiting(key: key, continuation: continuation)
@@ -84,7 +89,7 @@ final class ReadBatcher: Sendable {
     /// read now would most likely fail theirs, each after the same wait in turn (a lease timeout, a deadline), while
     /// more requests queued behind them. So a read waits here for at most the statement in flight and its own.
     private func next(_ read: KeyedRead, _ lane: LaneKey, _ database: some KeyedReads, after failure: (any Error)?) {
-        let unavailable = (failure as? StoreError).map { if case .unavailable = $0 { true } else { false } } ?? false
+        let unavailable = (failure as? StoreError)?.isInfrastructure ?? false
         let batch = lanes.withLock { lanes -> [Waiting] in
             guard var state = lanes[lane] else { return [] }
             let batch = unavailable ? state.waiting : Array(state.waiting.prefix(Self.maximumBatch))
@@ -129,16 +134,19 @@ final class ReadBatcher: Sendable {
             for row in rows { byKey[ExactKey(try row.text(read.keyColumn)), default: []].append(row) }
             for waiting in batch { waiting.continuation.resume(returning: byKey[ExactKey(waiting.key)] ?? []) }
             return nil
-        } catch {
+        } catch let error as StoreError where error.isInfrastructure {
             for waiting in batch { waiting.continuation.resume(throwing: error) }
             return error
+        } catch {
+            // The statement itself was refused, which one key's value may have caused (text the database does not
+            // take): each read runs alone, so that it fails only its own request, as it would have without the batch.
+            for waiting in batch {
+                do { waiting.continuation.resume(returning: try await database.read(read, key: waiting.key)) } catch {
+                    waiting.continuation.resume(throwing: error)
+                }
+            }
+            return nil
         }
-    }
-}
-
-extension Result {
-    fileprivate var failure: Failure? {
-        if case .failure(let error) = self { error } else { nil }
     }
 }
 

@@ -134,6 +134,43 @@ import Testing
         }
     }
 
+    /// ``SQLDatabase/writeTogether(_:)``'s writes go to the connection's thread at once (one hand-off, not one per
+    /// statement with `BEGIN` and `COMMIT`), and are all or none: a write that fails rolls back those before it, the
+    /// failure is the store's (a conflict), and the connection is left outside any transaction.
+    @Test func writesTogetherAreOneHandOffAndAllOrNone() async throws {
+        try await withFileDatabase { db, _ in
+            try await db.query("CREATE TABLE t (id INTEGER PRIMARY KEY, email TEXT UNIQUE NOT NULL)", [])
+            try await db.query("CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER NOT NULL REFERENCES t(id))", [])
+            let before = db.handOffs
+            try await db.writeTogether { tx in
+                try await tx.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(1), .text("a@example.com")])
+                try await tx.query("INSERT INTO child (id, parent) VALUES ($1, $2)", [.int(1), .int(1)])
+                try await tx.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(2), .text("b@example.com")])
+            }
+            #expect(db.handOffs - before == 1)
+            #expect(try await db.query("SELECT count(*) AS n FROM t", []).first?.values["n"] == .int(2))
+            #expect(try await db.query("SELECT count(*) AS n FROM child", []).first?.values["n"] == .int(1))
+
+            // The third write takes an address already there: the two before it are rolled back with it.
+            await #expect(throws: StoreError.conflict) {
+                try await db.writeTogether { tx in
+                    try await tx.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(3), .text("c@example.com")])
+                    try await tx.query("INSERT INTO child (id, parent) VALUES ($1, $2)", [.int(2), .int(3)])
+                    try await tx.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(4), .text("a@example.com")])
+                }
+            }
+            #expect(try await db.query("SELECT id FROM t ORDER BY id", []).map { $0.values["id"] } == [.int(1), .int(2)])
+            #expect(try await db.query("SELECT count(*) AS n FROM child", []).first?.values["n"] == .int(1))
+            // Outside any transaction: the next one begins, and a write alone commits at once.
+            try await db.writeTogether { tx in
+                try await tx.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(3), .text("c@example.com")])
+                try await tx.query("INSERT INTO child (id, parent) VALUES ($1, $2)", [.int(2), .int(3)])
+            }
+            try await db.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(5), .text("e@example.com")])
+            #expect(try await db.query("SELECT id FROM t ORDER BY id", []).map { $0.values["id"] } == [.int(1), .int(2), .int(3), .int(5)])
+        }
+    }
+
     @Test func anotherConnectionsLockPastTheBusyTimeoutIsUnavailableAndWithinItWaits() async throws {
         try await withFileDatabase(busyTimeout: .milliseconds(200)) { db, path in
             try await db.query("CREATE TABLE t (a INTEGER)", [])

@@ -115,11 +115,18 @@ struct KeyedRead: Sendable {
     }
 }
 
+/// A statement and its values, run for what it writes (``SQLDatabase/transaction(running:)``).
+typealias SQLWrite = (sql: String, binds: [SQLValue])
+
 /// A database the store runs on.
 protocol SQLDatabase: SQLExecutor {
     var dialect: SQLDialect { get }
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T
+    /// Runs `writes` in order in one transaction, committed when the last has run, rolled back when one fails; their rows
+    /// are not read. By default ``transaction(_:)`` with a statement each; SQLite sends them to its connection's thread
+    /// at once (``SQLiteDatabase``).
+    func transaction(running writes: [SQLWrite]) async throws
     /// The rows `read` finds for `key`. PostgreSQL runs the reads that wait at the same time as one statement
     /// (``ReadBatcher``); elsewhere this is `query(read.sql, key)`.
     func rows(of read: KeyedRead, key: String) async throws -> [SQLRow]
@@ -151,6 +158,11 @@ extension SQLDatabase {
     func rows(of read: KeyedRead, key: String) async throws -> [SQLRow] {
         try await query(read.sql, [.text(key)])
     }
+    func transaction(running writes: [SQLWrite]) async throws {
+        try await transaction { tx in
+            for write in writes { try await tx.query(write.sql, write.binds) }
+        }
+    }
     var writeHealth: WriteHealth? { nil }
     func freeSpace() -> Int64? { nil }
     /// Runs the writes `collect` makes, all or none. Each is an `INSERT`, `UPDATE` or `DELETE` with `$1…$n` of its own
@@ -158,7 +170,7 @@ extension SQLDatabase {
     /// PostgreSQL they go as one statement, each but the last a data-modifying `WITH` clause: one round trip instead
     /// of a `BEGIN`, one per write and a `COMMIT`, with the same atomicity (a statement applies wholly or not at all,
     /// and foreign keys are checked at its end, so a row may refer to one inserted beside it). On SQLite, whose
-    /// statements cost no round trip, they run in a transaction.
+    /// statements cost no round trip, they run in a transaction (``transaction(running:)``).
     func writeTogether(_ collect: (any SQLExecutor) async throws -> Void) async throws {
         let collected = CollectedWrites()
         try await collect(collected)
@@ -179,9 +191,7 @@ extension SQLDatabase {
             let with = clauses.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ", ")
             try await query("WITH \(with) \(last)", binds)
         case .sqlite:
-            try await transaction { tx in
-                for write in writes { try await tx.query(write.sql, write.binds) }
-            }
+            try await transaction(running: writes)
         }
     }
 
@@ -212,7 +222,7 @@ extension SQLDatabase {
 /// Writes recorded for ``SQLDatabase/writeTogether(_:)`` instead of run.
 private final class CollectedWrites: SQLExecutor, @unchecked Sendable {
     /// Only ``SQLDatabase/writeTogether(_:)``'s `collect` appends, one write at a time (it awaits each).
-    private(set) var writes: [(sql: String, binds: [SQLValue])] = []
+    private(set) var writes: [SQLWrite] = []
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         writes.append((sql, binds))

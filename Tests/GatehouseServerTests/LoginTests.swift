@@ -126,7 +126,8 @@ import Testing
 
     /// A login's session, its `login_succeeded` row and the end of its address's backoff counts are written together:
     /// one statement on PostgreSQL, one transaction on SQLite (``SQLDatabase/writeTogether(_:)``: all or nothing). All
-    /// three are there after it.
+    /// three are there after it. (The recording wrapper runs SQLite's transaction a statement at a time; SQLite's own
+    /// database sends it to its thread at once: `SQLiteDatabaseTests`.)
     @Test func aLoginWritesItsSessionItsAuditRowAndTheEndOfItsBackoffTogether() async throws {
         try await withGatehouse { gatehouse, client in
             let owner = try await client.signUp("una@example.com")

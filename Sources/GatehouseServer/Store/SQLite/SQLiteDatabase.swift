@@ -11,8 +11,9 @@ import VaporCSQLite
 ///
 /// The connection (``SQLiteHandle``) lives on a thread of its own: SQLite's calls block, and a statement that waits
 /// for a lock held by another process (up to the busy timeout) or for the disk must not hold one of the few threads
-/// that run every request. Each statement goes to that thread and its answer comes back, one hop each way; its
-/// prepared statement is kept. A statement, once sent, runs to its end even if the task that sent it is cancelled,
+/// that run every request. Each statement goes to that thread and its answer comes back, one hop each way (the
+/// writes of ``SQLDatabase/writeTogether(_:)`` go together, with their `BEGIN` and `COMMIT`); its prepared statement
+/// is kept. A statement, once sent, runs to its end even if the task that sent it is cancelled,
 /// so that the connection is never left inside a half-done transaction.
 ///
 /// SQLite allows one writer at a time, so statements and transactions take turns through a FIFO lock; a
@@ -150,7 +151,8 @@ final class SQLiteDatabase: SQLDatabase {
         try await onConnection { handle in try handle.run(sql, binds) }
     }
 
-    /// How many times work was sent to the connection's thread (tests: each is two thread wake-ups).
+    /// How many statements, and writes sent together, went to the connection's thread (tests: each hand-off is two
+    /// thread wake-ups). Opening, closing and the statement-table checks are not counted.
     var handOffs: Int { handOffCount.withLock { $0 } }
     private let handOffCount = Mutex(0)
 

@@ -294,6 +294,16 @@ class Peer(Server):
 # --- load ---------------------------------------------------------------------------------------------------
 
 
+def run_fixed(server: Server, scenario: str, tokens, label: str, connections: int, rate: float, args, tag: str) -> dict:
+    """`scenario` at a fixed `rate` (per second, spread over `connections`), and whether the rate was held."""
+    log(f"{server.name} {label}: fixed rate {rate:g} per second, {args.duration:g} s")
+    fixed = run_wrk(server, scenario, connections, args.duration, rate, tokens, args.users,
+                    f"{tag}-{label.replace(' ', '-')}-fix")
+    fixed["rate_held"] = fixed["flows_per_s"] >= 0.95 * rate
+    log(f"  {fixed['flows_per_s']:.1f} per second, p99 {fixed['flow_p99_ms']} ms, failed {fixed['flows_failed']}")
+    return fixed
+
+
 def run_wrk(server: Server, scenario: str, connections: int, duration: float, rate: float | None,
             tokens: Path | None, users: int, tag: str) -> dict:
     env = dict(os.environ)
@@ -410,21 +420,12 @@ def bench_server(server: Server, args, workdir: Path, tag: str) -> dict:
                 continue
             rate = max(1.0, round(sat["flows_per_s"] * args.rate_fraction, 1))
             fixed_connections = max(1, min(args.connections, int(rate)))
-            log(f"{server.name} {scenario}: fixed rate {rate:g} flows/s, {args.duration:g} s")
-            fixed = run_wrk(server, scenario, fixed_connections, args.duration, rate, tokens, args.users,
-                            f"{tag}-{scenario}-fix")
-            fixed["rate_held"] = fixed["flows_per_s"] >= 0.95 * rate
-            results["fixed"] = fixed
-            log(f"  {fixed['flows_per_s']:.1f} flows/s, p99 {fixed['flow_p99_ms']} ms, failed {fixed['flows_failed']}")
+            results["fixed"] = run_fixed(server, scenario, tokens, scenario, fixed_connections, rate, args, tag)
             if isinstance(server, Gatehouse) and scenario == LATENCY_SCENARIO and FLOOR in args.scenarios:
                 # The floor's latency at the same rate over the same connections: what the HTTP path, the load
                 # generator and the scheduler of this machine give a request that does no work, beside the p99 target.
-                log(f"{server.name} {FLOOR} at the {scenario} rate: {rate:g} requests/s, {args.duration:g} s")
-                floor_fixed = run_wrk(server, FLOOR, fixed_connections, args.duration, rate, None, args.users,
-                                      f"{tag}-{FLOOR}-at-{scenario}-rate")
-                floor_fixed["rate_held"] = floor_fixed["flows_per_s"] >= 0.95 * rate
-                results["floor_fixed"] = floor_fixed
-                log(f"  {floor_fixed['flows_per_s']:.1f} requests/s, p99 {floor_fixed['flow_p99_ms']} ms")
+                results["floor_fixed"] = run_fixed(server, FLOOR, None, f"{FLOOR} at the {scenario} rate",
+                                                   fixed_connections, rate, args, tag)
             out["scenarios"][scenario] = results
     finally:
         out["rss_after_load_mb"] = round(rss_bytes(server.process.pid) / 2**20, 1) if server.process else None

@@ -13,8 +13,8 @@ import VaporCSQLite
 /// for a lock held by another process (up to the busy timeout) or for the disk must not hold one of the few threads
 /// that run every request. Each statement goes to that thread and its answer comes back, one hop each way (the
 /// writes of ``SQLDatabase/writeTogether(_:)`` go together, with their `BEGIN` and `COMMIT`); its prepared statement
-/// is kept. A statement, once sent, runs to its end even if the task that sent it is cancelled,
-/// so that the connection is never left inside a half-done transaction.
+/// is kept. A statement, once sent, runs to its end even if the task that sent it is cancelled, so that the
+/// connection is never left inside a half-done transaction.
 ///
 /// SQLite allows one writer at a time, so statements and transactions take turns through a FIFO lock; a
 /// transaction holds it from `BEGIN IMMEDIATE` to `COMMIT`, so nothing interleaves with it.

@@ -115,7 +115,12 @@ final class PostgresDatabase: SQLDatabase {
         let writes = !Self.isRead(sql)
         let rows = try await recordingSpace {
             try await Self.mapErrors(writing: writes) {
-                try await self.withConnection(writing: writes) { connection in try await Self.run(sql, bindings, on: connection, logger: self.logger) }
+                try await self.withConnection(writing: writes) { pooled in
+                    let rows = try await Self.run(sql, bindings, on: pooled.connection, logger: self.logger)
+                    // Its `CommandComplete` came before PostgreSQL committed it: answered once the commit is.
+                    if writes { try await Self.committed(pooled) }
+                    return rows
+                }
             }
         }
         if writes { writeHealth?.wrote() }
@@ -162,7 +167,8 @@ final class PostgresDatabase: SQLDatabase {
         let wrote = NIOLockedValueBox(false)
         do {
             let result = try await recordingSpace { try await Self.mapErrors(writing: false) {
-                try await self.withConnection(writing: false, committing: committing) { connection in
+                try await self.withConnection(writing: false, committing: committing) { pooled in
+                    let connection = pooled.connection
                     try await connection.query("BEGIN", logger: self.logger)
                     // COMMIT and ROLLBACK run in tasks of their own, which a cancellation of the request does not
                     // reach: the connection goes back to the pool with its transaction ended, never open with its
@@ -171,7 +177,7 @@ final class PostgresDatabase: SQLDatabase {
                     do {
                         let result = try await body(Connection(connection: connection, logger: logger, wrote: wrote))
                         committing.withLockedValue { $0 = true }
-                        try await Task { try await connection.query("COMMIT", logger: logger) }.value
+                        try await Task { try await Self.commit(on: connection, logger: logger) }.value
                         return result
                     } catch {
                         if !committing.withLockedValue({ $0 }) {
@@ -185,6 +191,9 @@ final class PostgresDatabase: SQLDatabase {
             return result
         } catch StoreError.unavailable(let reason) where committing.withLockedValue({ $0 }) {
             throw StoreError.outcomeUnknown("during COMMIT: " + reason)
+        } catch let error as RolledBackAtCommit {
+            // Not unknown: PostgreSQL said it rolled back.
+            throw StoreError.unavailable(error.description)
         }
     }
 
@@ -195,20 +204,21 @@ final class PostgresDatabase: SQLDatabase {
     /// unavailable, its outcome unknown.
     private func withConnection<T: Sendable>(
         writing: Bool, committing: NIOLockedValueBox<Bool> = NIOLockedValueBox(false),
-        _ work: @escaping @Sendable (PostgresConnection) async throws -> T
+        _ work: @escaping @Sendable (PostgresPool.Pooled) async throws -> T
     ) async throws -> T {
         let (pool, logger, timeout, metrics) = (self.pool, self.logger, leaseTimeout, metrics)
         let queued = ContinuousClock.now
         // Migrations and database administration (`unbounded`): the same wait for a connection, then no deadline, and
         // no server-side limit either, for this work only.
         let unbounded = Self.unbounded
-        let job: @Sendable (PostgresConnection) async throws -> T
+        let job: @Sendable (PostgresPool.Pooled) async throws -> T
         if unbounded {
-            job = { connection in
+            job = { pooled in
+                let connection = pooled.connection
                 try await connection.query("SET statement_timeout = 0", logger: logger)
                 try await connection.query("SET lock_timeout = 0", logger: logger)
                 do {
-                    let result = try await work(connection)
+                    let result = try await work(pooled)
                     try await connection.query("RESET statement_timeout", logger: logger)
                     try await connection.query("RESET lock_timeout", logger: logger)
                     return result
@@ -276,7 +286,7 @@ final class PostgresDatabase: SQLDatabase {
                         if let workDeadline, !deadlines.disarm(workDeadline) {
                             // The deadline fired as the work ended: its action closes this connection. Closed before it
                             // goes back to the pool, it is never lent to another statement and closed under it.
-                            try? await connection.close()
+                            try? await connection.connection.close()
                         }
                         return try result.get()
                     }
@@ -387,7 +397,50 @@ final class PostgresDatabase: SQLDatabase {
             throw error
         } catch let error as PostgresPool.Failure {
             throw StoreError.unavailable(error.description)
+        } catch let error as ReadyForQueryWatch.ServerError {
+            // The server failed the statement's commit (a deferred constraint, the session ended): it did not take
+            // effect, and maps as the statement's own error would.
+            if error.sqlState == "23505" { throw StoreError.conflict }
+            if isInfrastructure(sqlState: error.sqlState) { throw StoreError.unavailable("SQLSTATE \(error.sqlState) at commit: \(error.message)") }
+            throw error
         }
+    }
+
+    /// Waits for the end of the write just run on its own (``ReadyForQueryWatch``): returns once PostgreSQL committed it;
+    /// throws the server's error when the commit failed (it rolled back), and ``StoreError/outcomeUnknown(_:)`` when
+    /// the connection closed before the commit's answer.
+    private static func committed(_ pooled: PostgresPool.Pooled) async throws {
+        let outcome = await pooled.watch.settled()
+        if outcome != .ready(nil) {
+            // postgres-nio takes an error after a `CommandComplete` for a broken connection and closes it: closed
+            // before it goes back to the pool, it is never lent again.
+            try? await pooled.connection.close()
+        }
+        switch outcome {
+        case .ready(nil):
+            return
+        case .ready(let error?):
+            throw error
+        case .closed(let error?) where error.severity == "ERROR" || error.severity == "FATAL":
+            // An error before the commit's end, and no commit after it (a PANIC may come after the commit record).
+            throw error
+        case .closed(let error):
+            throw StoreError.outcomeUnknown("the connection closed before the statement's commit was answered" + (error.map { " (\($0))" } ?? ""))
+        }
+    }
+
+    /// Sends `COMMIT`; a transaction that PostgreSQL had already aborted (a statement in it failed, and the body went
+    /// on) answers it with the tag `ROLLBACK` and no error, which is a failure here, never a success.
+    private static func commit(on connection: PostgresConnection, logger: Logger) async throws {
+        let answered: EventLoopFuture<PostgresQueryResult> = connection.query(PostgresQuery(unsafeSQL: "COMMIT"), logger: logger)
+        let result = try await answered.get()
+        guard result.metadata.command == "COMMIT" else { throw RolledBackAtCommit(tag: result.metadata.command) }
+    }
+
+    /// A `COMMIT` answered with another tag than `COMMIT`: the transaction did not take effect.
+    private struct RolledBackAtCommit: Error, CustomStringConvertible {
+        let tag: String
+        var description: String { "the transaction was rolled back at COMMIT (\(tag))" }
     }
 
     /// SQLSTATEs that say the server, not the statement, is at fault: connection exceptions (class 08), a server

@@ -2,6 +2,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 import PostgresNIO
 
 /// Gatehouse's pool of PostgreSQL connections: a fixed number of `PostgresConnection`s, opened at start and kept (none
@@ -22,18 +23,30 @@ import PostgresNIO
 /// succeeds the rest are opened at once. Waiting leases wait (their caller's lease timeout gives up on them, by
 /// cancelling) rather than failing fast: a restart of a few seconds costs the requests in it that wait, not an error
 /// for every request until a timer runs out.
+///
+/// The pool makes each connection's socket itself and hands it to postgres-nio (`establishedChannel`), so that it can
+/// add a ``ReadyForQueryWatch`` to it: a write's caller learns from it whether the write committed.
 final class PostgresPool: Sendable {
+    /// A connection of the pool, with the watch on its messages.
+    struct Pooled: Sendable {
+        let connection: PostgresConnection
+        let watch: ReadyForQueryWatch
+        var eventLoop: any EventLoop { connection.eventLoop }
+        var isClosed: Bool { connection.isClosed }
+        func close() -> EventLoopFuture<Void> { connection.close() }
+    }
+
     /// The longest wait between two attempts to reach an unreachable server.
     static let maximumBackoff: Duration = .seconds(1)
 
     private struct Waiter {
         var id: UInt64
-        var continuation: CheckedContinuation<PostgresConnection, any Error>
+        var continuation: CheckedContinuation<Pooled, any Error>
     }
 
     private struct State {
         /// Connections open and not lent, the most recently returned last.
-        var idle: [PostgresConnection] = []
+        var idle: [Pooled] = []
         /// Connections made and not yet seen closed, by the pool's id, plus attempts in flight (``connecting``).
         var live: Set<Int> = []
         var connecting = 0
@@ -72,7 +85,7 @@ final class PostgresPool: Sendable {
 
     /// Runs `work` on a connection of its own, waiting for one as long as it takes (cancel the task to stop waiting),
     /// and takes the connection back after; a connection that closed meanwhile is replaced.
-    func withConnection<T: Sendable>(_ work: (PostgresConnection) async throws -> T) async throws -> T {
+    func withConnection<T: Sendable>(_ work: (Pooled) async throws -> T) async throws -> T {
         let connection = try await lease()
         defer { release(connection) }
         return try await work(connection)
@@ -85,7 +98,7 @@ final class PostgresPool: Sendable {
 
     /// Closes the idle connections and those lent as they come back; waiting and later leases fail.
     func shutdown() {
-        let (idle, waiters) = state.withLockedValue { state -> ([PostgresConnection], [Waiter]) in
+        let (idle, waiters) = state.withLockedValue { state -> ([Pooled], [Waiter]) in
             state.closed = true
             defer {
                 state.idle = []
@@ -98,12 +111,12 @@ final class PostgresPool: Sendable {
     }
 
     private enum LeaseAction {
-        case lease(PostgresConnection)
+        case lease(Pooled)
         case fail(any Error)
         case wait([Int])
     }
 
-    private func lease() async throws -> PostgresConnection {
+    private func lease() async throws -> Pooled {
         let id = state.withLockedValue { state in
             state.nextWaiter += 1
             return state.nextWaiter
@@ -141,7 +154,7 @@ final class PostgresPool: Sendable {
         }
     }
 
-    private func release(_ connection: PostgresConnection) {
+    private func release(_ connection: Pooled) {
         let next = state.withLockedValue { state -> Waiter?? in
             if state.closed { return .some(nil) }
             // Closed while lent (the statement's deadline closed it, or the server went away): its close handler
@@ -176,7 +189,7 @@ final class PostgresPool: Sendable {
     private func connect(_ id: Int) {
         // Spread over the loops (not `any()`, which on a loop is that loop: reconnections scheduled there would put
         // every connection on one loop), so that a request on each loop finds connections of its own (``lease()``).
-        PostgresConnection.connect(on: group.next(), configuration: configuration, id: id, logger: logger).whenComplete { result in
+        Self.connect(on: group.next(), configuration: configuration, id: id, logger: logger).whenComplete { result in
             switch result {
             case .success(let connection): self.connected(connection, id: id)
             case .failure(let error): self.failed(error)
@@ -184,7 +197,55 @@ final class PostgresPool: Sendable {
         }
     }
 
-    private func connected(_ connection: PostgresConnection, id: Int) {
+    /// A connection as `configuration` describes it, over a socket made here, with a ``ReadyForQueryWatch`` added
+    /// once its start-up has ended (after the TLS handler, if there is one). postgres-nio's own `connect` would make
+    /// the socket the same way (`ClientBootstrap`, `TCP_NODELAY`, the configured connect timeout, SNI for a host
+    /// name), but keeps the channel to itself.
+    static func connect(
+        on loop: any EventLoop, configuration: PostgresConnection.Configuration, id: Int, logger: Logger
+    ) -> EventLoopFuture<Pooled> {
+        let bootstrap = ClientBootstrap(group: loop).connectTimeout(configuration.options.connectTimeout)
+        let socket: EventLoopFuture<any Channel>
+        if let host = configuration.host, let port = configuration.port {
+            socket = bootstrap.connect(host: host, port: port)
+        } else if let path = configuration.unixSocketPath {
+            socket = bootstrap.connect(unixDomainSocketPath: path)
+        } else {
+            return loop.makeFailedFuture(ChannelError.badInterfaceAddressFamily)
+        }
+        return socket.flatMap { channel in
+            var established = PostgresConnection.Configuration(
+                establishedChannel: channel, tls: configuration.tls, username: configuration.username,
+                password: configuration.password, database: configuration.database
+            )
+            established.options = configuration.options
+            if established.options.tlsServerName == nil, let host = configuration.host, (try? SocketAddress(ipAddress: host, port: 0)) == nil {
+                established.options.tlsServerName = host
+            }
+            return PostgresConnection.connect(on: channel.eventLoop, configuration: established, id: id, logger: logger)
+                .flatMapErrorThrowing { error in
+                    channel.close(promise: nil)
+                    throw error
+                }
+                .flatMapThrowing { connection in
+                    let watch = ReadyForQueryWatch()
+                    do {
+                        let pipeline = channel.pipeline.syncOperations
+                        if let tls = try? pipeline.handler(type: NIOSSLClientHandler.self) {
+                            try pipeline.addHandler(watch, position: .after(tls))
+                        } else {
+                            try pipeline.addHandler(watch, position: .first)
+                        }
+                    } catch {
+                        connection.close().whenComplete { _ in }
+                        throw error
+                    }
+                    return Pooled(connection: connection, watch: watch)
+                }
+        }
+    }
+
+    private func connected(_ connection: Pooled, id: Int) {
         let (keep, waiter, attempts, failures) = state.withLockedValue { state -> (Bool, Waiter?, [Int], Int) in
             state.connecting -= 1
             if state.closed { return (false, nil, [], 0) }
@@ -202,7 +263,7 @@ final class PostgresPool: Sendable {
             return
         }
         // Registered after the connection is counted: a connection already closed runs this at once, and is uncounted.
-        connection.closeFuture.whenComplete { _ in self.closed(connection, id: id) }
+        connection.connection.closeFuture.whenComplete { _ in self.closed(connection, id: id) }
         waiter?.continuation.resume(returning: connection)
         for attempt in attempts { connect(attempt) }
     }
@@ -232,10 +293,10 @@ final class PostgresPool: Sendable {
 
     /// Connection `id` closed (the server ended it, its socket dropped, or Gatehouse closed it): uncounted once, and
     /// replaced.
-    private func closed(_ connection: PostgresConnection, id: Int) {
+    private func closed(_ connection: Pooled, id: Int) {
         let attempts = state.withLockedValue { state -> [Int] in
             guard state.live.remove(id) != nil else { return [] }
-            state.idle.removeAll { $0 === connection }
+            state.idle.removeAll { $0.connection === connection.connection }
             return startAttempts(&state)
         }
         for attempt in attempts { connect(attempt) }

@@ -3,7 +3,8 @@
 #
 #   bash scripts/postgres-env.sh start DIR   installs PostgreSQL from Debian's packages if missing, creates a cluster in
 #                                            DIR, starts it on a free loopback port, and prints the admin URL
-#                                            (postgres://gatehouse:gatehouse@127.0.0.1:PORT/postgres)
+#                                            (postgres://gatehouse:gatehouse@127.0.0.1:PORT/postgres); it takes TLS too
+#                                            (a self-signed certificate made here), for the tests that ask for it
 #   bash scripts/postgres-env.sh stop DIR [MODE]
 #                                            stops it (the caller removes DIR); MODE is pg_ctl's shutdown mode, `fast`
 #                                            (the default: sessions are told, SQLSTATE 57P01) or `immediate` (the
@@ -42,14 +43,16 @@ start)
     echo gatehouse > "$dir/password"
     [ "$(id -u)" = "0" ] && chown postgres "$dir/password"
     as_owner "'$bin/initdb' -D '$dir/data' -U gatehouse --pwfile='$dir/password' --auth=scram-sha-256 -E UTF8 --no-locale" >/dev/null
-    as_owner "'$bin/pg_ctl' -D '$dir/data' -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=1000\" -l '$dir/log' -w start" >/dev/null
+    command -v openssl >/dev/null || bash "$(dirname "$0")/apt-install.sh" postgres-env openssl
+    as_owner "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=127.0.0.1 -keyout '$dir/data/server.key' -out '$dir/data/server.crt' && chmod 600 '$dir/data/server.key'" >/dev/null 2>"$dir/openssl.log" || { cat "$dir/openssl.log" >&2; exit 1; }
+    as_owner "'$bin/pg_ctl' -D '$dir/data' -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=1000 -c ssl=on\" -l '$dir/log' -w start" >/dev/null
     echo "$port" > "$dir/port"
     echo "postgres://gatehouse:gatehouse@127.0.0.1:$port/postgres"
     ;;
 restart)
     bin=$(bindir)
     port=$(cat "$dir/port")
-    as_owner "'$bin/pg_ctl' -D '$dir/data' -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=1000\" -l '$dir/log' -w start" >/dev/null
+    as_owner "'$bin/pg_ctl' -D '$dir/data' -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=1000 -c ssl=on\" -l '$dir/log' -w start" >/dev/null
     ;;
 stop)
     bin=$(bindir)

@@ -117,6 +117,29 @@ import Testing
         _ = try channel.finish()
     }
 
+    /// The work deadline ends a statement whose server stopped answering by closing its connection: a caller waiting
+    /// for the commit is answered by the close.
+    @Test func aCallerWaitingIsAnsweredWhenTheConnectionCloses() async throws {
+        let (channel, watch) = try await connected()
+        try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
+        try receive(Self.commandComplete, in: 100, channel)
+        let waiter = Task { await watch.settled() }
+        while watch.waiting == 0 { await Task.yield() }
+        try await channel.close().get()
+        #expect(await waiter.value == .closed(nil))
+    }
+
+    @Test func aReadyForQueryNothingAskedForClosesTheConnection() async throws {
+        let (channel, watch) = try await connected()
+        try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
+        try receive(Self.commandComplete + Self.ready, in: 100, channel)
+        #expect(channel.isActive)
+        // One more than was asked for: the counts no longer say which cycle is whose.
+        try receive(Self.ready, in: 100, channel)
+        #expect(!channel.isActive)
+        #expect(watch.outcome == .ready(nil), "what was answered before stays answered")
+    }
+
     @Test func aFrameItCannotReadClosesTheConnection() async throws {
         let (channel, watch) = try await connected()
         try channel.writeOutbound(ByteBuffer(bytes: Self.statement))

@@ -199,11 +199,12 @@ final class PostgresPool: Sendable {
 
     /// A connection as `configuration` describes it, over a socket made here, with a ``ReadyForQueryWatch`` added
     /// once its start-up has ended (after the TLS handler, if there is one). postgres-nio's own `connect` would make
-    /// the socket the same way (`ClientBootstrap`, `TCP_NODELAY`, the configured connect timeout, SNI for a host
-    /// name), but keeps the channel to itself.
+    /// the socket the same way (`ClientBootstrap`, `TCP_NODELAY`, SNI for a host name, one connect timeout for the
+    /// socket and the start-up together), but keeps the channel to itself.
     static func connect(
         on loop: any EventLoop, configuration: PostgresConnection.Configuration, id: Int, logger: Logger
     ) -> EventLoopFuture<Pooled> {
+        let deadline = NIODeadline.now() + configuration.options.connectTimeout
         let bootstrap = ClientBootstrap(group: loop).connectTimeout(configuration.options.connectTimeout)
         let socket: EventLoopFuture<any Channel>
         if let host = configuration.host, let port = configuration.port {
@@ -219,6 +220,8 @@ final class PostgresPool: Sendable {
                 password: configuration.password, database: configuration.database
             )
             established.options = configuration.options
+            // The start-up has what is left of the connect timeout.
+            established.options.connectTimeout = max(.milliseconds(1), deadline - .now())
             if established.options.tlsServerName == nil, let host = configuration.host, (try? SocketAddress(ipAddress: host, port: 0)) == nil {
                 established.options.tlsServerName = host
             }

@@ -19,9 +19,15 @@ import NIOCore
 ///
 /// It reads only the messages' frames (a type byte and a 32-bit length), both ways, and keeps the body of an
 /// `ErrorResponse` only. It sits where the bytes are plain: right after the TLS handler, or first in the pipeline
-/// without TLS; the pool adds it once the connection's start-up has ended, when no message is half-way through either
-/// way. Frames it cannot read (a length below four) mean it lost its place: it closes the connection, which the pool
-/// replaces, rather than guess.
+/// without TLS. The pool adds it as the connection's start-up ends, at the start-up's `ReadyForQuery`: everything
+/// written has gone out whole, and the server sends nothing after that `ReadyForQuery` unasked (its `ParameterStatus`
+/// messages come before one; notifications need a `LISTEN`), so it starts at a message's start both ways. Should it
+/// ever lose its place — a length below four, or more `ReadyForQuery` messages than requests — it closes the
+/// connection, which the pool replaces, rather than acknowledge a write before its commit.
+///
+/// It counts what Gatehouse's statements send: each `Sync` (and simple `Query`) is answered by one `ReadyForQuery`.
+/// postgres-nio's `COPY FROM` sends a `Sync` the server ignores during the copy, and `LISTEN` keeps the connection;
+/// Gatehouse uses neither, and must not through this pool without counting them here.
 final class ReadyForQueryWatch: ChannelDuplexHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -88,6 +94,7 @@ final class ReadyForQueryWatch: ChannelDuplexHandler, @unchecked Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
+        var surplus = false
         let inStep = inbound.read(buffer, keeping: { $0 == UInt8(ascii: "E") }) { type, body in
             switch type {
             case UInt8(ascii: "E"):
@@ -95,6 +102,11 @@ final class ReadyForQueryWatch: ChannelDuplexHandler, @unchecked Sendable {
                 state.withLockedValue { if $0.cycleError == nil { $0.cycleError = error } }
             case UInt8(ascii: "Z"):
                 let (waiters, outcome) = state.withLockedValue { state -> ([CheckedContinuation<Outcome, Never>], Outcome?) in
+                    guard state.answered < state.requested else {
+                        // An answer to nothing sent: the count cannot be trusted any more.
+                        surplus = true
+                        return ([], nil)
+                    }
                     state.answered += 1
                     state.lastCycleError = state.cycleError
                     state.cycleError = nil
@@ -108,7 +120,7 @@ final class ReadyForQueryWatch: ChannelDuplexHandler, @unchecked Sendable {
             }
         }
         context.fireChannelRead(data)
-        if !inStep { lostStep(context) }
+        if !inStep || surplus { lostStep(context) }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -15,7 +15,14 @@ struct EventLoopTaskExecutorTests {
             outcome.append(Self.where(loops))
             // Resumed by each loop in turn (as a socket's read resumes the request's task): it continues there.
             for (index, loop) in loops.enumerated() {
-                await withCheckedContinuation { continuation in loop.execute { continuation.resume() } }
+                await withCheckedContinuation { continuation in
+                    // Resumed once the task has suspended: a resume that came first (the other loop quicker than
+                    // this thread, on a busy machine) would let the task go on where it is, without being enqueued.
+                    // This thread's loop runs what it is given after the job that runs the task, which ends when the
+                    // task suspends.
+                    let here = MultiThreadedEventLoopGroup.currentEventLoop ?? loop
+                    here.execute { loop.execute { continuation.resume() } }
+                }
                 outcome.append(MultiThreadedEventLoopGroup.currentEventLoop === loop ? "loop \(index)" : Self.where(loops))
             }
             // Resumed by a thread that is not a loop (SQLite's writer, a hashing thread): it goes to a loop.

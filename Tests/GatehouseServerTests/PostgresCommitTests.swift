@@ -2,7 +2,6 @@ import Foundation
 import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseTestSupport
-import Logging
 import Testing
 
 /// A write on its own is answered once PostgreSQL has committed it, not at its `CommandComplete`, which the server
@@ -10,28 +9,14 @@ import Testing
 /// never reported as a write that happened. And a `COMMIT` that PostgreSQL answers with `ROLLBACK` is a failure.
 @Suite(.serialized, .enabled(if: TestDatabase.postgresAdmin != nil, "needs GATEHOUSE_TEST_POSTGRES_URL"))
 struct PostgresCommitTests {
+    /// A database of its own with a pool of one connection (over TLS if `tls`).
     private func withDatabase(
         tls: Bool = false, _ body: (GatehouseServer.PostgresDatabase, PostgresSettings) async throws -> Void
     ) async throws {
-        let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
-        guard case .postgres(var settings) = url else {
-            Issue.record("not a PostgreSQL database: \(url)")
-            return
-        }
-        settings.poolSize = 1
-        if tls { settings.sslMode = .require }
-        var logger = Logger(label: "test")
-        logger.logLevel = TestDatabase.logLevel
-        let db = try await GatehouseServer.PostgresDatabase.open(settings, logger: logger)
-        do {
-            try await body(db, settings)
-            db.shutdown()
-            await drop()
-        } catch {
-            db.shutdown()
-            await drop()
-            throw error
-        }
+        try await withPostgresDatabase({ settings in
+            settings.poolSize = 1
+            if tls { settings.sslMode = .require }
+        }, body)
     }
 
     private func count(_ db: GatehouseServer.PostgresDatabase, _ table: String) async throws -> Int64? {
@@ -79,9 +64,7 @@ struct PostgresCommitTests {
                 "CREATE CONSTRAINT TRIGGER held_commit AFTER INSERT ON held DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit()", []
             )
             let pid = try #require(try await db.query("SELECT pg_backend_pid() AS pid", []).first?.int("pid"))
-            var logger = Logger(label: "test")
-            logger.logLevel = TestDatabase.logLevel
-            let other = try await GatehouseServer.PostgresDatabase.open(settings, logger: logger)
+            let other = try await GatehouseServer.PostgresDatabase.open(settings, logger: quietLogger)
             defer { other.shutdown() }
             let write = Task { try await db.query("INSERT INTO held VALUES ($1)", [.int(1)]) }
             // Once the commit is under way (the trigger sleeps in it), the session is ended from another.
@@ -92,7 +75,8 @@ struct PostgresCommitTests {
                 if !holding { try await Task.sleep(for: .milliseconds(10)) }
             }
             try #require(holding, "the commit never started")
-            try await other.query("SELECT CASE WHEN pg_terminate_backend($1::int) THEN 1 ELSE 0 END AS ended", [.int(pid)])
+            let ended = try await other.query("SELECT CASE WHEN pg_terminate_backend($1::int) THEN 1 ELSE 0 END AS ended", [.int(pid)])
+            try #require(ended.first?.int("ended") == 1, "the session was not terminated")
             let result = await write.result
             switch result {
             case .success: Issue.record("a write rolled back was acknowledged")

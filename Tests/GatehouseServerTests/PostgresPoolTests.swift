@@ -14,21 +14,7 @@ import Testing
 @Suite(.enabled(if: TestDatabase.postgresAdmin != nil, "needs GATEHOUSE_TEST_POSTGRES_URL"))
 struct PostgresPoolTests {
     @Test func thePoolOpensAllItsConnectionsUpFrontReusesThemAndAsksTheServerForKeepalives() async throws {
-        let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
-        guard case .postgres(var settings) = url else { Issue.record("not a PostgreSQL database: \(url)"); return }
-        settings.poolSize = 3
-        var logger = Logger(label: "test")
-        logger.logLevel = TestDatabase.logLevel
-        let db = try await GatehouseServer.PostgresDatabase.open(settings, logger: logger)
-        do {
-            try await Self.check(db)
-            db.shutdown()
-            await drop()
-        } catch {
-            db.shutdown()
-            await drop()
-            throw error
-        }
+        try await withPostgresDatabase({ $0.poolSize = 3 }) { db, _ in try await Self.check(db) }
     }
 
     /// A request runs on an event loop (``EventLoopTaskExecutor``); a lease made there takes a connection of that loop

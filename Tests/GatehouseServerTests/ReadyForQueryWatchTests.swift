@@ -33,6 +33,24 @@ import Testing
         return (channel, watch)
     }
 
+    /// A connection whose statement has been sent and reported complete, its ReadyForQuery not yet come: where
+    /// postgres-nio answers the query.
+    private func completedStatement() async throws -> (EmbeddedChannel, ReadyForQueryWatch) {
+        let (channel, watch) = try await connected()
+        try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
+        try receive(Self.commandComplete, in: 4, channel)
+        return (channel, watch)
+    }
+
+    /// A caller of ``ReadyForQueryWatch/settled()``, once it waits.
+    private func waitingCaller(_ watch: ReadyForQueryWatch) async throws -> Task<ReadyForQueryWatch.Outcome, Never> {
+        #expect(watch.outcome == nil, "nothing to wait for")
+        let caller = Task { await watch.settled() }
+        for _ in 0..<100_000 where watch.waiting == 0 { await Task.yield() }
+        try #require(watch.waiting == 1, "the caller did not wait")
+        return caller
+    }
+
     /// Feeds `bytes` in pieces of `size`.
     private func receive(_ bytes: [UInt8], in size: Int, _ channel: EmbeddedChannel) throws {
         for start in stride(from: 0, to: bytes.count, by: size) {
@@ -78,16 +96,13 @@ import Testing
         #expect(watch.outcome == .closed(.init(severity: "FATAL", sqlState: "57P01", message: "terminating connection due to administrator command")))
 
         // Gone without a word (a crash, `pg_ctl stop -m immediate`): unknown.
-        (channel, watch) = try await connected()
-        try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
-        try receive(Self.commandComplete, in: 4, channel)
+        (channel, watch) = try await completedStatement()
         try await channel.close().get()
         #expect(watch.outcome == .closed(nil))
 
         // Closed after the ReadyForQuery: committed.
-        (channel, watch) = try await connected()
-        try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
-        try receive(Self.commandComplete + Self.ready, in: 4, channel)
+        (channel, watch) = try await completedStatement()
+        try receive(Self.ready, in: 4, channel)
         try await channel.close().get()
         #expect(watch.outcome == .ready(nil))
     }
@@ -95,9 +110,7 @@ import Testing
     /// A connection comes back to the pool when its last statement's CommandComplete has come; the next statement may
     /// be sent before the previous ReadyForQuery arrives, and its outcome is its own cycle's, not the one before.
     @Test func anEarlierCycleStillOpenIsWaitedForAndItsErrorIsNotTheStatements() async throws {
-        let (channel, watch) = try await connected()
-        try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
-        try receive(Self.commandComplete, in: 100, channel)
+        let (channel, watch) = try await completedStatement()
         try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
         try receive(Self.error("ERROR", "40001", "could not serialize") + Self.ready, in: 100, channel)
         #expect(watch.outcome == nil, "one cycle of two has ended")
@@ -107,11 +120,8 @@ import Testing
     }
 
     @Test func aCallerWaitingIsAnsweredWhenTheReadyForQueryComes() async throws {
-        let (channel, watch) = try await connected()
-        try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
-        try receive(Self.commandComplete, in: 100, channel)
-        let waiter = Task { await watch.settled() }
-        while watch.waiting == 0 { await Task.yield() }
+        let (channel, watch) = try await completedStatement()
+        let waiter = try await waitingCaller(watch)
         try receive(Self.ready, in: 100, channel)
         #expect(await waiter.value == .ready(nil))
         _ = try channel.finish()
@@ -120,19 +130,31 @@ import Testing
     /// The work deadline ends a statement whose server stopped answering by closing its connection: a caller waiting
     /// for the commit is answered by the close.
     @Test func aCallerWaitingIsAnsweredWhenTheConnectionCloses() async throws {
-        let (channel, watch) = try await connected()
-        try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
-        try receive(Self.commandComplete, in: 100, channel)
-        let waiter = Task { await watch.settled() }
-        while watch.waiting == 0 { await Task.yield() }
+        let (channel, watch) = try await completedStatement()
+        let waiter = try await waitingCaller(watch)
         try await channel.close().get()
         #expect(await waiter.value == .closed(nil))
     }
 
-    @Test func aReadyForQueryNothingAskedForClosesTheConnection() async throws {
+    /// What a client chose (an address, a name) comes back inside rows: bytes there that look like a ReadyForQuery or
+    /// an ErrorResponse are a value, never a message, however the reads cut them.
+    @Test(arguments: [1, 3, 64])
+    func messagesInsideARowAreNotCounted(size: Int) async throws {
         let (channel, watch) = try await connected()
         try channel.writeOutbound(ByteBuffer(bytes: Self.statement))
-        try receive(Self.commandComplete + Self.ready, in: 100, channel)
+        let forged = Self.ready + Self.error("ERROR", "23505", "forged") + Self.ready
+        let row = Self.message("D", [0, 1] + withUnsafeBytes(of: UInt32(forged.count).bigEndian, Array.init) + forged)
+        try receive(Self.message("1") + Self.message("2") + Self.message("T", [0, 0]) + row, in: size, channel)
+        #expect(watch.outcome == nil, "a ReadyForQuery inside a row ended the cycle")
+        #expect(channel.isActive)
+        try receive(Self.message("C", Self.text("INSERT 0 1")) + Self.ready, in: size, channel)
+        #expect(watch.outcome == .ready(nil))
+        _ = try channel.finish()
+    }
+
+    @Test func aReadyForQueryNothingAskedForClosesTheConnection() async throws {
+        let (channel, watch) = try await completedStatement()
+        try receive(Self.ready, in: 100, channel)
         #expect(channel.isActive)
         // One more than was asked for: the counts no longer say which cycle is whose.
         try receive(Self.ready, in: 100, channel)

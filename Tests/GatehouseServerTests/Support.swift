@@ -47,6 +47,37 @@ var quietLogger: Logger {
     return logger
 }
 
+/// Runs `body` on a fresh database of the test PostgreSQL server, opened with its settings as `adjust` leaves them
+/// (a pool's size, TLS), then shuts it down and drops it.
+func withPostgresDatabase(
+    _ adjust: (inout PostgresSettings) -> Void = { _ in },
+    _ body: (PostgresDatabase, PostgresSettings) async throws -> Void
+) async throws {
+    let (url, drop) = try await TestDatabase.fresh(.sqliteMemory)
+    guard case .postgres(var settings) = url else {
+        Issue.record("not a PostgreSQL database: \(url)")
+        await drop()
+        return
+    }
+    adjust(&settings)
+    let db: PostgresDatabase
+    do {
+        db = try await PostgresDatabase.open(settings, logger: quietLogger)
+    } catch {
+        await drop()
+        throw error
+    }
+    do {
+        try await body(db, settings)
+        db.shutdown()
+        await drop()
+    } catch {
+        db.shutdown()
+        await drop()
+        throw error
+    }
+}
+
 /// Opens a Gatehouse, runs `body` against its router (in process), and closes it.
 func withGatehouse(
     _ configuration: GatehouseConfiguration = testConfiguration(),

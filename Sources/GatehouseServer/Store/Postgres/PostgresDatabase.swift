@@ -389,21 +389,23 @@ final class PostgresDatabase: SQLDatabase {
                 let reason = String(reflecting: error)
                 throw writing ? StoreError.outcomeUnknown(reason) : StoreError.unavailable(reason)
             }
-            if state == "23505" { throw StoreError.conflict }
-            if isInfrastructure(sqlState: state) {
-                // The server refused the statement, so it did not take effect (a COMMIT is handled by the caller).
-                throw StoreError.unavailable("SQLSTATE \(state): \(error.serverInfo?[.message] ?? "")")
-            }
-            throw error
+            // The server refused the statement, so it did not take effect (a COMMIT is handled by the caller).
+            throw refusal(sqlState: state, message: error.serverInfo?[.message] ?? "") ?? error
         } catch let error as PostgresPool.Failure {
             throw StoreError.unavailable(error.description)
         } catch let error as ReadyForQueryWatch.ServerError {
             // The server failed the statement's commit (a deferred constraint, the session ended): it did not take
             // effect, and maps as the statement's own error would.
-            if error.sqlState == "23505" { throw StoreError.conflict }
-            if isInfrastructure(sqlState: error.sqlState) { throw StoreError.unavailable("SQLSTATE \(error.sqlState) at commit: \(error.message)") }
-            throw error
+            throw refusal(sqlState: error.sqlState, message: "at commit: " + error.message) ?? error
         }
+    }
+
+    /// The store's error for a statement the server refused with `sqlState`: a unique violation is a conflict, an
+    /// infrastructure fault unavailable; nil for any other (a fault of Gatehouse's, kept as it came).
+    private static func refusal(sqlState: String, message: String) -> StoreError? {
+        if sqlState == "23505" { return .conflict }
+        if isInfrastructure(sqlState: sqlState) { return .unavailable("SQLSTATE \(sqlState): \(message)") }
+        return nil
     }
 
     /// Waits for the end of the write just run on its own (``ReadyForQueryWatch``): returns once PostgreSQL committed it;

@@ -101,20 +101,16 @@ final class ReadyForQueryWatch: ChannelDuplexHandler, @unchecked Sendable {
                 let error = Self.error(from: body ?? [])
                 state.withLockedValue { if $0.cycleError == nil { $0.cycleError = error } }
             case UInt8(ascii: "Z"):
-                let (waiters, outcome) = state.withLockedValue { state -> ([CheckedContinuation<Outcome, Never>], Outcome?) in
+                update { state in
                     guard state.answered < state.requested else {
                         // An answer to nothing sent: the count cannot be trusted any more.
                         surplus = true
-                        return ([], nil)
+                        return
                     }
                     state.answered += 1
                     state.lastCycleError = state.cycleError
                     state.cycleError = nil
-                    guard let outcome = state.outcome else { return ([], nil) }
-                    defer { state.waiters = [] }
-                    return (state.waiters, outcome)
                 }
-                if let outcome { for waiter in waiters { waiter.resume(returning: outcome) } }
             default:
                 break
             }
@@ -136,13 +132,19 @@ final class ReadyForQueryWatch: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        update { $0.closed = true }
+        context.fireChannelInactive()
+    }
+
+    /// Changes the state, and answers the callers waiting in ``settled()`` if that settles it.
+    private func update(_ change: (inout State) -> Void) {
         let (waiters, outcome) = state.withLockedValue { state -> ([CheckedContinuation<Outcome, Never>], Outcome?) in
-            state.closed = true
+            change(&state)
+            guard let outcome = state.outcome else { return ([], nil) }
             defer { state.waiters = [] }
-            return (state.waiters, state.outcome)
+            return (state.waiters, outcome)
         }
         if let outcome { for waiter in waiters { waiter.resume(returning: outcome) } }
-        context.fireChannelInactive()
     }
 
     private func lostStep(_ context: ChannelHandlerContext) {
@@ -218,8 +220,8 @@ struct FrameReader {
                     }
                 } else {
                     let take = min(remaining, bytes.count - index)
-                    if body != nil, body!.count < Self.longestKeptBody {
-                        body!.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + min(take, Self.longestKeptBody - body!.count))]))
+                    if let kept = body?.count, kept < Self.longestKeptBody {
+                        body?.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + min(take, Self.longestKeptBody - kept))]))
                     }
                     index += take
                     remaining -= take

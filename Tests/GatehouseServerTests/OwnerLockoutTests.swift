@@ -226,6 +226,30 @@ import Testing
         }
     }
 
+    /// A dotted IPv4 address is read over its bytes (every request's peer is one); that reading must give the key the
+    /// general one gives, for every string of digits and dots, and leave anything else to it.
+    @Test func dottedIPv4KeysAgreeWithTheGeneralReading() {
+        var generator = SystemRandomNumberGenerator()
+        let pieces = ["0", "00", "000", "1", "01", "001", "9", "10", "010", "99", "100", "199", "255", "256", "300", "999", "1000", ""]
+        var fastAnswered = 0
+        for _ in 0..<5_000 {
+            let count = Bool.random(using: &generator) ? 4 : Int.random(in: 2...5, using: &generator)
+            let address = (0..<count).map { _ in pieces.randomElement(using: &generator)! }.joined(separator: ".")
+            let general = ClientNetwork.parsedKey(for: address)
+            if let fast = ClientNetwork.dottedIPv4Key(address) {
+                fastAnswered += 1
+                #expect(fast == general, "\(address)")
+            } else {
+                #expect(general == ClientNetwork.unparsed, "\(address): the byte reading left a valid address to the general one")
+            }
+            #expect(ClientNetwork.key(for: address) == general, "\(address)")
+        }
+        #expect(fastAnswered > 300)
+        for other in ["10.77.1.1:5555", "::ffff:10.77.1.1", "[10.77.1.1]", " 10.77.1.1", "10.77.1.1 ", "１.2.3.4"] {
+            #expect(ClientNetwork.dottedIPv4Key(other) == nil, "\(other)")
+        }
+    }
+
     // MARK: Links
 
     @Test func anotherClientAskingForMailNeverVoidsTheLinkTheOwnerHolds() async throws {

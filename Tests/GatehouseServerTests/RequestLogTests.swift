@@ -33,6 +33,24 @@ import Testing
         log.text.split(separator: "\n").map(String.init).filter { $0.hasPrefix("info request ") }
     }
 
+    @Test func aRoutesTemplateNamesItsParametersAndIsItsPathWithoutThem() {
+        typealias Log = RequestLogMiddleware<GatehouseRequestContext>
+        #expect(Log.template("/native/:appId/oauth2/v2.0/token") == "/native/{appId}/oauth2/v2.0/token")
+        #expect(Log.template("api/client/v2.0/app/:appId/auth/providers/:provider/login") == "/api/client/v2.0/app/{appId}/auth/providers/{provider}/login")
+        #expect(Log.template("/api/client/v2.0/auth/session") == "/api/client/v2.0/auth/session")
+        #expect(Log.template("api/client/v2.0/auth/session") == "/api/client/v2.0/auth/session")
+        #expect(Log.template("") == "/")
+    }
+
+    @Test func aNewRequestIdIs32HexDigitsAndNeverRepeats() {
+        typealias Log = RequestLogMiddleware<GatehouseRequestContext>
+        let ids = (0..<1_000).map { _ in Log.makeID() }
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.allSatisfy { $0.utf8.count == 32 && Log.acceptable($0) == $0 && $0.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) } })
+        // Every digit position takes many values (a draw's bytes all reach the id).
+        for position in 0..<32 { #expect(Set(ids.map { Array($0.utf8)[position] }).count >= 12, "position \(position)") }
+    }
+
     @Test func eachRequestLogsItsRouteTemplateStatusAppAndTheIdItAnswersWith() async throws {
         try await withLoggedGatehouse { client, log in
             let reply = try await client.register("ida@example.com")

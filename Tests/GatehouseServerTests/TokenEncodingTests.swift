@@ -60,6 +60,17 @@ struct TokenEncodingTests {
         }
     }
 
+    @Test("random bytes: the length asked for, every byte of every draw used, objectIDs of 24 hex digits")
+    func randomBytesUseEveryByteOfEachDraw() {
+        for count in [0, 1, 7, 8, 9, 15, 16, 17, 32, 33] { #expect(Secrets.randomBytes(count).count == count) }
+        let draws = (0..<2_000).map { _ in Secrets.randomBytes(17) }
+        #expect(Set(draws).count == draws.count)
+        // Each position takes (almost) every byte value over 2,000 draws: none is left at zero or repeated from another.
+        for position in 0..<17 { #expect(Set(draws.map { $0[position] }).count > 200, "position \(position)") }
+        let ids = (0..<500).map { _ in Secrets.objectID() }
+        #expect(Set(ids).count == ids.count && ids.allSatisfy(Secrets.isObjectID))
+    }
+
     @Test("bearer tokens lose the spaces and tabs at either end, nothing else")
     func trimming() {
         #expect(" \t abc.def \t"[...].trimmingSpacesAndTabs() == "abc.def")

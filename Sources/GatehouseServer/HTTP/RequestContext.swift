@@ -74,7 +74,7 @@ struct RequestOriginMiddleware: RouterMiddleware {
         }
         var context = context
         context.origin = RequestOrigin(
-            ip: ip, userAgent: request.headers[.userAgent].map { String($0.prefix(256)) }, ipv6PrefixLength: ipv6PrefixLength
+            ip: ip, userAgent: request.headers[.userAgent].map { $0.utf8.count <= 256 ? $0 : String($0.prefix(256)) }, ipv6PrefixLength: ipv6PrefixLength
         )
         return try await next(request, context)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseDomain
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -46,6 +47,8 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
 
     /// `/native/:appId/oauth2/v2.0/token` → `/native/{appId}/oauth2/v2.0/token`.
     static func template(_ path: String) -> String {
+        // Most routes have no parameter: their template is their path.
+        if !path.utf8.contains(UInt8(ascii: ":")) { return path.utf8.first == UInt8(ascii: "/") ? path : "/" + path }
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }
         let joined = parts.joined(separator: "/")
         return joined.hasPrefix("/") ? joined : "/" + joined
@@ -59,12 +62,5 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     /// 16 random bytes as hex.
-    static func makeID() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<2).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to length: Int) -> String { count >= length ? self : String(repeating: "0", count: length - count) + self }
+    static func makeID() -> String { Secrets.hex(Secrets.randomBytes(16)) }
 }

@@ -272,8 +272,7 @@ enum MIME {
     }
 
     static func randomHex(bytes: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        Secrets.hex(Secrets.randomBytes(bytes))
     }
 
     /// The right-hand side of a Message-ID: the From domain when it is plain ASCII (an internationalised domain

@@ -149,8 +149,12 @@ import Testing
             #expect(try await client.call(Path.session, bearer: tablet.refreshToken).status == .unauthorized)
             #expect(try await client.call(Path.session, bearer: phone.refreshToken).status == .created)
             #expect(try await client.call(AccountPath.sessions + "?except=all", .delete, bearer: phone.accessToken).status == .badRequest)
-            let kinds = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100).map(\.kind)
-            #expect(kinds.filter { $0 == "session_ended" }.count == 2)
+            let events = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100)
+            // One row per ending: the session named, and the session that ended it; no logout row beside it.
+            #expect(events.filter { $0.kind == "session_ended" }.count == 2)
+            #expect(!events.contains { $0.kind == "logout" })
+            let one = try #require(events.first { $0.kind == "session_ended" && $0.detail["session"] == laptopSession })
+            #expect(one.detail["by"] == (try jwtPayload(phone.accessToken)["sid"] as? String) && one.detail["via"] == "self-service")
         }
     }
 

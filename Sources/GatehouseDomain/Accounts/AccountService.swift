@@ -43,8 +43,9 @@ package struct AccountService: Sendable {
         guard let session = try await env.store.session(id: id), session.userId == caller.user.id, session.revokedAt == nil,
             session.expiresAt > env.clock.now
         else { throw AuthError.sessionNotFound }
-        try await SessionRefresh(env: env).end(session, app: caller.app.id, via: "self-service")
-        await env.audit(.sessionEnded, app: caller.app.id, user: caller.user.id, detail: ["session": session.id, "by": caller.session.id])
+        try await SessionRefresh(env: env).end(
+            session, app: caller.app.id, via: "self-service", audited: .sessionEnded, detail: ["by": caller.session.id]
+        )
     }
 
     /// `DELETE auth/sessions?except=current`: ends every session of the caller's user but the caller's.

@@ -148,13 +148,16 @@ package struct SessionRefresh: Sendable {
     }
 
     /// Ends `session` at once, at the user's or client's request: its refresh token stops working, and so do its
-    /// access tokens at every Gatehouse endpoint.
-    package func end(_ session: SessionRecord, app: String, via: String?) async throws {
+    /// access tokens at every Gatehouse endpoint. Audited once, as `kind` (`logout`: the session's own client ended
+    /// it; `session_ended`: the user ended it from another session, named in `detail`).
+    package func end(
+        _ session: SessionRecord, app: String, via: String?, audited kind: AuditKind = .logout, detail more: [String: String] = [:]
+    ) async throws {
         try await env.store.revokeSession(id: session.id, now: env.clock.now)
-        var detail = ["session": session.id]
+        var detail = more.merging(["session": session.id]) { _, own in own }
         if let via { detail["via"] = via }
         env.logger.info("signed out", metadata: ["app": "\(app)", "user": "\(session.userId)", "via": "\(via ?? "client api")"])
-        await env.audit(.logout, app: app, user: session.userId, detail: detail)
+        await env.audit(kind, app: app, user: session.userId, detail: detail)
     }
 
     /// A spent secret came back after its window: someone holds a copy. The whole session ends.

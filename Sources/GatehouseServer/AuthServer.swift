@@ -284,7 +284,7 @@ public final class AuthServer: Sendable {
         }
     }
 
-    private static func openDatabase(
+    static func openDatabase(
         _ url: DatabaseURL, logger: Logger, connect: Bool = true, metrics: QueuedWorkMetrics = .none
     ) async throws -> any SQLDatabase {
         switch url {

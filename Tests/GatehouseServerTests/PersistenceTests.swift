@@ -48,6 +48,51 @@ import Testing
         await drop()
     }
 
+    /// Sessions' API-key and revocation indexes keep only the rows that have a value, and login_failures (written by
+    /// every password login) is rebuilt, on SQLite as its key's b-tree: the upgrade keeps its rows, and the
+    /// statements that look sessions up by those columns (ending an API key's sessions, the retention service's
+    /// delete) still find them by index.
+    @Test func theUpgradeToLeanerLoginWritesKeepsRowsAndIndexedLookups() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-migrate-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("db.sqlite").path))
+        let db = try await AuthServer.openDatabase(url, logger: quietLogger)
+        do {
+            #expect(try await Migrator(db: db, through: 14).migrate().last == 14)
+            let now = SQLValue(Date())
+            try await db.query(
+                "INSERT INTO login_failures (key, failures, last_attempt_at, account) VALUES ($1, 3, $2, $3), ($4, 1, $2, $5)",
+                .text("app|a|addr"), now, .text("app|a"), .text("app|b|addr"), .text("app|b")
+            )
+            #expect(try await Migrator(db: db).migrate() == [15])
+            let rows = try await db.query("SELECT key, failures, account FROM login_failures ORDER BY key", [])
+            #expect(try rows.map { "\(try $0.text("key")) \(try $0.int("failures")) \(try $0.text("account"))" } == ["app|a|addr 3 app|a", "app|b|addr 1 app|b"])
+            let partial = db.dialect == .sqlite
+                ? "SELECT sql AS definition FROM sqlite_master WHERE name IN ('sessions_api_key', 'sessions_revoked') ORDER BY name"
+                : "SELECT indexdef AS definition FROM pg_indexes WHERE indexname IN ('sessions_api_key', 'sessions_revoked') ORDER BY indexname"
+            let definitions = try await db.query(partial, []).map { try $0.text("definition") }
+            #expect(definitions.count == 2)
+            #expect(definitions.allSatisfy { $0.contains("WHERE") && $0.contains("IS NOT NULL") }, "\(definitions)")
+            if db.dialect == .sqlite {
+                let table = try await db.query("SELECT sql AS definition FROM sqlite_master WHERE name = 'login_failures'", [])
+                #expect(try table.first?.text("definition").contains("WITHOUT ROWID") == true)
+                func plan(_ sql: String) async throws -> String {
+                    try await db.query("EXPLAIN QUERY PLAN " + sql, [.int(1), .int(2)]).map { try $0.text("detail") }.joined(separator: "; ")
+                }
+                let retention = try await plan("DELETE FROM sessions WHERE id IN (SELECT id FROM sessions WHERE revoked_at < $1 OR expires_at < $1 LIMIT $2)")
+                #expect(retention.contains("USING INDEX sessions_revoked") && retention.contains("USING INDEX sessions_expiry"), "\(retention)")
+                let byKey = try await plan("UPDATE sessions SET revoked_at = $1 WHERE api_key_id = $2 AND revoked_at IS NULL")
+                #expect(byKey.contains("USING INDEX sessions_api_key"), "\(byKey)")
+            }
+            try await db.close()
+        } catch {
+            try? await db.close()
+            await drop()
+            throw error
+        }
+        await drop()
+    }
+
     /// Instances starting together on one database apply each migration once (PostgreSQL takes an advisory lock).
     /// PostgreSQL only: SQLite is for one process (several processes opening a new SQLite file at once can time out
     /// on its lock; see CHANGELOG.md's known limitations).

@@ -22,10 +22,12 @@ enum Migrations {
     }
 
     /// The schema is written once, in SQLite's types; PostgreSQL differs only in their names (and in how a column counts
-    /// itself up: `INTEGER PRIMARY KEY AUTOINCREMENT` is `BIGSERIAL PRIMARY KEY` there).
+    /// itself up: `INTEGER PRIMARY KEY AUTOINCREMENT` is `BIGSERIAL PRIMARY KEY` there), and has no `WITHOUT ROWID`
+    /// (its tables are heaps beside their primary key's index either way).
     static func postgres(_ statement: String) -> String {
         statement.replacing(/\bINTEGER\b/, with: "BIGINT").replacing(/\bBLOB\b/, with: "BYTEA")
             .replacing("BIGINT PRIMARY KEY AUTOINCREMENT", with: "BIGSERIAL PRIMARY KEY")
+            .replacing(/\)\s*WITHOUT ROWID/, with: ")")
     }
 
     /// Serializes migrations across instances that start together (PostgreSQL; SQLite has one writer anyway).
@@ -373,12 +375,46 @@ enum Migrations {
                 "ALTER TABLE email_accounts ADD COLUMN password_methods TEXT",
             ]
         ),
+        Migration(
+            version: 15,
+            name: "fewer index writes per login",
+            statements: [
+                // Few sessions are revoked before they expire or were made by an API key, and no query looks for a
+                // NULL in either column: the indexes keep only the rows that have a value, so a new session writes
+                // neither (a password login on SQLite wrote 38.5 pages' worth of WAL, 34.7 without them).
+                "DROP INDEX sessions_api_key",
+                "CREATE INDEX sessions_api_key ON sessions(api_key_id) WHERE api_key_id IS NOT NULL",
+                "DROP INDEX sessions_revoked",
+                "CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL",
+                // Every password login writes its attempt's row here before its hash and deletes it with its session:
+                // on SQLite the table is its key's b-tree (WITHOUT ROWID), not a table and a second b-tree for the
+                // key (30.6 pages per login).
+                """
+                CREATE TABLE login_failures_keyed (
+                    key TEXT PRIMARY KEY,
+                    failures INTEGER NOT NULL,
+                    last_attempt_at INTEGER NOT NULL,
+                    account TEXT NOT NULL DEFAULT ''
+                ) WITHOUT ROWID
+                """,
+                """
+                INSERT INTO login_failures_keyed (key, failures, last_attempt_at, account)
+                    SELECT key, failures, last_attempt_at, account FROM login_failures
+                """,
+                "DROP TABLE login_failures",
+                "ALTER TABLE login_failures_keyed RENAME TO login_failures",
+                "CREATE INDEX login_failures_account ON login_failures(account)",
+                "CREATE INDEX login_failures_age ON login_failures(last_attempt_at)",
+            ]
+        ),
     ]
 }
 
 /// Applies pending migrations.
 struct Migrator {
     let db: any SQLDatabase
+    /// The last version to apply (tests of an upgrade stop before the migration they test); all when nil.
+    var through: Int? = nil
 
     /// Applies every migration newer than the recorded version, each in its own transaction.
     /// - Returns: the versions applied now (empty when the schema was current).
@@ -406,7 +442,7 @@ struct Migrator {
             )
         }
         var applied: [Int] = []
-        for migration in Migrations.all(for: dialect) {
+        for migration in Migrations.all(for: dialect) where through.map({ migration.version <= $0 }) ?? true {
             let done = try await db.transaction { tx in
                 try await lock(tx)
                 let rows = try await tx.query("SELECT version FROM schema_migrations WHERE version = $1", .int(Int64(migration.version)))

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What one request costs the server, step by step: the figures of the per-request budget in PROFILING.md.
 
-    python3 Benchmarks/per_request.py [--gatehouse BIN] [--databases sqlite,postgres] [--scenarios healthz,refresh,profile]
-                                      [--requests 3000] [--callgrind] [--strace]
+    python3 Benchmarks/per_request.py [--gatehouse BIN] [--databases sqlite,postgres]
+                                      [--scenarios healthz,refresh,profile,login] [--requests 3000] [--callgrind] [--strace]
 
 For each database and scenario it starts the release binary with the benchmark's configuration (production limits,
 audit and metrics on), makes the users and tokens, warms the server up, and then measures N requests of the scenario
@@ -16,6 +16,11 @@ two ways:
   down, but counts are counts);
 - **at saturation** (16 connections through wrk): CPU µs and context switches per request, where threads find work
   queued and sleep less.
+
+`login` (email/password, cycling through the benchmark's users) runs a twentieth of `--requests` one at a time (a
+login is a hash, about 18 ms) and also reports its hash's CPU, as the server counts it
+(`gatehouse_password_hash_cpu_seconds_total`), and the CPU beyond it: what the login target turns on. It is not run
+under callgrind (valgrind would take minutes per hash).
 
 With `--callgrind` (a third pass, under valgrind, one connection) it also counts the instructions the server executes
 per request — a figure that does not depend on what else the machine is doing, or on the processor's speed — and
@@ -68,22 +73,28 @@ class OneAtATime:
     def __init__(self, port: int, scenario: str, tokens: list[str]):
         self.port, self.scenario, self.tokens = port, scenario, tokens
 
-    def request(self, k: int) -> tuple[str, str, dict]:
+    def request(self, k: int) -> tuple[str, str, dict, bytes | None]:
         if self.scenario == "healthz":
-            return "GET", "/healthz", {}
+            return "GET", "/healthz", {}, None
+        if self.scenario == "login":
+            body = json.dumps({"username": f"bench-user-{k % self.users}@example.com", "password": run.PASSWORD})
+            return ("POST", "/api/client/v2.0/app/bench/auth/providers/local-userpass/login",
+                    {"Content-Type": "application/json"}, body.encode())
         token = self.tokens[k % len(self.tokens)]
         if self.scenario == "refresh":
-            return "POST", "/api/client/v2.0/auth/session", {"Authorization": "Bearer " + token}
+            return "POST", "/api/client/v2.0/auth/session", {"Authorization": "Bearer " + token}, None
         if self.scenario == "profile":
-            return "GET", "/api/client/v2.0/auth/profile", {"Authorization": "Bearer " + token}
-        raise SystemExit(f"per_request.py measures healthz, refresh and profile, not {self.scenario}")
+            return "GET", "/api/client/v2.0/auth/profile", {"Authorization": "Bearer " + token}, None
+        raise SystemExit(f"per_request.py measures healthz, refresh, profile and login, not {self.scenario}")
+
+    users = 16
 
     def run(self, count: int, timeout: float = 60) -> None:
-        expected = {"healthz": 200, "refresh": 201, "profile": 200}[self.scenario]
+        expected = {"healthz": 200, "refresh": 201, "profile": 200, "login": 200}[self.scenario]
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         for k in range(count):
-            method, path, headers = self.request(k)
-            connection.request(method, path, headers=headers)
+            method, path, headers, body = self.request(k)
+            connection.request(method, path, body=body, headers=headers)
             answer = connection.getresponse()
             answer.read()
             if answer.status != expected:
@@ -115,23 +126,32 @@ def perf_result(process: subprocess.Popen | None) -> dict:
 def measure(server: run.Gatehouse, scenario: str, tokens: list[str], token_file: Path | None, args) -> dict:
     pid = server.process.pid
     driver = OneAtATime(server.port, scenario, tokens)
-    driver.run(min(500, args.requests))  # warm-up: connections, first compilations, caches
+    driver.users = args.users
+    hashing = scenario == "login"
+    requests = max(20, args.requests // 20) if hashing else args.requests
+    driver.run(min(500, requests))  # warm-up: connections, first compilations, caches
     out: dict = {}
 
     # One at a time.
+    hash0 = run.hash_counters(server) if hashing else None
     cpu0, (v0, i0) = run.cpu_seconds(pid), thread_switches(pid)
     perf = perf_stat(pid)
     time.sleep(0.2)  # perf attaches
     start = time.monotonic()
-    driver.run(args.requests)
+    driver.run(requests)
     wall = time.monotonic() - start
     counters = perf_result(perf)
     cpu1, (v1, i1) = run.cpu_seconds(pid), thread_switches(pid)
-    n = args.requests
+    hash1 = run.hash_counters(server) if hashing else None
+    n = requests
     one = {"requests": n, "wall_us_per_request": round(1e6 * wall / n, 1),
            "cpu_us_per_request": round(1e6 * (cpu1 - cpu0) / n, 1),
            "voluntary_switches_per_request": round((v1 - v0) / n, 2),
            "involuntary_switches_per_request": round((i1 - i0) / n, 2)}
+    if hash0 and hash1:
+        # Only logins hash: the server's count over the run is these requests' hashes.
+        one["hash_cpu_us_per_request"] = round(1e6 * (hash1[0] - hash0[0]) / n, 1)
+        one["beyond_hash_cpu_us_per_request"] = round(one["cpu_us_per_request"] - one["hash_cpu_us_per_request"], 1)
     if counters:
         # perf counts the events of the server's threads: wake-ups they caused (of each other and of the client),
         # switches away from them.
@@ -149,13 +169,17 @@ def measure(server: run.Gatehouse, scenario: str, tokens: list[str], token_file:
                          "voluntary_switches_per_request": round((v1 - v0) / n, 2),
                          "involuntary_switches_per_request": round((i1 - i0) / n, 2),
                          "cpu_steal_pct": result["cpu_steal_pct"]}
+    if result.get("server_hashes"):
+        hashed = 1e6 * result["server_hash_cpu_s"] / n
+        out["saturation"]["hash_cpu_us_per_request"] = round(hashed, 1)
+        out["saturation"]["beyond_hash_cpu_us_per_request"] = round(out["saturation"]["cpu_us_per_request"] - hashed, 1)
 
     if args.strace and shutil.which("strace"):
         summary = Path(tempfile.mktemp(prefix="strace-", dir=server.workdir))
         tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(summary), "-p", str(pid)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)
-        count = max(200, args.requests // 5)
+        count = max(20, requests // 5) if hashing else max(200, args.requests // 5)
         driver.run(count)
         tracer.send_signal(signal.SIGINT)
         tracer.wait(30)
@@ -248,7 +272,7 @@ def main():
                 server.start()
                 try:
                     access, refresh = run.prepare(server, args.users, 64, dbdir)
-                    files = {"refresh": refresh, "profile": access, "healthz": None}
+                    files = {"refresh": refresh, "profile": access, "healthz": None, "login": None}
                     figures = {}
                     for scenario in scenarios:
                         tokens = files[scenario].read_text().split() if files[scenario] else []
@@ -261,7 +285,8 @@ def main():
                     cg_dir.mkdir()
                     if db == "sqlite":
                         url = f"sqlite:{cg_dir}/gatehouse.sqlite"
-                    for scenario, figures_cg in callgrind(binary, cg_dir, url, scenarios, args).items():
+                    measured = [s for s in scenarios if s != "login"]
+                    for scenario, figures_cg in callgrind(binary, cg_dir, url, measured, args).items():
                         figures[scenario]["callgrind"] = figures_cg
                         run.log(f"{db} {scenario}: {figures_cg['instructions_per_request']:,} instructions per request")
                 report["databases"][db] = figures
@@ -300,6 +325,11 @@ def table(report: dict) -> str:
                 f"{instructions(f)} | "
                 f"{(floor / sat['cpu_us_per_request']) if floor else float('nan'):.2f} |")
         for scenario, f in figures.items():
+            one, sat = f["one_at_a_time"], f["saturation"]
+            if "beyond_hash_cpu_us_per_request" in one:
+                lines.append(f"\n{db} {scenario}, CPU beyond the hash: one at a time {one['beyond_hash_cpu_us_per_request']} µs "
+                             f"(hash {one['hash_cpu_us_per_request']}), at saturation "
+                             f"{sat.get('beyond_hash_cpu_us_per_request', '–')} µs (hash {sat.get('hash_cpu_us_per_request', '–')})")
             if "syscalls_per_request" in f:
                 lines.append(f"\n{db} {scenario}, system calls per request (one at a time): "
                              + ", ".join(f"{k} {v}" for k, v in f["syscalls_per_request"].items()))

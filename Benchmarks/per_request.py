@@ -70,8 +70,8 @@ class OneAtATime:
     """N requests of a one-request scenario over one keep-alive connection, each sent when the previous answer
     arrived. Checks every status."""
 
-    def __init__(self, port: int, scenario: str, tokens: list[str]):
-        self.port, self.scenario, self.tokens = port, scenario, tokens
+    def __init__(self, port: int, scenario: str, tokens: list[str], users: int = 16):
+        self.port, self.scenario, self.tokens, self.users = port, scenario, tokens, users
 
     def request(self, k: int) -> tuple[str, str, dict, bytes | None]:
         if self.scenario == "healthz":
@@ -86,8 +86,6 @@ class OneAtATime:
         if self.scenario == "profile":
             return "GET", "/api/client/v2.0/auth/profile", {"Authorization": "Bearer " + token}, None
         raise SystemExit(f"per_request.py measures healthz, refresh, profile and login, not {self.scenario}")
-
-    users = 16
 
     def run(self, count: int, timeout: float = 60) -> None:
         expected = {"healthz": 200, "refresh": 201, "profile": 200, "login": 200}[self.scenario]
@@ -125,8 +123,7 @@ def perf_result(process: subprocess.Popen | None) -> dict:
 
 def measure(server: run.Gatehouse, scenario: str, tokens: list[str], token_file: Path | None, args) -> dict:
     pid = server.process.pid
-    driver = OneAtATime(server.port, scenario, tokens)
-    driver.users = args.users
+    driver = OneAtATime(server.port, scenario, tokens, args.users)
     hashing = scenario == "login"
     requests = max(20, args.requests // 20) if hashing else args.requests
     driver.run(min(500, requests))  # warm-up: connections, first compilations, caches

@@ -49,25 +49,29 @@ package enum ClientNetwork {
     /// instructions). Nil for anything else (a port, brackets, IPv6, an octet over 255), which ``parsedKey(for:ipv6PrefixLength:)``
     /// reads; an address whose octets have leading zeros is spelled as that reading spells it.
     package static func dottedIPv4Key(_ address: String) -> String? {
-        var dots = 0, digits = 0, value = 0, canonical = true
+        var octets: [UInt8] = []
+        var value = 0, digits = 0, canonical = true
         for byte in address.utf8 {
             if byte == UInt8(ascii: ".") {
-                guard digits > 0, dots < 3 else { return nil }
-                dots += 1
-                digits = 0
-                value = 0
+                guard digits > 0, octets.count < 3 else { return nil }
+                octets.append(UInt8(value))
+                (value, digits) = (0, 0)
             } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
                 if digits > 0, value == 0 { canonical = false }
-                digits += 1
                 value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                digits += 1
                 guard digits <= 3, value <= 255 else { return nil }
             } else {
                 return nil
             }
         }
-        guard dots == 3, digits > 0 else { return nil }
-        return canonical ? address : ipv4(Substring(address)).map { $0.map(String.init).joined(separator: ".") }
+        guard octets.count == 3, digits > 0 else { return nil }
+        // A canonical spelling is its own key.
+        return canonical ? address : dotted(octets + [UInt8(value)])
     }
+
+    /// `192.0.2.1`: the four octets in decimal.
+    private static func dotted(_ octets: [UInt8]) -> String { octets.map(String.init).joined(separator: ".") }
 
     /// ``key(for:ipv6PrefixLength:)`` for every spelling the type's documentation lists.
     package static func parsedKey(for address: String, ipv6PrefixLength: Int = defaultIPv6PrefixLength) -> String {
@@ -81,7 +85,7 @@ package enum ClientNetwork {
         }
         // A zone (`fe80::1%eth0`) names the interface, not the client.
         text = text.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false).first ?? text
-        if !text.contains(":") { return ipv4(text).map { $0.map(String.init).joined(separator: ".") } ?? unparsed }
+        if !text.contains(":") { return ipv4(text).map(dotted) ?? unparsed }
         guard var groups = ipv6Groups(String(text)) else { return unparsed }
         if groups[0..<5].allSatisfy({ $0 == 0 }), groups[5] == 0xffff {
             return "\(groups[6] >> 8).\(groups[6] & 0xff).\(groups[7] >> 8).\(groups[7] & 0xff)"

@@ -60,13 +60,17 @@ struct TokenEncodingTests {
         }
     }
 
-    @Test("random bytes: the length asked for, every byte of every draw used, objectIDs of 24 hex digits")
-    func randomBytesUseEveryByteOfEachDraw() {
-        for count in [0, 1, 7, 8, 9, 15, 16, 17, 32, 33] { #expect(Secrets.randomBytes(count).count == count) }
-        let draws = (0..<2_000).map { _ in Secrets.randomBytes(17) }
+    @Test("random bytes: the length asked for, every byte filled across the 256-byte calls, objectIDs of 24 hex digits")
+    func randomBytesFillEveryByte() {
+        for count in [0, 1, 7, 8, 9, 255, 256, 257, 513, 8192] { #expect(Secrets.randomBytes(count).count == count) }
+        let draws = (0..<2_000).map { _ in Secrets.randomBytes(300) }
         #expect(Set(draws).count == draws.count)
-        // Each position takes (almost) every byte value over 2,000 draws: none is left at zero or repeated from another.
-        for position in 0..<17 { #expect(Set(draws.map { $0[position] }).count > 200, "position \(position)") }
+        // Each position, before and after the first call's 256 bytes, takes (almost) every byte value over 2,000
+        // draws: none is left unfilled or repeated from another.
+        for position in [0, 1, 7, 8, 128, 254, 255, 256, 257, 299] {
+            #expect(Set(draws.map { $0[position] }).count > 200, "position \(position)")
+        }
+        #expect(draws.allSatisfy { $0[0..<44] != $0[256..<300] })
         let ids = (0..<500).map { _ in Secrets.objectID() }
         #expect(Set(ids).count == ids.count && ids.allSatisfy(Secrets.isObjectID))
     }

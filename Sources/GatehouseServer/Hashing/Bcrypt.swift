@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import GatehouseArgon2
+import GatehouseDomain
 
 /// A bcrypt password hash another system wrote, for `gatehouse import`: Gatehouse only verifies bcrypt (the
 /// computation is ``Bcrypt`` in GatehouseArgon2, compiled optimised), and an imported user's first successful login
@@ -166,7 +167,7 @@ struct BcryptHash: Sendable, Hashable {
     /// A `$2b$` hash of `password`, for tests only: Gatehouse never writes bcrypt, it stores Argon2id.
     static func hash(_ password: String, cost: Int, salt: [UInt8]? = nil) -> String {
         precondition(Bcrypt.costRange.contains(cost))
-        let salt = salt ?? (0..<Bcrypt.saltByteCount).map { _ in UInt8.random(in: 0...255) }
+        let salt = salt ?? Secrets.randomBytes(Bcrypt.saltByteCount)
         let checksum = Bcrypt.checksum(password: Array(password.utf8), salt: salt, cost: cost)
         let twoDigitCost = cost < 10 ? "0\(cost)" : "\(cost)"
         return "$2b$\(twoDigitCost)$" + Bcrypt.encodeBase64(salt) + Bcrypt.encodeBase64(checksum)

@@ -16,7 +16,7 @@ struct SQLStore: GatehouseStore {
     /// succeeds with space free on the file's filesystem.
     func probeWrite() async throws {
         let id = UUID().uuidString
-        let pad = [UInt8]((0..<8192).map { _ in UInt8.random(in: 0...255) })
+        let pad = Secrets.randomBytes(8192)
         try await WriteHealth.$probing.withValue(true) {
             try await db.transaction { tx in
                 try await tx.query("INSERT INTO readiness_probe (id, pad) VALUES ($1, $2)", [.text(id), .blob(pad)])

@@ -1,12 +1,5 @@
 import Crypto
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Random identifiers and secrets, and how they are stored and compared.
 package enum Secrets {

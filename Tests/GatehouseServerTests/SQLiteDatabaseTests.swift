@@ -137,17 +137,19 @@ import Testing
     /// ``SQLDatabase/writeTogether(_:)``'s writes go to the connection's thread at once (one hand-off, not one per
     /// statement with `BEGIN` and `COMMIT`), and are all or none: a write that fails rolls back those before it, the
     /// failure is the store's (a conflict), and the connection is left outside any transaction.
-    @Test func writesTogetherAreOneHandOffAndAllOrNone() async throws {
+    @Test func writesTogetherAreOnePieceOfWorkAndAllOrNone() async throws {
         try await withFileDatabase { db, _ in
             try await db.query("CREATE TABLE t (id INTEGER PRIMARY KEY, email TEXT UNIQUE NOT NULL)", [])
             try await db.query("CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER NOT NULL REFERENCES t(id))", [])
-            let before = db.handOffs
+            let before = (handOffs: db.handOffs, ranHere: db.ranHere)
             try await db.writeTogether { tx in
                 try await tx.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(1), .text("a@example.com")])
                 try await tx.query("INSERT INTO child (id, parent) VALUES ($1, $2)", [.int(1), .int(1)])
                 try await tx.query("INSERT INTO t (id, email) VALUES ($1, $2)", [.int(2), .text("b@example.com")])
             }
-            #expect(db.handOffs - before == 1)
+            // The connection was free: BEGIN, the three writes and COMMIT ran on the calling thread, no hand-off.
+            #expect(db.handOffs == before.handOffs)
+            #expect(db.ranHere - before.ranHere == 1)
             #expect(try await db.query("SELECT count(*) AS n FROM t", []).first?.values["n"] == .int(2))
             #expect(try await db.query("SELECT count(*) AS n FROM child", []).first?.values["n"] == .int(1))
 
@@ -177,8 +179,12 @@ import Testing
             // Another process's connection (the CLI, a backup tool) takes the write lock and keeps it.
             let (other, held, holder) = try await Self.holdWriteLock(on: path, inserting: 1)
             let started = ContinuousClock.now
+            let before = (handOffs: db.handOffs, ranHere: db.ranHere)
             await #expect(throws: StoreError.self) { try await db.query("INSERT INTO t (a) VALUES (2)", []) }
             #expect(ContinuousClock.now - started >= .milliseconds(200), "failed before its busy timeout")
+            // It found the lock taken on the calling thread, which it did not block: it waited on the connection's.
+            #expect(db.handOffs - before.handOffs == 1)
+            #expect(db.ranHere == before.ranHere)
             do {
                 try await db.query("INSERT INTO t (a) VALUES (2)", [])
                 Issue.record("a write went through while another connection held the lock")
@@ -194,6 +200,61 @@ import Testing
             #expect(try await db.query("SELECT a FROM t ORDER BY a", []).map { $0.values["a"] } == [.int(1), .int(3)])
             try await patient.close()
             try await other.close()
+        }
+    }
+
+    /// A write that finds the connection free runs on the calling thread; one that finds a transaction holding it
+    /// goes to the connection's thread and runs after the transaction, in its turn.
+    @Test func aWriteRunsHereWhenTheConnectionIsFreeAndAfterATransactionThatHoldsIt() async throws {
+        try await withFileDatabase { db, _ in
+            try await db.query("CREATE TABLE t (a INTEGER)", [])
+            let start = (handOffs: db.handOffs, ranHere: db.ranHere)
+            try await db.query("INSERT INTO t (a) VALUES (1)", [])
+            #expect(db.ranHere - start.ranHere == 1)
+            #expect(db.handOffs == start.handOffs)
+
+            let held = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
+            let transaction = Task {
+                try await db.transaction { tx in
+                    try await tx.query("INSERT INTO t (a) VALUES (2)", [])
+                    await withCheckedContinuation { continuation in held.withLockedValue { $0 = continuation } }
+                }
+            }
+            try await waitFor("the transaction holds the connection", limit: 10) { held.withLockedValue { $0 != nil } }
+            let during = (handOffs: db.handOffs, ranHere: db.ranHere)
+            let waiting = Task { try await db.query("INSERT INTO t (a) VALUES (3)", []) }
+            try await waitFor("the write waits for its turn", limit: 10) { db.waitingForConnection == 1 }
+            held.withLockedValue { $0?.resume() }
+            try await transaction.value
+            _ = try await waiting.value
+            // The transaction's COMMIT, then the waiting write: each a hand-off, nothing on the calling thread.
+            #expect(db.handOffs - during.handOffs == 2)
+            #expect(db.ranHere == during.ranHere)
+            #expect(try await db.query("SELECT a FROM t ORDER BY rowid", []).map { $0.values["a"] } == [.int(1), .int(2), .int(3)])
+        }
+    }
+
+    /// Writes on the calling thread leave the WAL's checkpoints to the connection's thread (which waits for the disk
+    /// there): the write after a commit that took the WAL past SQLite's threshold goes there, and the checkpoint runs
+    /// after it. The WAL stays near the threshold however much is written.
+    @Test func checkpointsRunOnTheConnectionsThreadAndKeepTheWALBounded() async throws {
+        try await withFileDatabase { db, path in
+            try await db.query("CREATE TABLE t (a INTEGER PRIMARY KEY, b BLOB NOT NULL)", [])
+            let pageSize = try #require(try await db.query("PRAGMA page_size", []).first?.int("page_size"))
+            let start = (ranHere: db.ranHere, handOffs: db.handOffs, checkpoints: db.checkpoints)
+            // A row of 3 KB per commit: at least one WAL page each, so three times the threshold or more in all.
+            let rows = 3 * SQLiteHandle.checkpointPages
+            for n in 1...rows {
+                try await db.query("INSERT INTO t (a, b) VALUES ($1, $2)", [.int(Int64(n)), .blob(Array(repeating: UInt8(n & 0xff), count: 3_000))])
+            }
+            let checkpoints = db.checkpoints - start.checkpoints
+            #expect(checkpoints >= 3)
+            // Each checkpoint came with the one write that went to the thread for it; every other write ran here.
+            #expect(db.handOffs - start.handOffs == checkpoints)
+            #expect(db.ranHere - start.ranHere == rows - checkpoints)
+            let wal = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
+            #expect(wal < (SQLiteHandle.checkpointPages + 10) * (Int(pageSize) + 24) + 32, "the WAL grew to \(wal) bytes")
+            #expect(try await db.query("SELECT count(*) AS n FROM t", []).first?.values["n"] == .int(Int64(rows)))
         }
     }
 

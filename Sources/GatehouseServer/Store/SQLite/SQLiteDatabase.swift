@@ -9,12 +9,14 @@ import VaporCSQLite
 
 /// The embedded SQLite database: one connection, WAL journal, foreign keys on.
 ///
-/// The connection (``SQLiteHandle``) lives on a thread of its own: SQLite's calls block, and a statement that waits
-/// for a lock held by another process (up to the busy timeout) or for the disk must not hold one of the few threads
-/// that run every request. Each statement goes to that thread and its answer comes back, one hop each way (the
-/// writes of ``SQLDatabase/writeTogether(_:)`` go together, with their `BEGIN` and `COMMIT`); its prepared statement
-/// is kept. A statement, once sent, runs to its end even if the task that sent it is cancelled, so that the
-/// connection is never left inside a half-done transaction.
+/// The connection (``SQLiteHandle``) has a thread of its own: SQLite's calls block, and a statement that waits for a
+/// lock held by another process (up to the busy timeout) or for the disk must not hold one of the few threads that
+/// run every request. A statement (or the writes of ``SQLDatabase/writeTogether(_:)``, with their `BEGIN` and
+/// `COMMIT`) that finds the connection free runs on the calling thread, failing at once instead of waiting if another
+/// process holds the write lock; otherwise, and then, it goes to the connection's thread in its turn and its answer
+/// comes back, one hop each way. The WAL's checkpoints, which wait for the disk, run on that thread only. Prepared
+/// statements are kept. A statement, once sent, runs to its end even if the task that sent it is cancelled, so that
+/// the connection is never left inside a half-done transaction.
 ///
 /// SQLite allows one writer at a time, so statements and transactions take turns through a FIFO lock; a
 /// transaction holds it from `BEGIN IMMEDIATE` to `COMMIT`, so nothing interleaves with it.
@@ -131,7 +133,10 @@ final class SQLiteDatabase: SQLDatabase {
                     _ = try handle.run("PRAGMA synchronous = NORMAL", [])
                 }
             }
-            try await Self.run(on: thread) { _ = try handle.run("PRAGMA foreign_keys = ON", []) }
+            try await Self.run(on: thread) {
+                _ = try handle.run("PRAGMA foreign_keys = ON", [])
+                handle.keepCheckpoints()
+            }
         } catch {
             try? await Self.run(on: thread) { handle.close() }
             try? await thread.shutdownGracefully()
@@ -161,17 +166,24 @@ final class SQLiteDatabase: SQLDatabase {
         let handle = handle
         handOffCount.withLock { $0 += 1 }
         do {
-            return try await Self.run(on: thread) { try body(handle) }
-        } catch let failure as SQLiteFailure where failure.isConflict {
-            throw StoreError.conflict
+            return try await Self.run(on: thread) { [self] in
+                defer { if handle.checkpointIfDue() { checkpointCount.add(1, ordering: .relaxed) } }
+                return try body(handle)
+            }
         } catch {
-            // I/O errors, a full disk, a database locked past the busy timeout, a closed connection: the request
-            // cannot be served now (503), nothing was half-written (statements of a transaction roll back together).
-            let reason = String(describing: error)
-            let full = (error as? SQLiteFailure).map { $0.code & 0xff == SQLITE_FULL } ?? false
-            writeHealth?.failed(reason, full: full || WriteHealth.mentionsNoSpace(reason))
-            throw StoreError.unavailable(reason)
+            throw storeError(error)
         }
+    }
+
+    /// SQLite's failure as the store's: a unique key a conflict; I/O errors, a full disk, a database locked past the
+    /// busy timeout, a closed connection unavailable — the request cannot be served now (503), and nothing was
+    /// half-written (statements of a transaction roll back together).
+    private func storeError(_ error: any Error) -> any Error {
+        if let failure = error as? SQLiteFailure, failure.isConflict { return StoreError.conflict }
+        let reason = String(describing: error)
+        let full = (error as? SQLiteFailure).map { $0.code & 0xff == SQLITE_FULL } ?? false
+        writeHealth?.failed(reason, full: full || WriteHealth.mentionsNoSpace(reason))
+        return StoreError.unavailable(reason)
     }
 
     /// Runs `body` on `thread` and answers with its result. Not cancellable: once sent, the work runs.
@@ -192,10 +204,53 @@ final class SQLiteDatabase: SQLDatabase {
         let queued = ContinuousClock.now
         let isRead = PostgresDatabase.isRead(sql)
         if isRead, !readers.isEmpty, let rows = try read(sql, binds, since: queued) { return rows }
-        let rows = try await lock.withLock { try await self.metrics.leased(since: queued) { try await self.raw(sql, binds) } }
+        let rows = try await withConnection(since: queued) { handle in try handle.run(sql, binds) }
         if !isRead { writeHealth?.wrote(freeSpace: freeSpace) }
         return rows
     }
+
+    /// Runs `work` with the connection: on the calling thread when no one holds the connection and `work` finds no
+    /// other process's lock in its way (``SQLiteHandle/withoutWaitingForLocks(_:)``), else on the connection's thread,
+    /// in its turn, waiting up to the busy timeout there. `work` must be all-or-nothing when it fails with
+    /// `SQLITE_BUSY` (a statement on its own, or a transaction that rolls back), because it then runs again there.
+    ///
+    /// What running it here saves is the hand-off to the connection's thread and back: two thread wake-ups, which
+    /// cost more than a login's few indexed writes (`Benchmarks/PROFILING.md`). What it costs the calling thread (a
+    /// request's event loop) is the writes' own time: Gatehouse's writes are a few rows each (the retention service
+    /// deletes in small batches), and the WAL's checkpoints, which wait for the disk, stay on the connection's thread
+    /// (``SQLiteHandle/keepCheckpoints()``).
+    private func withConnection<T: Sendable>(
+        since queued: ContinuousClock.Instant, _ work: @escaping @Sendable (SQLiteHandle) throws -> T
+    ) async throws -> T {
+        guard lock.tryLock() else {
+            return try await lock.withLock { try await self.metrics.leased(since: queued) { try await self.onConnection(work) } }
+        }
+        defer { lock.unlock() }
+        let handle = handle
+        // A checkpoint is due (the last commit took the WAL past SQLite's threshold): this work goes to the
+        // connection's thread, which runs the checkpoint after it, as SQLite's own would have run in that commit.
+        if !handle.checkpointDue {
+            do {
+                let result = try metrics.run(since: queued) { try handle.withoutWaitingForLocks { try work(handle) } }
+                ranHereCount.add(1, ordering: .relaxed)
+                return result
+            } catch let failure as SQLiteFailure where failure.isBusy {
+                // Another process holds the write lock: wait for it where waiting blocks no request.
+            } catch {
+                throw storeError(error)
+            }
+        }
+        return try await metrics.leased(since: queued) { try await onConnection(work) }
+    }
+
+    /// How many statements, and writes sent together, ran on the calling thread (``withConnection(since:_:)``).
+    var ranHere: Int { ranHereCount.load(ordering: .relaxed) }
+    private let ranHereCount = Atomic<Int>(0)
+    /// How many statements wait for their turn on the connection (tests).
+    var waitingForConnection: Int { lock.waiting }
+    /// How many WAL checkpoints the connection's thread ran (tests).
+    var checkpoints: Int { checkpointCount.load(ordering: .relaxed) }
+    private let checkpointCount = Atomic<Int>(0)
 
     /// Runs a `SELECT` on a read-only connection, on the calling thread; nil when it must go to the writer
     /// instead: SQLite says the statement could write, or the reader found the database locked.
@@ -238,23 +293,19 @@ final class SQLiteDatabase: SQLDatabase {
         }
     }
 
-    /// The writes of ``SQLDatabase/writeTogether(_:)``, sent to the connection's thread at once: `BEGIN IMMEDIATE`,
-    /// each write and `COMMIT` in one hand-off (a registration's five inserts cost two thread wake-ups, not fourteen),
-    /// `ROLLBACK` when one fails. The lock is held throughout, as ``transaction(_:)`` holds it.
+    /// The writes of ``SQLDatabase/writeTogether(_:)`` as one piece of work: `BEGIN IMMEDIATE`, each write and
+    /// `COMMIT`, `ROLLBACK` when one fails; on the calling thread when the connection is free, else in one hand-off to
+    /// its thread (``withConnection(since:_:)``). The lock is held throughout, as ``transaction(_:)`` holds it.
     func transaction(running writes: [SQLWrite]) async throws {
         let queued = ContinuousClock.now
-        try await lock.withLock {
-            try await self.metrics.leased(since: queued) {
-                try await self.onConnection { handle in
-                    try handle.run("BEGIN IMMEDIATE", [])
-                    do {
-                        for write in writes { try handle.run(write.sql, write.binds) }
-                        try handle.run("COMMIT", [])
-                    } catch {
-                        _ = try? handle.run("ROLLBACK", [])
-                        throw error
-                    }
-                }
+        try await withConnection(since: queued) { handle in
+            try handle.run("BEGIN IMMEDIATE", [])
+            do {
+                for write in writes { try handle.run(write.sql, write.binds) }
+                try handle.run("COMMIT", [])
+            } catch {
+                _ = try? handle.run("ROLLBACK", [])
+                throw error
             }
         }
         if !writes.isEmpty { writeHealth?.wrote(freeSpace: freeSpace) }
@@ -298,36 +349,59 @@ final class SQLiteDatabase: SQLDatabase {
     }
 }
 
-/// A FIFO mutual-exclusion lock for async code: waiters resume in arrival order.
-actor AsyncLock {
-    private var locked = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
+/// A FIFO mutual-exclusion lock for async code: waiters resume in arrival order. Taking a free lock and letting it
+/// go are a mutex's lock and unlock on the calling thread (no hop to an actor's executor); only a caller that finds
+/// it held suspends.
+final class AsyncLock: Sendable {
+    private struct State {
+        var locked = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    /// Takes the lock if it is free, without waiting; true when the caller now holds it.
+    func tryLock() -> Bool {
+        state.withLock { state in
+            if state.locked { return false }
+            state.locked = true
+            return true
+        }
+    }
 
     func lock() async {
-        if !locked {
-            locked = true
-            return
+        if tryLock() { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let taken = state.withLock { state in
+                if state.locked {
+                    state.waiters.append(continuation)
+                    return false
+                }
+                state.locked = true
+                return true
+            }
+            if taken { continuation.resume() }
         }
-        await withCheckedContinuation { waiters.append($0) }
     }
 
+    /// How many callers wait for the lock (tests).
+    var waiting: Int { state.withLock(\.waiters.count) }
+
+    /// Lets go of the lock: the first waiter, if any, holds it now.
     func unlock() {
-        if waiters.isEmpty {
-            locked = false
-        } else {
-            waiters.removeFirst().resume()
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiters.isEmpty {
+                state.locked = false
+                return nil
+            }
+            return state.waiters.removeFirst()
         }
+        next?.resume()
     }
 
-    nonisolated func withLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+    func withLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         await lock()
-        do {
-            let result = try await body()
-            await unlock()
-            return result
-        } catch {
-            await unlock()
-            throw error
-        }
+        defer { unlock() }
+        return try await body()
     }
 }

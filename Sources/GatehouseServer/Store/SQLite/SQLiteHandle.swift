@@ -1,3 +1,4 @@
+import Synchronization
 import VaporCSQLite
 
 /// One `sqlite3` connection and the statements prepared on it, each prepared once and kept.
@@ -18,6 +19,17 @@ final class SQLiteHandle: @unchecked Sendable {
     static let statementLimit = 512
     /// Statements with more placeholders than this are batches, prepared for each use and not kept.
     static let keptPlaceholderLimit: Int32 = 32
+    /// How long a statement waits for another connection's lock (`sqlite3_busy_timeout`), in milliseconds.
+    private let busyTimeoutMilliseconds: Int32
+    /// The WAL's size in pages after the last commit, as SQLite reports it (``keepCheckpoints()``).
+    private let walPages = WALPages()
+
+    private final class WALPages: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
+    /// SQLite's own threshold for an automatic checkpoint (`wal_autocheckpoint`'s default), in WAL pages.
+    static let checkpointPages = 1000
 
     private struct Statement {
         let pointer: OpaquePointer
@@ -40,7 +52,49 @@ final class SQLiteHandle: @unchecked Sendable {
         self.db = db
         sqlite_nio_sqlite3_extended_result_codes(db, 1)
         let (seconds, attoseconds) = busyTimeout.components
-        sqlite_nio_sqlite3_busy_timeout(db, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        busyTimeoutMilliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        sqlite_nio_sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+    }
+
+    /// Runs `body` with statements that find another connection's lock failing at once (`SQLITE_BUSY`) instead of
+    /// waiting up to the busy timeout: for a write run on a thread that must not block for long.
+    func withoutWaitingForLocks<T>(_ body: () throws -> T) rethrows -> T {
+        guard let db else { return try body() }
+        sqlite_nio_sqlite3_busy_timeout(db, 0)
+        defer { sqlite_nio_sqlite3_busy_timeout(db, busyTimeoutMilliseconds) }
+        return try body()
+    }
+
+    /// Takes the WAL's checkpoints out of the commits: SQLite runs an automatic checkpoint (which copies the WAL into
+    /// the database file and waits for the disk twice) inside the commit that takes the WAL past
+    /// ``checkpointPages``, on whatever thread committed. With this, a commit only notes the WAL's size, and the
+    /// owner runs ``checkpointIfDue()`` where waiting for the disk does no harm (``SQLiteDatabase``: the
+    /// connection's own thread). Registering the hook is what turns the automatic checkpoints off.
+    func keepCheckpoints() {
+        guard let db else { return }
+        let context = Unmanaged.passUnretained(walPages).toOpaque()
+        _ = sqlite_nio_sqlite3_wal_hook(db, { context, _, _, pages in
+            // The handle holds the box for as long as the connection is open (and closes it before letting go).
+            guard let context else { return SQLITE_OK }
+            Unmanaged<WALPages>.fromOpaque(context).takeUnretainedValue().count.store(Int(pages), ordering: .relaxed)
+            return SQLITE_OK
+        }, context)
+    }
+
+    /// Whether the WAL has reached ``checkpointPages`` since the last checkpoint (``keepCheckpoints()``).
+    var checkpointDue: Bool { walPages.count.load(ordering: .relaxed) >= Self.checkpointPages }
+
+    /// Runs a passive checkpoint (as SQLite's automatic one does: it copies what no reader still needs and waits for
+    /// no one) when one is due and no transaction is open on the connection; true when it ran one.
+    @discardableResult
+    func checkpointIfDue() -> Bool {
+        guard let db, checkpointDue, sqlite_nio_sqlite3_get_autocommit(db) != 0 else { return false }
+        walPages.count.store(0, ordering: .relaxed)
+        var log: Int32 = 0
+        var copied: Int32 = 0
+        // A failure (I/O) leaves the WAL as it was; the next commit's size asks for another try.
+        _ = sqlite_nio_sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
+        return true
     }
 
     deinit {

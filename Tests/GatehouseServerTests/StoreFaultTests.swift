@@ -81,6 +81,35 @@ import Testing
         #expect(!PostgresDatabase.isRead("SELECT id FROM sessions WHERE id = $1 For Update"))
         #expect(!PostgresDatabase.isRead("SELEC"))
         #expect(!PostgresDatabase.isRead("   "))
+        // Asked again (the answer remembered), and for the same text built afresh: the same answers.
+        for _ in 0..<2 {
+            #expect(!PostgresDatabase.isRead(String("SELECT id FROM sessions WHERE id = $1 FOR UPDATE".utf8.map { Character(UnicodeScalar($0)) })))
+            #expect(PostgresDatabase.isRead(["SELECT", "1"].joined(separator: " ")))
+        }
+    }
+
+    /// Statement texts as dictionary keys (kept statements, remembered answers): equal when their bytes are, whatever
+    /// string holds them, and told apart by a byte their hash does not sample.
+    @Test func statementTextsAreEqualByTheirBytes() {
+        let long = "SELECT s.id, s.user_id FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND u.disabled = 0 AND s.revoked_at IS NULL"
+        #expect(long.utf8.count > 96)
+        let copy = String(decoding: Array(long.utf8), as: UTF8.self)
+        #expect(StatementText(long) == StatementText(copy))
+        #expect(StatementText(long).hashValue == StatementText(copy).hashValue)
+        // One byte changed between the samples (start, middle, end): another statement.
+        var bytes = Array(long.utf8)
+        bytes[40] = UInt8(ascii: "X")
+        let other = String(decoding: bytes, as: UTF8.self)
+        #expect(StatementText(long) != StatementText(other))
+        // NFC and NFD spellings are equal Strings but not equal bytes: two statements.
+        #expect("SELECT 'é'" == "SELECT 'e\u{301}'")
+        #expect(StatementText("SELECT 'é'") != StatementText("SELECT 'e\u{301}'"))
+        var table: [StatementText: Int] = [StatementText(long): 1, StatementText(other): 2]
+        table[StatementText(copy)] = 3
+        #expect(table.count == 2)
+        #expect(table[StatementText(long)] == 3)
+        #expect(table[StatementText(other)] == 2)
+        #expect(table[StatementText("SELECT 1")] == nil)
     }
 
     @Test func aDeadlineFiresOnceWhenDueUnlessDisarmed() {

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseDomain
+import Synchronization
 
 /// A value bound to or read from SQL. Timestamps are integer milliseconds; booleans are 0/1.
 enum SQLValue: Sendable, Hashable {
@@ -48,29 +49,39 @@ struct SQLRow: Sendable {
         return values
     }
 
+    // Each reads its column once: a lookup hashes the column's name.
     func text(_ column: String) throws -> String {
         guard case .text(let s)? = self[column] else { throw SQLRowError(column: column, expected: "text") }
         return s
     }
     func optionalText(_ column: String) throws -> String? {
-        if case .null? = self[column] { return nil }
-        return try text(column)
+        switch self[column] {
+        case .null?: return nil
+        case .text(let s)?: return s
+        default: throw SQLRowError(column: column, expected: "text")
+        }
     }
     func int(_ column: String) throws -> Int64 {
         guard case .int(let i)? = self[column] else { throw SQLRowError(column: column, expected: "integer") }
         return i
     }
     func optionalInt(_ column: String) throws -> Int64? {
-        if case .null? = self[column] { return nil }
-        return try int(column)
+        switch self[column] {
+        case .null?: return nil
+        case .int(let i)?: return i
+        default: throw SQLRowError(column: column, expected: "integer")
+        }
     }
     func blob(_ column: String) throws -> [UInt8] {
         guard case .blob(let b)? = self[column] else { throw SQLRowError(column: column, expected: "blob") }
         return b
     }
     func optionalBlob(_ column: String) throws -> [UInt8]? {
-        if case .null? = self[column] { return nil }
-        return try blob(column)
+        switch self[column] {
+        case .null?: return nil
+        case .blob(let b)?: return b
+        default: throw SQLRowError(column: column, expected: "blob")
+        }
     }
     func date(_ column: String) throws -> Date { Date(milliseconds: try int(column)) }
     func optionalDate(_ column: String) throws -> Date? { try optionalInt(column).map(Date.init(milliseconds:)) }
@@ -227,5 +238,63 @@ private final class CollectedWrites: SQLExecutor, @unchecked Sendable {
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         writes.append((sql, binds))
         return []
+    }
+}
+
+/// A statement's text as a dictionary key that hashes in constant time: its length and three 32-byte samples of its
+/// UTF-8 (start, middle, end), where `String`'s own hash reads every byte — about 13,000 instructions for the session
+/// read's 1.5 KB, at every lookup of a kept statement (`Benchmarks/PROFILING.md`). Equal keys are equal bytes, and
+/// the same string (Gatehouse's statements are constants) compares in constant time; texts that share their samples
+/// only cost a full comparison on lookup.
+struct StatementText: Hashable, Sendable {
+    let sql: String
+
+    init(_ sql: String) { self.sql = sql }
+
+    static func == (a: StatementText, b: StatementText) -> Bool {
+        a.sql.utf8.count == b.sql.utf8.count && a.withBytes { x in
+            b.withBytes { y in x.baseAddress == y.baseAddress || x.elementsEqual(y) }
+        }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        withBytes { bytes in
+            hasher.combine(bytes.count)
+            let sample = 32
+            if bytes.count <= 3 * sample {
+                hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+            } else {
+                let middle = (bytes.count - sample) / 2
+                func combine(from start: Int) {
+                    hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start..<(start + sample)])))
+                }
+                combine(from: 0)
+                combine(from: middle)
+                combine(from: bytes.count - sample)
+            }
+        }
+    }
+
+    private func withBytes<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
+        if let result = sql.utf8.withContiguousStorageIfAvailable(body) { return result }
+        return Array(sql.utf8).withUnsafeBufferPointer(body)
+    }
+}
+
+/// What is known of each statement text Gatehouse runs (``PostgresDatabase/isRead(_:)``'s answer), remembered so that
+/// a statement is scanned once, not at every run. Gatehouse's statements are a fixed set plus batches whose text
+/// depends on their size; past ``limit`` texts a new one is scanned each time instead of kept.
+enum StatementFacts {
+    static let limit = 2048
+    private static let reads = Mutex<[StatementText: Bool]>([:])
+
+    static func isRead(_ sql: String, scanning scan: (String) -> Bool) -> Bool {
+        let key = StatementText(sql)
+        if let known = reads.withLock({ $0[key] }) { return known }
+        let answer = scan(sql)
+        reads.withLock { table in
+            if table.count < limit { table[key] = answer }
+        }
+        return answer
     }
 }

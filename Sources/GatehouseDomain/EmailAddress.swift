@@ -19,6 +19,82 @@ package struct EmailAddress: Hashable, Sendable {
     /// deliver them to the plain address); a dotted domain of letters, digits and hyphens (international letters
     /// included), sane lengths.
     package init?(_ raw: String) {
+        switch Self.readPlainASCII(raw) {
+        case .address(let display, let normalized):
+            self.display = display
+            self.normalized = normalized
+        case .invalid:
+            return nil
+        case .notPlainASCII:
+            guard let address = Self.readingUnicode(raw) else { return nil }
+            self = address
+        }
+    }
+
+    private init(display: String, normalized: String) {
+        self.display = display
+        self.normalized = normalized
+    }
+
+    private enum ASCIIReading {
+        case address(display: String, normalized: String)
+        case invalid
+        /// Not ASCII, or an ACE domain label (`xn--…`) to decode: the general reading decides.
+        case notPlainASCII
+    }
+
+    /// The reading of an address that is all ASCII (almost every address, and every login's), on its bytes: the
+    /// same answer as ``readingUnicode(_:)`` (`HostileInputTests` compares the two over random strings), which on
+    /// ASCII text does work that cannot change anything — Foundation's trimming, canonical and compatibility
+    /// normalization, a Unicode property lookup per character — about 150,000 instructions a login
+    /// (`Benchmarks/PROFILING.md`). ASCII is its own NFC and NFKC; its only whitespace is tab to carriage return
+    /// and space, its only forbidden characters the controls, space and DEL.
+    private static func readPlainASCII(_ raw: String) -> ASCIIReading {
+        let reading = raw.utf8.withContiguousStorageIfAvailable { all -> ASCIIReading in
+            guard !all.contains(where: { $0 >= 0x80 }) else { return .notPlainASCII }
+            let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
+            guard let first = all.firstIndex(where: { !isSpace($0) }), let last = all.lastIndex(where: { !isSpace($0) }) else {
+                return .invalid
+            }
+            let text = UnsafeBufferPointer(rebasing: all[first...last])
+            guard text.count <= 254, let at = text.lastIndex(of: UInt8(ascii: "@")) else { return .invalid }
+            let local = UnsafeBufferPointer(rebasing: text[..<at])
+            let domain = UnsafeBufferPointer(rebasing: text[(at + 1)...])
+            guard !local.isEmpty, local.count <= 64, !domain.isEmpty else { return .invalid }
+            guard !text.contains(where: { $0 < 0x21 || $0 == 0x7F }) else { return .invalid }
+            let dot = UInt8(ascii: ".")
+            guard !local.contains(where: Self.isExcludedFromLocal),
+                local.first != dot, local.last != dot, !zip(local, local.dropFirst()).contains(where: { $0 == dot && $1 == dot })
+            else { return .invalid }
+            let labels = domain.split(separator: dot, omittingEmptySubsequences: false)
+            guard labels.count >= 2 else { return .invalid }
+            for label in labels {
+                if label.count > 4, label.prefix(4).map({ $0 | 0x20 }) == Array("xn--".utf8) { return .notPlainASCII }
+                let hyphen = UInt8(ascii: "-")
+                guard label.count <= 63, !label.isEmpty, label.first != hyphen, label.last != hyphen,
+                    label.allSatisfy({ $0 == hyphen || (0x30...0x39).contains($0) || (0x61...0x7A).contains($0 | 0x20) })
+                else { return .invalid }
+            }
+            let display = String(decoding: text, as: UTF8.self)
+            let normalized = String(decoding: text.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+            return .address(display: display, normalized: normalized)
+        }
+        return reading ?? .notPlainASCII
+    }
+
+    /// The bytes a local part may not hold (quotes, comments, separators, a second `@`): `"()\\,;:<>[]@`.
+    private static func isExcludedFromLocal(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "\\"), UInt8(ascii: ","), UInt8(ascii: ";"),
+            UInt8(ascii: ":"), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "@"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// The general reading: any Unicode text.
+    package static func readingUnicode(_ raw: String) -> EmailAddress? {
         let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping
         guard trimmed.utf8.count <= 254, let at = trimmed.lastIndex(of: "@") else { return nil }
         let local = trimmed[..<at]
@@ -43,8 +119,7 @@ package struct EmailAddress: Hashable, Sendable {
             else { return nil }
             unicodeLabels.append(decoded)
         }
-        display = trimmed
-        normalized = local.lowercased() + "@" + unicodeLabels.joined(separator: ".").lowercased()
+        return EmailAddress(display: trimmed, normalized: local.lowercased() + "@" + unicodeLabels.joined(separator: ".").lowercased())
     }
 
     /// Whether NFKC leaves `text` as it is (scalars compared: String's == treats canonically equivalent text as equal).

@@ -112,3 +112,21 @@ extension ProfileResponse {
         return out
     }
 }
+
+extension LoginResponse {
+    /// The answer of a Client API login as JSON (``JSONText``), the bytes `JSONEncoder` writes.
+    package func json() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(accessToken.utf8.count + refreshToken.utf8.count + 128)
+        out.append(contentsOf: #"{"access_token":"#.utf8)
+        JSONText.appendString(accessToken, to: &out)
+        out.append(contentsOf: #","device_id":"#.utf8)
+        JSONText.appendString(deviceId, to: &out)
+        out.append(contentsOf: #","refresh_token":"#.utf8)
+        JSONText.appendString(refreshToken, to: &out)
+        out.append(contentsOf: #","user_id":"#.utf8)
+        JSONText.appendString(userId, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}

@@ -126,6 +126,44 @@ import Testing
         }
     }
 
+    /// The byte reading of an all-ASCII address gives the general reading's answer, valid or not, for random strings
+    /// made of what addresses hold and what they must not (controls, spaces, quotes, dots, hyphens, `xn--` labels),
+    /// and for the edges named here.
+    @Test func asciiAddressesReadAsTheGeneralReadingReadsThem() {
+        let pieces = ["a", "Z", "k", "0", "9", "-", ".", "..", "@", "@", "+", "_", "\"", "(", ")", ",", ";", ":", "<", "[", "\\",
+            " ", "\t", "\n", "\r", "\u{0B}", "\u{0C}", "\u{1F}", "\u{7F}", "\u{0}", "xn--", "XN--", "xn--bcher-kva", "example", ".com",
+            "-x", "x-", "~", "!", "#", "$", "%", "&", "'", "*", "/", "=", "?", "^", "`", "{", "|", "}"]
+        var generator = SystemRandomNumberGenerator()
+        var compared = 0, valid = 0
+        func compare(_ text: String) {
+            let fast = EmailAddress(text)
+            let general = EmailAddress.readingUnicode(text)
+            #expect(fast?.display == general?.display, "\(Array(text.utf8))")
+            #expect(fast?.normalized == general?.normalized, "\(Array(text.utf8))")
+            compared += 1
+            if general != nil { valid += 1 }
+        }
+        for edge in ["kim@example.com", "  Kim.Lee+tag@Example.COM\t", "a@b", "a@b.", "a@.b", ".a@b.c", "a.@b.c", "a..b@c.d", "a@b..c", "a@-b.c",
+            "a@b-.c", "a@xn--.c", "a@xn--bcher-kva.de", "a@XN--BCHER-KVA.de", "a@xn--a.de", "\"a\"@b.c", "a b@c.d", "@b.c", "a@", "",
+            "   ", String(repeating: "a", count: 64) + "@b.c", String(repeating: "a", count: 65) + "@b.c",
+            "a@" + String(repeating: "b", count: 63) + ".c", "a@" + String(repeating: "b", count: 64) + ".c",
+            String(repeating: "a", count: 60) + "@" + String(repeating: "b.", count: 96) + "c"] {
+            compare(edge)
+        }
+        for _ in 0..<20_000 {
+            let count = Int.random(in: 1...12, using: &generator)
+            compare((0..<count).map { _ in pieces.randomElement(using: &generator)! }.joined())
+            // Mostly well-formed: a local part, an @ and a domain of a few labels, each piece sometimes odd.
+            let local = (0..<Int.random(in: 1...3, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
+            let labels = (0..<Int.random(in: 1...3, using: &generator)).map { _ in
+                ["example", "b", "xn--bcher-kva", "a-b", pieces.randomElement(using: &generator)!].randomElement(using: &generator)!
+            }
+            compare(local + "@" + labels.joined(separator: "."))
+        }
+        #expect(compared > 40_000)
+        #expect(valid > 1_000, "the strings tried include valid addresses")
+    }
+
     /// RFC 3492's sample (A), Arabic (Egyptian), and a label every IDN guide uses.
     @Test func punycodeDecodesTheRFCSamples() {
         let arabic = "\u{0644}\u{064A}\u{0647}\u{0645}\u{0627}\u{0628}\u{062A}\u{0643}\u{0644}\u{0645}\u{0648}\u{0634}\u{0639}\u{0631}\u{0628}\u{064A}\u{061F}"

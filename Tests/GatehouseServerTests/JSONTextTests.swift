@@ -43,6 +43,15 @@ import Testing
         }
     }
 
+    @Test func theLoginAnswerIsTheBytesJSONEncoderWrites() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            func pick() -> String { Self.strings.randomElement(using: &generator)! }
+            let login = LoginResponse(accessToken: pick(), refreshToken: pick(), userId: pick(), deviceId: pick())
+            #expect(login.json() == Array(try Self.encoder().encode(login)))
+        }
+    }
+
     @Test func theProfileAnswerIsTheBytesJSONEncoderWrites() throws {
         var generator = SystemRandomNumberGenerator()
         for round in 0..<200 {

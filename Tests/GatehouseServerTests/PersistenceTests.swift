@@ -130,9 +130,13 @@ import Testing
             "unicode": "é 👋", "int": 42, "negative": -7, "large": .int(Int64.max), "double": .double(1.5), "bool": true,
             "null": .null, "empty object": .object([:]), "empty array": .array([]),
             "nested": .object(["a": .array([1, "1", .double(2.25), false, .null, .object(["b": "c"])])]),
-            "extended": .object(["$numberInt": "1"]),
+            "extended": .object(["$numberInt": "1"]), "path/key": "a/b", "quote \" and \\": "line\nbreak \u{1}",
         ]
         #expect(try JSONColumn.decode(JSONColumn.encode(stored)) == stored)
+        #expect(try JSONColumn.encode([:]) == "{}")
+        // Rows written when slashes were escaped read the same.
+        #expect(try JSONColumn.decode(#"{"platform":"iOS\/17"}"#) == ["platform": "iOS/17"])
+        #expect(try JSONColumn.encode(["platform": "iOS/17", "a": 1]) == #"{"a":1,"platform":"iOS/17"}"#)
         #expect(try JSONColumn.decode("{}") == [:])
         #expect(try JSONColumn.decode(#"{ "a" : 1 }"#) == ["a": 1])
         #expect(throws: (any Error).self) { try JSONColumn.decode("[1]") }

@@ -113,8 +113,9 @@ struct ClientAPIRoutes {
         try logins.requireEnabled(provider, app: app)
         let (credential, options) = try await Self.credential(provider, request: request, context: context)
         let result = try await logins.logIn(credential, app: app, device: options?.device ?? [:])
-        return try JSONResponse.make(
-            LoginResponse(accessToken: result.accessToken, refreshToken: result.refreshToken, userId: result.userId, deviceId: result.deviceId)
+        return JSONResponse.make(
+            .ok,
+            json: LoginResponse(accessToken: result.accessToken, refreshToken: result.refreshToken, userId: result.userId, deviceId: result.deviceId).json()
         )
     }
 

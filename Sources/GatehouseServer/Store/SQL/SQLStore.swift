@@ -1097,10 +1097,13 @@ struct SQLStore: GatehouseStore {
 
 /// JSON documents stored in TEXT columns.
 enum JSONColumn {
+    /// Keys sorted, written by hand (``JSONText``: every login stores its device this way). A `/` is written as it is;
+    /// rows written before by `JSONEncoder` have it as `\/`, which reads back the same.
     static func encode(_ object: [String: JSONValue]) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return String(decoding: try encoder.encode(object), as: UTF8.self)
+        if object.isEmpty { return "{}" }
+        var out: [UInt8] = []
+        JSONText.appendObject(object, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Every session and user read decodes one or two of these (a device, custom data), most of them `{}`: the empty

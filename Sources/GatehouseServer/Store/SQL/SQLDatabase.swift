@@ -253,7 +253,10 @@ struct StatementText: Hashable, Sendable {
 
     static func == (a: StatementText, b: StatementText) -> Bool {
         a.sql.utf8.count == b.sql.utf8.count && a.withBytes { x in
-            b.withBytes { y in x.baseAddress == y.baseAddress || x.elementsEqual(y) }
+            b.withBytes { y in
+                guard let xs = x.baseAddress, let ys = y.baseAddress, xs != ys else { return true }
+                return memcmp(xs, ys, x.count) == 0
+            }
         }
     }
 

@@ -49,12 +49,14 @@ package enum ClientNetwork {
     /// instructions). Nil for anything else (a port, brackets, IPv6, an octet over 255), which ``parsedKey(for:ipv6PrefixLength:)``
     /// reads; an address whose octets have leading zeros is spelled as that reading spells it.
     package static func dottedIPv4Key(_ address: String) -> String? {
-        var octets: [UInt8] = []
+        // The octets read so far, packed eight bits each (no array: this runs for every request).
+        var packed: UInt32 = 0, octets = 0
         var value = 0, digits = 0, canonical = true
         for byte in address.utf8 {
             if byte == UInt8(ascii: ".") {
-                guard digits > 0, octets.count < 3 else { return nil }
-                octets.append(UInt8(value))
+                guard digits > 0, octets < 3 else { return nil }
+                packed = packed << 8 | UInt32(value)
+                octets += 1
                 (value, digits) = (0, 0)
             } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
                 if digits > 0, value == 0 { canonical = false }
@@ -65,9 +67,11 @@ package enum ClientNetwork {
                 return nil
             }
         }
-        guard octets.count == 3, digits > 0 else { return nil }
+        guard octets == 3, digits > 0 else { return nil }
         // A canonical spelling is its own key.
-        return canonical ? address : dotted(octets + [UInt8(value)])
+        if canonical { return address }
+        packed = packed << 8 | UInt32(value)
+        return dotted([24, 16, 8, 0].map { UInt8(truncatingIfNeeded: packed >> $0) })
     }
 
     /// `192.0.2.1`: the four octets in decimal.

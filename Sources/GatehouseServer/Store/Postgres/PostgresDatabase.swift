@@ -151,12 +151,14 @@ final class PostgresDatabase: SQLDatabase {
     /// The scan runs over the string's contiguous UTF-8 buffer: through `String.UTF8View`'s generic indices it cost
     /// about 20,000 instructions for the session read's 1.5 KB, a tenth of what the refresh spent outside its
     /// signature (`Benchmarks/PROFILING.md`).
-    /// The answer is remembered per statement text (``StatementFacts``): the scan is about 9,000 instructions for a
-    /// 1.5 KB statement.
+    ///
+    /// The answer is remembered per statement text (``StatementFacts``): the scan (``scanIsRead(_:)``) is still about
+    /// 9,000 instructions for a 1.5 KB statement.
     static func isRead(_ sql: String) -> Bool {
         StatementFacts.isRead(sql, scanning: scanIsRead)
     }
 
+    /// ``isRead(_:)``'s scan of the text.
     static func scanIsRead(_ sql: String) -> Bool {
         var sql = sql
         return sql.withUTF8 { bytes in

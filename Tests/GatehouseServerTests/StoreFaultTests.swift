@@ -88,6 +88,34 @@ import Testing
         }
     }
 
+    /// A row's columns are found by name whatever order they are read in (the guess of the next column only saves a
+    /// hash); of two columns of one name (a join), the last; an unknown name is nil.
+    @Test func columnsAreFoundByNameInAnyOrderAndTheLastOfADuplicateWins() {
+        let names = ["id", "user_id", "a_longer_column_name_than_fifteen", "id", "data"]
+        // The first guess is the first column: an `id` that a later one of the same name hides.
+        #expect(SQLColumns(names).index(of: "id") == 3)
+        let columns = SQLColumns(names)
+        let row = SQLRow(columns: columns, cells: [.int(1), .text("u"), .text("long"), .int(4), .null])
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            for name in (names + ["missing"]).shuffled(using: &generator) {
+                switch name {
+                case "id": #expect(row["id"] == .int(4))
+                case "user_id": #expect(row["user_id"] == .text("u"))
+                case "a_longer_column_name_than_fifteen": #expect(row[name] == .text("long"))
+                case "data": #expect(row["data"] == .null)
+                default: #expect(row[name] == nil)
+                }
+            }
+        }
+        // In order, as the store reads them: every name after the first is the guess.
+        #expect(row["user_id"] == .text("u"))
+        #expect(row["a_longer_column_name_than_fifteen"] == .text("long"))
+        #expect(row["id"] == .int(4))
+        #expect(row["data"] == .null)
+        #expect(columns.index(of: "id") == 3)
+    }
+
     /// Statement texts as dictionary keys (kept statements, remembered answers): equal when their bytes are, whatever
     /// string holds them, and told apart by a byte their hash does not sample.
     @Test func statementTextsAreEqualByTheirBytes() {

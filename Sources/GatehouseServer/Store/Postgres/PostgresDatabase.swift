@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import PostgresNIO
+import Synchronization
 
 /// PostgreSQL: a connection pool (``PostgresPool``, over postgres-nio's `PostgresConnection`) shared by every request. Several Gatehouse
 /// instances may use one database; everything that must hold across them (single-use tokens, revoked sessions,
@@ -378,11 +379,25 @@ final class PostgresDatabase: SQLDatabase {
                 cells.append(try SQLValue(cell))
                 if columns == nil { names.append(cell.columnName) }
             }
-            if columns == nil { columns = SQLColumns(names) }
+            if columns == nil { columns = Self.columns(of: sql, named: names) }
             result.append(SQLRow(columns: columns!, cells: cells))
         }
         return result
     }
+
+    /// The columns of `sql`'s rows: those of its last result when they have the same names (a statement's columns are
+    /// fixed unless the schema changes), so that their name index is not built again for every result.
+    private static func columns(of sql: String, named names: [String]) -> SQLColumns {
+        let key = StatementText(sql)
+        if let known = knownColumns.withLock({ $0[key] }), known.names == names { return known }
+        let columns = SQLColumns(names)
+        knownColumns.withLock { table in
+            if table.count < StatementFacts.limit || table[key] != nil { table[key] = columns }
+        }
+        return columns
+    }
+
+    private static let knownColumns = Mutex<[StatementText: SQLColumns]>([:])
 
     /// Unique violations become ``StoreError/conflict``; infrastructure faults ``StoreError/unavailable(_:)``, or
     /// ``StoreError/outcomeUnknown(_:)`` when a write on its own (`writing`) lost its answer.

@@ -15,15 +15,36 @@ enum SQLValue: Sendable, Hashable {
 /// result (PostgreSQL) and shared by its rows, so that a row is an array of values, not a dictionary built per row
 /// (hashing every column name of the session read at every refresh: `Benchmarks/PROFILING.md`). A name that occurs
 /// twice (a join) finds its last column, as a dictionary built in column order would.
+///
+/// The store reads a row's columns mostly in the order its statement lists them, so a lookup first tries the column
+/// after the one found last, a comparison of two short strings, and hashes the name only when that guess misses.
 final class SQLColumns: Sendable {
     let names: [String]
     let position: [String: Int]
+    /// Whether each column is the last of its name (only those are found, as in ``position``).
+    private let isLast: [Bool]
+    /// The column after the last one found: the next lookup's guess. Shared by every row of the statement, on any
+    /// thread; a stale guess only costs the hash.
+    private let next = Atomic<Int>(0)
 
     init(_ names: [String]) {
         self.names = names
         var position = [String: Int](minimumCapacity: names.count)
         for (index, name) in names.enumerated() { position[name] = index }
         self.position = position
+        isLast = names.indices.map { position[names[$0]] == $0 }
+    }
+
+    /// Where `column` is; nil when there is no such column.
+    func index(of column: String) -> Int? {
+        let guess = next.load(ordering: .relaxed)
+        if guess < names.count, isLast[guess], names[guess] == column {
+            next.store(guess + 1, ordering: .relaxed)
+            return guess
+        }
+        guard let found = position[column] else { return nil }
+        next.store(found + 1, ordering: .relaxed)
+        return found
     }
 }
 
@@ -39,7 +60,7 @@ struct SQLRow: Sendable {
 
     /// The value of `column`; nil when the row has no such column.
     subscript(_ column: String) -> SQLValue? {
-        columns.position[column].map { cells[$0] }
+        columns.index(of: column).map { cells[$0] }
     }
 
     /// Every column's value by name (tests; the store reads single columns).

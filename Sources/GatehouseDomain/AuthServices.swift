@@ -376,13 +376,28 @@ package struct SessionService: Sendable {
 
     /// A stable 24-hex id for an app's provider configuration (App Services' `provider_id`).
     package static func providerId(appId: String, provider: String) -> String {
-        Secrets.hex(Array(Secrets.sha256("provider:\(appId):\(provider)").prefix(12)))
+        stableId("provider:\(appId):\(provider)")
     }
 
     /// A stable 24-hex id for the app's user domain.
     package static func domainId(appId: String) -> String {
-        Secrets.hex(Array(Secrets.sha256("domain:\(appId)").prefix(12)))
+        stableId("domain:\(appId)")
     }
+
+    /// The first 12 bytes of `name`'s SHA-256, in hex. Every profile read asks for these (its domain and each
+    /// identity's provider): the few names there are — one per app and provider — are remembered, up to
+    /// ``stableIdLimit``, rather than hashed again each time.
+    private static func stableId(_ name: String) -> String {
+        if let known = stableIds.withLockedValue({ $0[name] }) { return known }
+        let id = Secrets.hex(Array(Secrets.sha256(name).prefix(12)))
+        stableIds.withLockedValue { ids in
+            if ids.count < stableIdLimit { ids[name] = id }
+        }
+        return id
+    }
+
+    private static let stableIdLimit = 1024
+    private static let stableIds = LockedValue<[String: String]>([:])
 
     package init(env: AuthEnvironment) {
         self.env = env

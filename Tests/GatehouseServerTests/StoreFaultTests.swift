@@ -122,22 +122,22 @@ import Testing
         let long = "SELECT s.id, s.user_id FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND u.disabled = 0 AND s.revoked_at IS NULL"
         #expect(long.utf8.count > 96)
         let copy = String(decoding: Array(long.utf8), as: UTF8.self)
-        #expect(StatementText(long) == StatementText(copy))
-        #expect(StatementText(long).hashValue == StatementText(copy).hashValue)
+        #expect(ExactText(long) == ExactText(copy))
+        #expect(ExactText(long).hashValue == ExactText(copy).hashValue)
         // One byte changed between the samples (start, middle, end): another statement.
         var bytes = Array(long.utf8)
         bytes[40] = UInt8(ascii: "X")
         let other = String(decoding: bytes, as: UTF8.self)
-        #expect(StatementText(long) != StatementText(other))
+        #expect(ExactText(long) != ExactText(other))
         // NFC and NFD spellings are equal Strings but not equal bytes: two statements.
         #expect("SELECT 'é'" == "SELECT 'e\u{301}'")
-        #expect(StatementText("SELECT 'é'") != StatementText("SELECT 'e\u{301}'"))
-        var table: [StatementText: Int] = [StatementText(long): 1, StatementText(other): 2]
-        table[StatementText(copy)] = 3
+        #expect(ExactText("SELECT 'é'") != ExactText("SELECT 'e\u{301}'"))
+        var table: [ExactText: Int] = [ExactText(long): 1, ExactText(other): 2]
+        table[ExactText(copy)] = 3
         #expect(table.count == 2)
-        #expect(table[StatementText(long)] == 3)
-        #expect(table[StatementText(other)] == 2)
-        #expect(table[StatementText("SELECT 1")] == nil)
+        #expect(table[ExactText(long)] == 3)
+        #expect(table[ExactText(other)] == 2)
+        #expect(table[ExactText("SELECT 1")] == nil)
     }
 
     @Test func aDeadlineFiresOnceWhenDueUnlessDisarmed() {

@@ -35,6 +35,22 @@ import Testing
         #expect(keys.verified.count == 1)
     }
 
+    /// The cache compares bytes, not `String`'s canonical equivalence: the remembered token with one "K" spelled as
+    /// the Kelvin sign (U+212A, canonically "K") is an equal `String` but another token, verified (and refused) in full.
+    @Test func anEquivalentSpellingOfARememberedTokenIsAnotherToken() throws {
+        let key = Self.key(1)
+        let keys = SigningKeys(keys: [key])
+        var token = try JWT.sign(Self.claims("di"), key: key)
+        while !token.contains("K") { token = try JWT.sign(Self.claims("di"), key: key) }
+        #expect(try keys.verify(token).sub == "di")
+        let kelvin = token.replacingOccurrences(of: "K", with: "\u{212A}")
+        #expect(kelvin == token)
+        #expect(Array(kelvin.utf8) != Array(token.utf8))
+        #expect(throws: TokenError.self) { try keys.verify(kelvin) }
+        #expect(keys.verified.count == 1)
+        #expect(try keys.verify(token).sub == "di")
+    }
+
     /// A token longer than ``VerifiedTokens/maxTokenBytes`` (an access token with large custom data) is verified at
     /// every use and never held.
     @Test func aLongTokenIsVerifiedButNotRemembered() throws {
@@ -61,14 +77,14 @@ import Testing
     /// At most `capacity` entries; the ones in use stay.
     @Test func theCacheIsBoundedAndKeepsWhatIsInUse() throws {
         let cache = VerifiedTokens(capacity: 4)
-        let digests = (0..<10).map { SHA256.hash(data: Data("token \($0)".utf8)) }
-        cache.remember(digests[0], kid: "k", claims: Self.claims("0"))
-        for (index, digest) in digests.enumerated().dropFirst() {
-            cache.remember(digest, kid: "k", claims: Self.claims("\(index)"))
-            #expect(cache.lookUp(digests[0])?.claims.sub == "0", "the token in use stays (after \(index) others)")
+        let tokens = (0..<10).map { ExactText("token \($0)") }
+        cache.remember(tokens[0], kid: "k", claims: Self.claims("0"))
+        for (index, token) in tokens.enumerated().dropFirst() {
+            cache.remember(token, kid: "k", claims: Self.claims("\(index)"))
+            #expect(cache.lookUp(tokens[0])?.claims.sub == "0", "the token in use stays (after \(index) others)")
             #expect(cache.count <= 4)
         }
-        #expect(cache.lookUp(digests[1]) == nil)
-        #expect(cache.lookUp(digests[9])?.claims.sub == "9")
+        #expect(cache.lookUp(tokens[1]) == nil)
+        #expect(cache.lookUp(tokens[9])?.claims.sub == "9")
     }
 }

@@ -1,27 +1,31 @@
 import Crypto
 import Foundation
 
-/// Gatehouse's own tokens whose signature this process has verified, by the SHA-256 of the token: the same token
-/// presented again — a Client API refresh token at every refresh, an access token at every read — skips the ECDSA
-/// verification and the decoding of its claims (a fifth of a refresh's CPU time).
+/// Gatehouse's own tokens whose signature this process has verified, keyed by the token's exact bytes
+/// (``ExactText``: a constant-time hash of samples, then a comparison of every byte): the same token presented
+/// again — a Client API refresh token at every refresh, an access token at every read — skips the ECDSA verification
+/// and the decoding of its claims (a fifth of a refresh's CPU time).
 ///
 /// Only what the signature check decides is remembered; everything else is checked at every use as before: the key
 /// that signed the token must still be one the server trusts (a retired key's tokens are refused at once), the
 /// token's kind and expiry, and its session in the database. Only tokens that verified get in, so a forged or altered
-/// token pays the whole verification every time, and a token differing by one character is another entry.
+/// token pays the whole verification every time, and a token differing by one byte is another entry (a SHA-256 of the
+/// token was the key before: about 14,000 instructions for an access token at every authenticated request, where the
+/// key's hash and comparison cost a few hundred).
 ///
 /// Bounded: two generations of at most `capacity / 2` entries each; when the newer is full it becomes the older and
 /// the older is dropped, so the tokens in use stay and the rest age out. Only tokens of up to ``maxTokenBytes`` are
 /// kept (a refresh token is about 450 bytes, an access token 600 plus its custom user data), so an entry holds at
-/// most a few KiB and the whole cache about 10 MiB at worst, a few MiB as tokens usually are.
+/// most a few KiB (the token and its claims) and the whole cache about 16 MiB at worst, a few MiB as tokens usually
+/// are.
 package final class VerifiedTokens: Sendable {
     private struct Entry: Sendable {
         let kid: String
         let claims: TokenClaims
     }
     private struct Generations: Sendable {
-        var newer: [SHA256Digest: Entry] = [:]
-        var older: [SHA256Digest: Entry] = [:]
+        var newer: [ExactText: Entry] = [:]
+        var older: [ExactText: Entry] = [:]
     }
 
     private let generations = LockedValue(Generations())
@@ -36,30 +40,30 @@ package final class VerifiedTokens: Sendable {
     }
 
     /// The claims of `token` and the key that signed it, when this process verified it before.
-    package func lookUp(_ digest: SHA256Digest) -> (kid: String, claims: TokenClaims)? {
+    package func lookUp(_ token: ExactText) -> (kid: String, claims: TokenClaims)? {
         generations.withLockedValue { generations in
-            if let entry = generations.newer[digest] { return (entry.kid, entry.claims) }
-            guard let entry = generations.older[digest] else { return nil }
+            if let entry = generations.newer[token] { return (entry.kid, entry.claims) }
+            guard let entry = generations.older[token] else { return nil }
             // In use: keep it in the newer generation, which the next turnover keeps.
-            Self.insert(entry, digest, into: &generations, size: generationSize)
+            Self.insert(entry, token, into: &generations, size: generationSize)
             return (entry.kid, entry.claims)
         }
     }
 
-    /// Remembers that the token with `digest` verified as signed by `kid`, with `claims`.
-    package func remember(_ digest: SHA256Digest, kid: String, claims: TokenClaims) {
-        generations.withLockedValue { Self.insert(Entry(kid: kid, claims: claims), digest, into: &$0, size: generationSize) }
+    /// Remembers that `token` verified as signed by `kid`, with `claims`.
+    package func remember(_ token: ExactText, kid: String, claims: TokenClaims) {
+        generations.withLockedValue { Self.insert(Entry(kid: kid, claims: claims), token, into: &$0, size: generationSize) }
     }
 
     /// Entries held (for tests).
     package var count: Int { generations.withLockedValue { $0.newer.count + $0.older.count } }
 
-    private static func insert(_ entry: Entry, _ digest: SHA256Digest, into generations: inout Generations, size: Int) {
+    private static func insert(_ entry: Entry, _ token: ExactText, into generations: inout Generations, size: Int) {
         if generations.newer.count >= size {
             generations.older = generations.newer
             generations.newer = [:]
         }
-        generations.newer[digest] = entry
+        generations.newer[token] = entry
     }
 }
 
@@ -69,14 +73,14 @@ extension SigningKeys {
     /// while the key that signed it is still one of these (``VerifiedTokens``). Expiry and kind are the caller's.
     package func verify(_ token: String) throws(TokenError) -> TokenClaims {
         guard token.utf8.count <= VerifiedTokens.maxTokenBytes else { return try JWT.verify(token, keys: publicKey(kid:)) }
-        let digest = SHA256.hash(data: Data(token.utf8))
-        if let known = verified.lookUp(digest), publicKey(kid: known.kid) != nil { return known.claims }
+        let key = ExactText(token)
+        if let known = verified.lookUp(key), publicKey(kid: known.kid) != nil { return known.claims }
         var signer: String?
         let claims = try JWT.verify(token) { kid in
             signer = kid
             return publicKey(kid: kid)
         }
-        if let signer { verified.remember(digest, kid: signer, claims: claims) }
+        if let signer { verified.remember(key, kid: signer, claims: claims) }
         return claims
     }
 }

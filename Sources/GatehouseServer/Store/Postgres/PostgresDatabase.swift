@@ -388,7 +388,7 @@ final class PostgresDatabase: SQLDatabase {
     /// The columns of `sql`'s rows: those of its last result when they have the same names (a statement's columns are
     /// fixed unless the schema changes), so that their name index is not built again for every result.
     private static func columns(of sql: String, named names: [String]) -> SQLColumns {
-        let key = StatementText(sql)
+        let key = ExactText(sql)
         if let known = knownColumns.withLock({ $0[key] }), known.names == names { return known }
         let columns = SQLColumns(names)
         knownColumns.withLock { table in
@@ -397,7 +397,7 @@ final class PostgresDatabase: SQLDatabase {
         return columns
     }
 
-    private static let knownColumns = Mutex<[StatementText: SQLColumns]>([:])
+    private static let knownColumns = Mutex<[ExactText: SQLColumns]>([:])
 
     /// Unique violations become ``StoreError/conflict``; infrastructure faults ``StoreError/unavailable(_:)``, or
     /// ``StoreError/outcomeUnknown(_:)`` when a write on its own (`writing`) lost its answer.

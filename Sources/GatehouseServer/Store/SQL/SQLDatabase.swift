@@ -262,58 +262,15 @@ private final class CollectedWrites: SQLExecutor, @unchecked Sendable {
     }
 }
 
-/// A statement's text as a dictionary key that hashes in constant time: its length and three 32-byte samples of its
-/// UTF-8 (start, middle, end), where `String`'s own hash reads every byte — about 13,000 instructions for the session
-/// read's 1.5 KB, at every lookup of a kept statement (`Benchmarks/PROFILING.md`). Equal keys are equal bytes, and
-/// the same string (Gatehouse's statements are constants) compares in constant time; texts that share their samples
-/// only cost a full comparison on lookup.
-struct StatementText: Hashable, Sendable {
-    let sql: String
-
-    init(_ sql: String) { self.sql = sql }
-
-    static func == (a: StatementText, b: StatementText) -> Bool {
-        a.sql.utf8.count == b.sql.utf8.count && a.withBytes { x in
-            b.withBytes { y in
-                guard let xs = x.baseAddress, let ys = y.baseAddress, xs != ys else { return true }
-                return memcmp(xs, ys, x.count) == 0
-            }
-        }
-    }
-
-    func hash(into hasher: inout Hasher) {
-        withBytes { bytes in
-            hasher.combine(bytes.count)
-            let sample = 32
-            if bytes.count <= 3 * sample {
-                hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
-            } else {
-                let middle = (bytes.count - sample) / 2
-                func combine(from start: Int) {
-                    hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start..<(start + sample)])))
-                }
-                combine(from: 0)
-                combine(from: middle)
-                combine(from: bytes.count - sample)
-            }
-        }
-    }
-
-    private func withBytes<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
-        if let result = sql.utf8.withContiguousStorageIfAvailable(body) { return result }
-        return Array(sql.utf8).withUnsafeBufferPointer(body)
-    }
-}
-
 /// What is known of each statement text Gatehouse runs (``PostgresDatabase/isRead(_:)``'s answer), remembered so that
 /// a statement is scanned once, not at every run. Gatehouse's statements are a fixed set plus batches whose text
 /// depends on their size; past ``limit`` texts a new one is scanned each time instead of kept.
 enum StatementFacts {
     static let limit = 2048
-    private static let reads = Mutex<[StatementText: Bool]>([:])
+    private static let reads = Mutex<[ExactText: Bool]>([:])
 
     static func isRead(_ sql: String, scanning scan: (String) -> Bool) -> Bool {
-        let key = StatementText(sql)
+        let key = ExactText(sql)
         if let known = reads.withLock({ $0[key] }) { return known }
         let answer = scan(sql)
         reads.withLock { table in

@@ -15,7 +15,7 @@ final class SQLiteHandle: @unchecked Sendable {
     /// Prepared statements by their SQL as Gatehouse writes it (`$1` placeholders): Gatehouse's statements other than
     /// batches (not kept) are a fixed set of a few hundred, so the table stays small; past ``statementLimit`` one
     /// entry makes room for the next.
-    private var statements: [StatementText: Statement] = [:]
+    private var statements: [ExactText: Statement] = [:]
     static let statementLimit = 512
     /// Statements with more placeholders than this are batches, prepared for each use and not kept.
     static let keptPlaceholderLimit: Int32 = 32
@@ -148,8 +148,8 @@ final class SQLiteHandle: @unchecked Sendable {
                     // The schema changed under a kept statement and SQLite prepared it again: its columns (names,
                     // number, order) may have changed too.
                     columns = Self.columnNames(pointer)
-                    statements[StatementText(sql)]?.columns = columns
-                    statements[StatementText(sql)]?.reprepared = reprepared
+                    statements[ExactText(sql)]?.columns = columns
+                    statements[ExactText(sql)]?.reprepared = reprepared
                 }
             }
             var cells: [SQLValue] = []
@@ -164,7 +164,7 @@ final class SQLiteHandle: @unchecked Sendable {
     /// How often SQLite has prepared the kept statement for `sql` again since it was first prepared; nil if it is not
     /// kept.
     func timesPreparedAgain(_ sql: String) -> Int32? {
-        statements[StatementText(sql)].map { sqlite_nio_sqlite3_stmt_status($0.pointer, SQLITE_STMTSTATUS_REPREPARE, 0) }
+        statements[ExactText(sql)].map { sqlite_nio_sqlite3_stmt_status($0.pointer, SQLITE_STMTSTATUS_REPREPARE, 0) }
     }
 
     /// Finalizes the kept statements and closes the connection; statements after it fail.
@@ -179,7 +179,7 @@ final class SQLiteHandle: @unchecked Sendable {
     /// its size (an import, a flush of rate counts), used once; it is finalized after use instead of pushing the
     /// statements every request runs out of the table.
     private func prepared(_ sql: String, on db: OpaquePointer) throws -> (Statement, kept: Bool) {
-        let key = StatementText(sql)
+        let key = ExactText(sql)
         if let statement = statements[key] { return (statement, true) }
         var pointer: OpaquePointer?
         // The tail (what follows the first statement) points into the C string, so it is read while that lives.

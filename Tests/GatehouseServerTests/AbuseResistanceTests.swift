@@ -24,11 +24,12 @@ import Testing
                 #expect(error.description.contains("loopback"), "\(url): \(error.description)")
             }
         }
-        // Loopback over http is allowed: nothing listens on this port, so the call fails later, at connect.
+        // Loopback over http is allowed: the call goes out. Nothing listened on this port when it was picked, so it
+        // fails at connect; another test of the suite may have bound the port since and answer it, which proves the
+        // same. Either way it must not be refused for its scheme.
         let port = try freePort()
         do {
             _ = try await outbound.send(OutboundRequest(method: "GET", url: "http://127.0.0.1:\(port)/jwks", timeout: 5))
-            Issue.record("a closed port answered")
         } catch {
             #expect(!error.description.contains("loopback"), "\(error.description)")
         }

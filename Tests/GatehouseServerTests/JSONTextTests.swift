@@ -64,3 +64,99 @@ import Testing
         }
     }
 }
+
+/// ``JSONText/readObject(_:)`` reads the JSON columns of every session and user read in place of `JSONDecoder`: where it
+/// answers, it must answer what `JSONDecoder` answers, and it must never accept what `JSONDecoder` refuses.
+@Suite struct JSONTextReaderTests {
+    static func decoded(_ text: String) -> [String: JSONValue]? {
+        try? JSONDecoder().decode([String: JSONValue].self, from: Data(text.utf8))
+    }
+
+    /// Whether `value` holds a number anywhere (numbers are left to `JSONDecoder`).
+    static func hasNumber(_ value: JSONValue) -> Bool {
+        switch value {
+        case .int, .double: return true
+        case .array(let a): return a.contains(where: hasNumber)
+        case .object(let o): return o.values.contains(where: hasNumber)
+        default: return false
+        }
+    }
+
+    /// Random objects, written by `JSONText` (slashes as they are), by `JSONEncoder` (slashes escaped, keys in its
+    /// order) and pretty-printed: read as `JSONDecoder` reads them, and every object without numbers read at all.
+    @Test func objectsReadAsJSONDecoderReadsThem() throws {
+        var generator = SystemRandomNumberGenerator()
+        let plain = JSONEncoder()
+        let pretty = JSONEncoder()
+        pretty.outputFormatting = [.prettyPrinted]
+        var readWithoutDecoder = 0
+        for _ in 0..<600 {
+            let object = JSONTextTests.object(depth: 0, &generator)
+            var written: [UInt8] = []
+            JSONText.appendObject(object, to: &written)
+            let texts = [String(decoding: written, as: UTF8.self), String(decoding: try plain.encode(object), as: UTF8.self),
+                         String(decoding: try pretty.encode(object), as: UTF8.self)]
+            for text in texts {
+                let read = JSONText.readObject(text)
+                if let read {
+                    #expect(read == Self.decoded(text), "\(text)")
+                    readWithoutDecoder += 1
+                } else {
+                    #expect(Self.hasNumber(.object(object)), "an object without numbers must be read: \(text)")
+                }
+            }
+        }
+        #expect(readWithoutDecoder > 200)
+    }
+
+    @Test func escapesAndUnicodeReadAsJSONDecoderReadsThem() {
+        let texts = [
+            #"{"a":"\"\\\/\b\f\n\r\t"}"#, #"{"a":"\u00e9\u0000\u001F\uD83D\uDE42"}"#, #"{"\u00e9":"é", "k":[true,false,null,"x",{}]}"#,
+            " {\n\t\"a\" : [ ] , \"b\" : { \"c\" : null } } \r\n", #"{"a":"日本🙂"}"#, #"{"a":"\u0041\u00C5\u212B"}"#,
+        ]
+        for text in texts {
+            let read = JSONText.readObject(text)
+            #expect(read != nil, "\(text)")
+            #expect(read == Self.decoded(text), "\(text)")
+        }
+    }
+
+    /// What it leaves to `JSONDecoder`: numbers, keys that are one `String` (duplicates, canonically equivalent
+    /// spellings), lone surrogates, too deep a nesting, and malformed text.
+    @Test func whatItDoesNotReadIsLeftToJSONDecoder() {
+        let deep = String(repeating: #"{"a":"#, count: JSONText.maximumDepth + 1) + "{}" + String(repeating: "}", count: JSONText.maximumDepth + 1)
+        let texts = [
+            #"{"a":1}"#, #"{"a":1.0}"#, #"{"a":-0}"#, #"{"a":"x","a":"y"}"#, "{\"é\":1,\"e\u{301}\":2}", "{\"é\":\"1\",\"e\u{301}\":\"2\"}",
+            #"{"a":"\uD83D"}"#, #"{"a":"\uDE42"}"#, deep, "", "{", "}", "[]", #"{"a"}"#, #"{"a":}"#, #"{"a":"b",}"#, #"{"a":"b"} x"#,
+            #"{'a':'b'}"#, #"{"a":tru}"#, #"{"a":"\x"}"#, #"{"a":"\u12"}"#, "{\"a\":\"\u{1}\"}", #"{a:"b"}"#, #"{"a":"b"}}"#,
+        ]
+        for text in texts {
+            #expect(JSONText.readObject(text) == nil, "\(text)")
+        }
+    }
+
+    /// Random corruptions of valid objects (a byte replaced, removed or doubled): whenever it reads one, `JSONDecoder`
+    /// reads the same; it never accepts what `JSONDecoder` refuses.
+    @Test func corruptedTextIsNeverReadOtherwiseThanJSONDecoderReadsIt() throws {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]":,\/ tfnrue0u"#.utf8) + [0x01, 0x0A, 0xC3, 0xA9]
+        var read = 0
+        for _ in 0..<3000 {
+            var written: [UInt8] = []
+            JSONText.appendObject(JSONTextTests.object(depth: 0, &generator), to: &written)
+            guard !written.isEmpty else { continue }
+            let at = Int.random(in: 0..<written.count, using: &generator)
+            switch Int.random(in: 0..<3, using: &generator) {
+            case 0: written[at] = alphabet.randomElement(using: &generator)!
+            case 1: written.remove(at: at)
+            default: written.insert(written[at], at: at)
+            }
+            guard let text = String(validating: written, as: UTF8.self) else { continue }
+            if let object = JSONText.readObject(text) {
+                #expect(object == Self.decoded(text), "\(text)")
+                read += 1
+            }
+        }
+        #expect(read > 0)
+    }
+}

@@ -1107,9 +1107,11 @@ enum JSONColumn {
     }
 
     /// Every session and user read decodes one or two of these (a device, custom data), most of them `{}`: the empty
-    /// object is not parsed.
+    /// object is not parsed, and objects without numbers are read by ``JSONText/readObject(_:)``; the rest, and
+    /// anything it does not read as `JSONDecoder` would, by `JSONDecoder`.
     static func decode(_ text: String) throws -> [String: JSONValue] {
         if text == "{}" { return [:] }
+        if let object = JSONText.readObject(text) { return object }
         return try JSONDecoder().decode([String: JSONValue].self, from: Data(text.utf8))
     }
 }

@@ -121,6 +121,15 @@ def perf_result(process: subprocess.Popen | None) -> dict:
     return out
 
 
+def statement_count(server: run.Gatehouse) -> float | None:
+    """The statements the server has run, from its `gatehouse_db_statement_duration_seconds` histogram."""
+    status, body = run.http("GET", server.base + "/metrics", timeout=10)
+    if status != 200:
+        return None
+    return sum(float(line.split()[-1]) for line in body.decode().splitlines()
+               if line.startswith("gatehouse_db_statement_duration_seconds_count"))
+
+
 def measure(server: run.Gatehouse, scenario: str, tokens: list[str], token_file: Path | None, args) -> dict:
     pid = server.process.pid
     driver = OneAtATime(server.port, scenario, tokens, args.users)
@@ -158,14 +167,20 @@ def measure(server: run.Gatehouse, scenario: str, tokens: list[str], token_file:
 
     # Saturation, through wrk.
     cpu0, (v0, i0) = run.cpu_seconds(pid), thread_switches(pid)
+    statements0 = statement_count(server)
     result = run.run_wrk(server, scenario, 16, args.duration, None, token_file, args.users, f"per-request-{scenario}")
     cpu1, (v1, i1) = run.cpu_seconds(pid), thread_switches(pid)
+    statements1 = statement_count(server)
     n = result["requests"]
     out["saturation"] = {"requests": n, "requests_per_s": round(result["requests_per_s"], 1),
                          "cpu_us_per_request": round(1e6 * (cpu1 - cpu0) / n, 1),
                          "voluntary_switches_per_request": round((v1 - v0) / n, 2),
                          "involuntary_switches_per_request": round((i1 - i0) / n, 2),
                          "cpu_steal_pct": result["cpu_steal_pct"]}
+    if statements0 is not None and statements1 is not None:
+        # Statements (and SQLite transactions) the server ran per request: on PostgreSQL, how many reads shared each
+        # statement (ReadBatcher) under this run's load.
+        out["saturation"]["statements_per_request"] = round((statements1 - statements0) / n, 3)
     if result.get("server_hashes"):
         hashed = 1e6 * result["server_hash_cpu_s"] / n
         out["saturation"]["hash_cpu_us_per_request"] = round(hashed, 1)

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Text as a dictionary key that hashes in constant time and is equal only to the same bytes: a kept statement's SQL
-/// (SQLite's kept statements, PostgreSQL's remembered answers) and a verified token (``VerifiedTokens``).
+/// (SQLite's kept statements, PostgreSQL's remembered answers). A secret (a verified token) is keyed by
+/// ``SecretText``, which hashes the same way and compares in constant time.
 ///
 /// Its hash reads the length and three 32-byte samples of the UTF-8 (start, middle, end), where `String`'s own hash
 /// reads every byte — about 13,000 instructions for the session read's 1.5 KB of SQL, at every lookup
@@ -40,8 +41,24 @@ package struct ExactText: Hashable, Sendable {
         }
     }
 
-    private func withBytes<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
+    fileprivate func withBytes<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
         if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
         return Array(text.utf8).withUnsafeBufferPointer(body)
     }
+}
+
+/// A secret as a dictionary key (``VerifiedTokens``: a bearer token presented by a client, looked up among the tokens
+/// of other users): ``ExactText``'s hash, and equality by bytes in a time that depends on the length only
+/// (`Secrets.constantTimeEquals`), so that how far a presented token matches
+/// another one never shows in how long its lookup takes. The hash reads samples, but with the process's random seed.
+package struct SecretText: Hashable, Sendable {
+    private let exact: ExactText
+
+    package init(_ secret: String) { exact = ExactText(secret) }
+
+    package static func == (a: SecretText, b: SecretText) -> Bool {
+        a.exact.withBytes { x in b.exact.withBytes { y in Secrets.constantTimeEquals(x, y) } }
+    }
+
+    package func hash(into hasher: inout Hasher) { exact.hash(into: &hasher) }
 }

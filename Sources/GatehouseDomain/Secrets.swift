@@ -45,9 +45,14 @@ package enum Secrets {
 
     /// Compares two byte strings in time that depends only on their lengths.
     package static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in constantTimeEquals(x, y) } }
+    }
+
+    /// Whether two byte strings are equal, in a time that depends on their length only.
+    package static func constantTimeEquals(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
         guard a.count == b.count else { return false }
         var difference: UInt8 = 0
-        for i in a.indices { difference |= a[i] ^ b[i] }
+        for i in 0..<a.count { difference |= a[i] ^ b[i] }
         return difference == 0
     }
 

@@ -77,7 +77,7 @@ import Testing
     /// At most `capacity` entries; the ones in use stay.
     @Test func theCacheIsBoundedAndKeepsWhatIsInUse() throws {
         let cache = VerifiedTokens(capacity: 4)
-        let tokens = (0..<10).map { ExactText("token \($0)") }
+        let tokens = (0..<10).map { SecretText("token \($0)") }
         cache.remember(tokens[0], kid: "k", claims: Self.claims("0"))
         for (index, token) in tokens.enumerated().dropFirst() {
             cache.remember(token, kid: "k", claims: Self.claims("\(index)"))

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 
 /// Gatehouse's own tokens whose signature this process has verified, keyed by the token's exact bytes
-/// (``ExactText``: a constant-time hash of samples, then a comparison of every byte): the same token presented
+/// (``SecretText``: a hash of samples, then a constant-time comparison of every byte): the same token presented
 /// again — a Client API refresh token at every refresh, an access token at every read — skips the ECDSA verification
 /// and the decoding of its claims (a fifth of a refresh's CPU time).
 ///
@@ -11,7 +11,7 @@ import Foundation
 /// token's kind and expiry, and its session in the database. Only tokens that verified get in, so a forged or altered
 /// token pays the whole verification every time, and a token differing by one byte is another entry (a SHA-256 of the
 /// token was the key before: about 14,000 instructions for an access token at every authenticated request, where the
-/// key's hash and comparison cost a few hundred).
+/// key's hash and its constant-time comparison cost a small fraction of that).
 ///
 /// Bounded: two generations of at most `capacity / 2` entries each; when the newer is full it becomes the older and
 /// the older is dropped, so the tokens in use stay and the rest age out. Only tokens of up to ``maxTokenBytes`` are
@@ -24,8 +24,8 @@ package final class VerifiedTokens: Sendable {
         let claims: TokenClaims
     }
     private struct Generations: Sendable {
-        var newer: [ExactText: Entry] = [:]
-        var older: [ExactText: Entry] = [:]
+        var newer: [SecretText: Entry] = [:]
+        var older: [SecretText: Entry] = [:]
     }
 
     private let generations = LockedValue(Generations())
@@ -40,7 +40,7 @@ package final class VerifiedTokens: Sendable {
     }
 
     /// The claims of `token` and the key that signed it, when this process verified it before.
-    package func lookUp(_ token: ExactText) -> (kid: String, claims: TokenClaims)? {
+    package func lookUp(_ token: SecretText) -> (kid: String, claims: TokenClaims)? {
         generations.withLockedValue { generations in
             if let entry = generations.newer[token] { return (entry.kid, entry.claims) }
             guard let entry = generations.older[token] else { return nil }
@@ -51,14 +51,14 @@ package final class VerifiedTokens: Sendable {
     }
 
     /// Remembers that `token` verified as signed by `kid`, with `claims`.
-    package func remember(_ token: ExactText, kid: String, claims: TokenClaims) {
+    package func remember(_ token: SecretText, kid: String, claims: TokenClaims) {
         generations.withLockedValue { Self.insert(Entry(kid: kid, claims: claims), token, into: &$0, size: generationSize) }
     }
 
     /// Entries held (for tests).
     package var count: Int { generations.withLockedValue { $0.newer.count + $0.older.count } }
 
-    private static func insert(_ entry: Entry, _ token: ExactText, into generations: inout Generations, size: Int) {
+    private static func insert(_ entry: Entry, _ token: SecretText, into generations: inout Generations, size: Int) {
         if generations.newer.count >= size {
             generations.older = generations.newer
             generations.newer = [:]
@@ -73,7 +73,7 @@ extension SigningKeys {
     /// while the key that signed it is still one of these (``VerifiedTokens``). Expiry and kind are the caller's.
     package func verify(_ token: String) throws(TokenError) -> TokenClaims {
         guard token.utf8.count <= VerifiedTokens.maxTokenBytes else { return try JWT.verify(token, keys: publicKey(kid:)) }
-        let key = ExactText(token)
+        let key = SecretText(token)
         if let known = verified.lookUp(key), publicKey(kid: known.kid) != nil { return known.claims }
         var signer: String?
         let claims = try JWT.verify(token) { kid in

@@ -10,9 +10,22 @@ extension JSONText {
     /// deeper than ``maximumDepth``, and anything malformed. `JSONTextTests` compares it with `JSONDecoder` over
     /// random values and random corruptions of them.
     package static func readObject(_ text: String) -> [String: JSONValue]? {
+        readObject(text, integers: false)
+    }
+
+    /// ``readObject(_:)`` of UTF-8 bytes (a token's payload), nil when they are not valid UTF-8 (which `JSONDecoder`
+    /// refuses). With `integers`, a plain integer (`-?(0|[1-9][0-9]*)`, no fraction or exponent) that fits `Int64` reads
+    /// as `.int`, as `JSONDecoder` reads it into a ``JSONValue`` (a string and a boolean are tried first, and neither
+    /// takes a number); any other number still answers nil.
+    package static func readObject(utf8 bytes: some Sequence<UInt8>, integers: Bool) -> [String: JSONValue]? {
+        guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
+        return readObject(text, integers: integers)
+    }
+
+    private static func readObject(_ text: String, integers: Bool) -> [String: JSONValue]? {
         var text = text
         return text.withUTF8 { bytes in
-            var reader = Reader(bytes: bytes)
+            var reader = Reader(bytes: bytes, integers: integers)
             reader.skipSpace()
             guard let object = reader.object(depth: 1) else { return nil }
             reader.skipSpace()
@@ -25,6 +38,8 @@ extension JSONText {
 
     private struct Reader {
         let bytes: UnsafeBufferPointer<UInt8>
+        /// Whether plain integers are read (``readObject(utf8:integers:)``).
+        let integers: Bool
         var position = 0
 
         private var next: UInt8? { position < bytes.count ? bytes[position] : nil }
@@ -56,8 +71,39 @@ extension JSONText {
             case UInt8(ascii: "t"): return take(literal: "true") ? .bool(true) : nil
             case UInt8(ascii: "f"): return take(literal: "false") ? .bool(false) : nil
             case UInt8(ascii: "n"): return take(literal: "null") ? .null : nil
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return integers ? integer().map(JSONValue.int) : nil
             default: return nil
             }
+        }
+
+        /// A plain integer that fits `Int64`; nil for a fraction, an exponent, a leading zero, or a value beyond
+        /// `Int64` (which `JSONDecoder` reads as a `Double`).
+        private mutating func integer() -> Int64? {
+            let negative = take(UInt8(ascii: "-"))
+            guard let first = next, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return nil }
+            var magnitude: UInt64 = 0
+            if first == UInt8(ascii: "0") {
+                position += 1
+            } else {
+                while let byte = next, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) {
+                    let (times10, o1) = magnitude.multipliedReportingOverflow(by: 10)
+                    let (sum, o2) = times10.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
+                    guard !o1, !o2 else { return nil }
+                    magnitude = sum
+                    position += 1
+                }
+            }
+            if let byte = next, byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E")
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            {
+                return nil
+            }
+            if negative {
+                guard magnitude <= UInt64(Int64.max) + 1 else { return nil }
+                return magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(magnitude)
+            }
+            guard magnitude <= UInt64(Int64.max) else { return nil }
+            return Int64(magnitude)
         }
 
         mutating func object(depth: Int) -> [String: JSONValue]? {

@@ -135,6 +135,26 @@ import Testing
         }
     }
 
+    /// With `integers` (a token's claims), plain integers read as `JSONDecoder` reads them into a ``JSONValue``, at the
+    /// edges of `Int64` too; every other number, and every malformed one, is still left to it.
+    @Test func plainIntegersReadAsJSONDecoderReadsThem() {
+        let read = ["0", "-0", "7", "-7", "1700000000", "\(Int64.max)", "\(Int64.min)", "[1,-2,[3]]", "{\"b\":42}"]
+        for number in read {
+            let text = #"{"a":"# + number + "}"
+            let object = JSONText.readObject(utf8: Array(text.utf8), integers: true)
+            #expect(object != nil, "\(text)")
+            #expect(object == Self.decoded(text), "\(text)")
+            #expect(JSONText.readObject(utf8: Array(text.utf8), integers: false) == nil, "\(text)")
+        }
+        let left = ["9223372036854775808", "-9223372036854775809", "1.0", "1e3", "1E3", "-1.5", "01", "-01", "-", "--1", "+1", "1-", "0x1"]
+        for number in left {
+            let text = #"{"a":"# + number + "}"
+            #expect(JSONText.readObject(utf8: Array(text.utf8), integers: true) == nil, "\(text)")
+        }
+        // Bytes that are not UTF-8 are JSONDecoder's to refuse.
+        #expect(JSONText.readObject(utf8: [0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xC3, 0x22, 0x7D], integers: true) == nil)
+    }
+
     /// Random corruptions of valid objects (a byte replaced, removed or doubled): whenever it reads one, `JSONDecoder`
     /// reads the same; it never accepts what `JSONDecoder` refuses.
     @Test func corruptedTextIsNeverReadOtherwiseThanJSONDecoderReadsIt() throws {

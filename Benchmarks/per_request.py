@@ -3,6 +3,7 @@
 
     python3 Benchmarks/per_request.py [--gatehouse BIN] [--databases sqlite,postgres]
                                       [--scenarios healthz,refresh,profile,login] [--requests 3000] [--callgrind] [--strace]
+                                      [--verified-token-cache N]
 
 For each database and scenario it starts the release binary with the benchmark's configuration (production limits,
 audit and metrics on), makes the users and tokens, warms the server up, and then measures N requests of the scenario
@@ -25,6 +26,10 @@ under callgrind (valgrind would take minutes per hash).
 With `--callgrind` (a third pass, under valgrind, one connection) it also counts the instructions the server executes
 per request — a figure that does not depend on what else the machine is doing, or on the processor's speed — and
 writes the top functions by inclusive instructions to the work folder (callgrind_annotate).
+
+The benchmark's tokens (64 per scenario) are presented again and again, so each is verified once and then found among
+the tokens the server remembers as verified; `--verified-token-cache 0` measures a server that verifies every token
+at every use, as one whose clients present more tokens than its cache holds.
 
 Prints a table and writes every figure as JSON (`--out`). Standard library only; uses run.py's server and load code.
 """
@@ -205,6 +210,16 @@ def measure(server: run.Gatehouse, scenario: str, tokens: list[str], token_file:
     return out
 
 
+def configure(server: run.Gatehouse, args) -> run.Gatehouse:
+    """The benchmark's configuration, with `--verified-token-cache` when given."""
+    if args.verified_token_cache is not None:
+        text = server.config.read_text()
+        marker = "metrics: { enabled: true } }"
+        assert marker in text, "Benchmarks/gatehouse-bench.yaml's server line changed"
+        server.config.write_text(text.replace(marker, f"metrics: {{ enabled: true }}, verifiedTokenCache: {args.verified_token_cache} }}"))
+    return server
+
+
 def callgrind(binary: Path, workdir: Path, db_url: str, scenarios: list[str], args) -> dict:
     """Instructions per request, each scenario measured between a zeroing and a dump of callgrind's counters."""
     if not shutil.which("valgrind"):
@@ -213,7 +228,7 @@ def callgrind(binary: Path, workdir: Path, db_url: str, scenarios: list[str], ar
     # Its symbols stay, so instructions are still attributed to functions.
     stripped = workdir / "gatehouse-no-debug"
     subprocess.run(["objcopy", "--strip-debug", str(binary), str(stripped)], check=True)
-    server = run.Gatehouse(workdir, db_url, stripped)
+    server = configure(run.Gatehouse(workdir, db_url, stripped), args)
     argv, env, cwd = server.command()
     out_file = workdir / "callgrind.out"
     argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}.%p", "--dump-instr=no",
@@ -263,12 +278,15 @@ def main():
     p.add_argument("--callgrind-requests", type=int, default=1000)
     p.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     p.add_argument("--keep", action="store_true")
+    p.add_argument("--verified-token-cache", type=int, default=None,
+                   help="the server's server.verifiedTokenCache (0: every token verified at every use, as a server whose "
+                        "clients present more tokens than the cache holds; default: the server's default)")
     args = p.parse_args()
     scenarios = [s for s in args.scenarios.split(",") if s]
     binary = args.gatehouse.resolve()
     work = Path(tempfile.mkdtemp(prefix="gatehouse-per-request-"))
     os.chmod(work, 0o755)
-    report = {"machine": run.machine(), "commit": run.git_commit(), "binary": str(binary), "databases": {}}
+    report = {"machine": run.machine(), "commit": run.git_commit(), "binary": str(binary), "verified_token_cache": args.verified_token_cache, "databases": {}}
     try:
         for db in [d for d in args.databases.split(",") if d]:
             dbdir = work / db
@@ -280,7 +298,7 @@ def main():
             try:
                 url = (f"sqlite:{dbdir}/gatehouse.sqlite" if db == "sqlite"
                        else pg.url("gatehouse_bench") + "?sslmode=disable")
-                server = run.Gatehouse(dbdir, url, binary)
+                server = configure(run.Gatehouse(dbdir, url, binary), args)
                 server.start()
                 try:
                     access, refresh = run.prepare(server, args.users, 64, dbdir)

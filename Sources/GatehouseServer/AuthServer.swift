@@ -91,7 +91,7 @@ public final class AuthServer: Sendable {
         let database = try await openDatabase(configuration.database.url, logger: logger, connect: !waitForDatabase, metrics: metrics.database)
         do {
             let store = SQLStore(db: database)
-            let keys = SigningKeys(keys: [])
+            let keys = SigningKeys(keys: [], verifiedCapacity: configuration.server.verifiedTokenCache)
             let readiness = DatabaseReadiness(ready: false)
             do {
                 try await initialize(database, keys: keys, clock: clock, logger: logger)

@@ -43,6 +43,15 @@ import Testing
         #expect(config.apps.map(\.id) == ["gatehouse-dev"])
         #expect(config.apps[0].localUserpass?.confirmation == .email)
         #expect(config.apps[0].passwordHash == Argon2Parameters(memoryKiB: 19456, iterations: 2, parallelism: 1))
+        #expect(config.server.verifiedTokenCache == 4096)
+    }
+
+    @Test func theVerifiedTokenCacheIsSized() throws {
+        for size in [0, 1, 100_000] {
+            let config = try loader.parse(yaml: "server: {verifiedTokenCache: \(size)}\napps: [{id: a}]")
+            try ConfigurationLoader.validate(config)
+            #expect(config.server.verifiedTokenCache == size)
+        }
     }
 
     @Test func everyDocumentedKeyIsRead() throws {
@@ -190,6 +199,8 @@ import Testing
         ("apps: [{id: a, emailLimit: {count: 0}}]", "apps[0].emailLimit.count"),
         ("apps: [{id: a, emailLimit: {total: 0}}]", "apps[0].emailLimit.total"),
         ("server: {ipv6PrefixLength: 32}\napps: [{id: a}]", "server.ipv6PrefixLength"),
+        ("server: {verifiedTokenCache: -1}\napps: [{id: a}]", "server.verifiedTokenCache"),
+        ("server: {verifiedTokenCache: 131073}\napps: [{id: a}]", "server.verifiedTokenCache"),
         ("mail: {smtp: 'http://x'}\napps: [{id: a}]", "mail.smtp"),
         ("mail: {starttls: always}\napps: [{id: a}]", "mail.starttls"),
         ("mail: {from: nobody}\napps: [{id: a}]", "mail.from"),

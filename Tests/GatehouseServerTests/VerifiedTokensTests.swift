@@ -74,6 +74,20 @@ import Testing
         #expect(throws: TokenError.unknownKey) { try keys.verify(token) }
     }
 
+    /// `server.verifiedTokenCache: 0`: every token is verified at every use, and an altered one is refused as ever.
+    @Test func withoutTheCacheEveryUseIsVerified() throws {
+        let key = Self.key(1)
+        let keys = SigningKeys(keys: [key], verifiedCapacity: 0)
+        let token = try JWT.sign(Self.claims("ed"), key: key)
+        for _ in 0..<3 { #expect(try keys.verify(token) == Self.claims("ed")) }
+        #expect(keys.verified.count == 0)
+        #expect(!keys.verified.remembers)
+        let signature = token.split(separator: ".")[2]
+        #expect(throws: TokenError.self) { try keys.verify(String(token.dropLast(signature.count) + String(signature.reversed()))) }
+        keys.replace(with: SigningKeys(keys: [Self.key(2)]))
+        #expect(throws: TokenError.unknownKey) { try keys.verify(token) }
+    }
+
     /// At most `capacity` entries; the ones in use stay.
     @Test func theCacheIsBoundedAndKeepsWhatIsInUse() throws {
         let cache = VerifiedTokens(capacity: 4)

@@ -36,6 +36,9 @@ extension GatehouseConfiguration {
         if let value = server.maxConnections, !(1...1_000_000).contains(value) {
             throw ConfigurationError(key: "server.maxConnections", message: "expected 1…1000000, found \(value)")
         }
+        if !(0...131_072).contains(server.verifiedTokenCache) {
+            throw ConfigurationError(key: "server.verifiedTokenCache", message: "expected 0…131072 tokens, found \(server.verifiedTokenCache)")
+        }
         guard !server.host.isEmpty else {
             throw ConfigurationError(key: "server.host", message: "must not be empty")
         }

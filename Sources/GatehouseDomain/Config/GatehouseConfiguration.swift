@@ -80,6 +80,9 @@ public struct ServerSettings: Sendable, Hashable {
     /// Connections served at once; past it new ones wait in the listen backlog. Nil (the default): the soft file
     /// limit (raised to the hard limit at start) less 256, at most 16,384.
     public var maxConnections: Int?
+    /// Tokens whose signature this process has verified and remembers, so that the same token presented again skips
+    /// its ECDSA verification (``VerifiedTokens``); 0 remembers none. Default 4,096.
+    public var verifiedTokenCache = 4096
     /// Seconds a graceful shutdown (SIGTERM, SIGINT) waits for requests in flight before it cancels them. Default 25.
     public var shutdownTimeout = 25
     /// `server.metrics`: Prometheus metrics at `/metrics`.

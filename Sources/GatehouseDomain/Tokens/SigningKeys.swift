@@ -25,7 +25,7 @@ package final class SigningKeys: Sendable {
 
     private let keys: LockedValue<[Key]>
     /// Tokens verified against these keys (``verify(_:)``).
-    package let verified = VerifiedTokens()
+    package let verified: VerifiedTokens
     /// When this copy was read from the database.
     private let loadedAt: LockedValue<Date>
     /// Seconds a copy is used before it is read again.
@@ -33,9 +33,11 @@ package final class SigningKeys: Sendable {
     /// Seconds between reloads caused by tokens naming unknown keys.
     package static let unknownKidInterval: TimeInterval = 5
 
-    package init(keys: [Key], loadedAt: Date = .distantPast) {
+    /// `verifiedCapacity`: tokens remembered as verified (`server.verifiedTokenCache`; 0: none).
+    package init(keys: [Key], loadedAt: Date = .distantPast, verifiedCapacity: Int = 4096) {
         self.keys = LockedValue(keys)
         self.loadedAt = LockedValue(loadedAt)
+        verified = VerifiedTokens(capacity: verifiedCapacity)
     }
 
     /// Reads the active keys again when this copy is older than ``maxAge``, or when `kid` (of a token being

@@ -62,7 +62,7 @@ public struct ConfigurationLoader: Sendable {
         var config = GatehouseConfiguration(apps: [])
         if let server = try top.optionalMapping(
             "server",
-            allowed: ["host", "port", "publicURL", "location", "clientIPHeader", "ipv6PrefixLength", "idleTimeout", "headerTimeout", "bodyTimeout", "maxConnections", "shutdownTimeout", "metrics"]
+            allowed: ["host", "port", "publicURL", "location", "clientIPHeader", "ipv6PrefixLength", "idleTimeout", "headerTimeout", "bodyTimeout", "maxConnections", "shutdownTimeout", "verifiedTokenCache", "metrics"]
         ) {
             if let metrics = try server.optionalMapping("metrics", allowed: ["enabled", "token"]) {
                 if let value = try metrics.optionalBool("enabled") { config.server.metrics.enabled = value }
@@ -72,6 +72,7 @@ public struct ConfigurationLoader: Sendable {
             if let value = try server.optionalInt("headerTimeout") { config.server.headerTimeout = value }
             if let value = try server.optionalInt("bodyTimeout") { config.server.bodyTimeout = value }
             config.server.maxConnections = try server.optionalInt("maxConnections")
+            if let value = try server.optionalInt("verifiedTokenCache") { config.server.verifiedTokenCache = value }
             if let value = try server.optionalInt("shutdownTimeout") { config.server.shutdownTimeout = value }
             if let host = try server.optionalString("host") { config.server.host = host }
             config.server.clientIPHeader = try server.optionalString("clientIPHeader")

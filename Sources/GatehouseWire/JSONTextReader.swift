@@ -17,8 +17,12 @@ extension JSONText {
     /// refuses). With `integers`, a plain integer (`-?(0|[1-9][0-9]*)`, no fraction or exponent) that fits `Int64` reads
     /// as `.int`, as `JSONDecoder` reads it into a ``JSONValue`` (a string and a boolean are tried first, and neither
     /// takes a number); any other number still answers nil.
-    package static func readObject(utf8 bytes: some Sequence<UInt8>, integers: Bool) -> [String: JSONValue]? {
-        guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
+    package static func readObject(utf8 bytes: some Collection<UInt8>, integers: Bool) -> [String: JSONValue]? {
+        // Valid UTF-8 is read back as the same bytes; `String(decoding:)` replaces each invalid sequence with U+FFFD's
+        // three bytes, which no invalid sequence is. (`String(validating:)` would need macOS 15 and iOS 18, and this
+        // module is the SDK's too.)
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard text.utf8.elementsEqual(bytes) else { return nil }
         return readObject(text, integers: integers)
     }
 

@@ -151,8 +151,11 @@ import Testing
             let text = #"{"a":"# + number + "}"
             #expect(JSONText.readObject(utf8: Array(text.utf8), integers: true) == nil, "\(text)")
         }
-        // Bytes that are not UTF-8 are JSONDecoder's to refuse.
+        // Bytes that are not UTF-8 are JSONDecoder's to refuse (a cut sequence, a surrogate's encoding); U+FFFD itself
+        // is text like any other.
         #expect(JSONText.readObject(utf8: [0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xC3, 0x22, 0x7D], integers: true) == nil)
+        #expect(JSONText.readObject(utf8: [0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xED, 0xA0, 0x80, 0x22, 0x7D], integers: true) == nil)
+        #expect(JSONText.readObject(utf8: Array("{\"a\":\"\u{FFFD}\"}".utf8), integers: true) == ["a": .string("\u{FFFD}")])
     }
 
     /// Random corruptions of valid objects (a byte replaced, removed or doubled): whenever it reads one, `JSONDecoder`

@@ -122,13 +122,13 @@ extension TokenClaims {
     /// duplicate key, text that is not UTF-8 — goes to `JSONDecoder`. `TokenClaimsJSONTests` compares the two.
     /// `JSONDecoder` cost about 100,000 instructions per token, a tenth of a verification beside the ECDSA.
     package static func read(_ payload: Data) -> TokenClaims? {
-        if let object = JSONText.readObject(utf8: payload, integers: true), let claims = TokenClaims(object) { return claims }
+        if let object = JSONText.readObject(utf8: payload, integers: true), let claims = TokenClaims(reading: object) { return claims }
         return try? JSONDecoder().decode(TokenClaims.self, from: payload)
     }
 
     /// The claims of an object read by ``JSONText``, or nil for a missing claim or a value of another type than
     /// `Codable` would take (an optional claim may be absent or `null`; unknown keys are ignored, as `JSONDecoder` does).
-    private init?(_ object: [String: JSONValue]) {
+    package init?(reading object: [String: JSONValue]) {
         guard case .string(let sub)? = object[CodingKeys.sub.rawValue],
             case .string(let typName)? = object[CodingKeys.typ.rawValue], let typ = Kind(rawValue: typName),
             case .string(let sid)? = object[CodingKeys.sid.rawValue],
@@ -198,7 +198,7 @@ package enum JWT {
         package var typ: String?
         package var kid: String?
 
-        /// The header as `JSONDecoder` reads it: by ``JSONText/readObject(_:integers:)`` where that reading is
+        /// The header as `JSONDecoder` reads it: by ``JSONText/readObject(utf8:integers:)`` where that reading is
         /// certainly Foundation's (a header of strings, as Gatehouse writes them), else by `JSONDecoder`.
         static func read(_ data: Data) -> Header? {
             if let object = JSONText.readObject(utf8: data, integers: false) {

@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import GatehouseDomain
+@testable import GatehouseServer
+import HTTPTypes
 import GatehouseWire
 import Testing
 
@@ -89,6 +91,20 @@ import Testing
         #expect(keys.verified.count == 0)
         keys.replace(with: SigningKeys(keys: [Self.key(2)]))
         #expect(throws: TokenError.unknownKey) { try keys.verify(token) }
+    }
+
+    /// `server.verifiedTokenCache` reaches the running server: with 0 its reads verify the token at every use, with
+    /// a size they remember it.
+    @Test(arguments: [0, 16])
+    func theServerUsesTheConfiguredCache(size: Int) async throws {
+        var configuration = testConfiguration()
+        configuration.server.verifiedTokenCache = size
+        try await withGatehouse(configuration) { gatehouse, client in
+            let session = try await client.signUp("cache-\(size)@example.com")
+            for _ in 0..<2 { #expect(try await client.call(Path.profile, .get, bearer: session.accessToken).status == .ok) }
+            #expect(gatehouse.env.keys.verified.remembers == (size > 0))
+            #expect(gatehouse.env.keys.verified.count == (size > 0 ? 1 : 0))
+        }
     }
 
     /// At most `capacity` entries; the ones in use stay.

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import GatehouseDomain
 import Testing
@@ -24,6 +25,21 @@ struct TokenEncodingTests {
         }
         let every = (0...255).map(UInt8.init)
         #expect(Base64URL.encode(every) == Self.reference(every))
+        // Appended after what a buffer holds (a token's header and dot), from an array, a Data, a slice, and bytes in
+        // two regions.
+        for length in [0, 1, 2, 3, 64, 200] {
+            let bytes = Array(every.prefix(length))
+            var split = DispatchData.empty
+            bytes.prefix(length / 2).withUnsafeBytes { split.append($0) }
+            bytes.dropFirst(length / 2).withUnsafeBytes { split.append($0) }
+            let expected = Array("h.".utf8) + Array(Self.reference(bytes).utf8)
+            var fromArray = Array("h.".utf8), fromData = fromArray, fromSlice = fromArray, fromRegions = fromArray
+            Base64URL.append(bytes, to: &fromArray)
+            Base64URL.append(Data(bytes), to: &fromData)
+            Base64URL.append(bytes[...], to: &fromSlice)
+            Base64URL.append(split, to: &fromRegions)
+            #expect([fromArray, fromData, fromSlice, fromRegions] == Array(repeating: expected, count: 4), "\(length)")
+        }
         #expect(Base64URL.decode(Base64URL.encode(every)[...]) == Data(every))
     }
 

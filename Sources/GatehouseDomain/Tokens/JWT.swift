@@ -235,10 +235,18 @@ package enum JWT {
         try sign(payload: try claims.json(), key: key)
     }
 
+    /// The token is built in one byte buffer: the header, the payload's base64url, the signature over those bytes and
+    /// its base64url (every login and refresh signs one; each `String` joined and copied cost its own allocations).
     private static func sign(payload: some DataProtocol, key: SigningKeys.Key) throws -> String {
-        let signingInput = key.header + "." + Base64URL.encode(payload)
-        let signature = try key.privateKey.signature(for: Data(signingInput.utf8))
-        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
+        var token: [UInt8] = []
+        token.reserveCapacity(key.header.utf8.count + 2 + (payload.count * 4 + 2) / 3 + 86)
+        token.append(contentsOf: key.header.utf8)
+        token.append(UInt8(ascii: "."))
+        Base64URL.append(payload, to: &token)
+        let signature = try key.privateKey.signature(for: token)
+        token.append(UInt8(ascii: "."))
+        Base64URL.append(signature.rawRepresentation, to: &token)
+        return String(decoding: token, as: UTF8.self)
     }
 
     /// The `kid` of a token's header, unverified (to pick the key); nil when there is none or the token is malformed.
@@ -292,23 +300,38 @@ package enum Base64URL {
     }()
 
     package static func encode(_ data: some DataProtocol) -> String {
-        let bytes = Array(data)
+        var out: [UInt8] = []
+        append(data, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the unpadded base64url of `data` to `out`.
+    package static func append(_ data: some DataProtocol, to out: inout [UInt8]) {
         let alphabet = alphabet
         // 4 characters per 3 bytes; a last group of 1 or 2 bytes gives 2 or 3 characters (no padding).
-        let length = (bytes.count * 4 + 2) / 3
-        return String(unsafeUninitializedCapacity: length) { out in
-            var o = 0
-            for i in stride(from: 0, to: bytes.count, by: 3) {
-                // A short last group reads as zero bytes; only the characters it needs are kept.
-                let n = UInt32(bytes[i]) << 16
-                    | UInt32(i + 1 < bytes.count ? bytes[i + 1] : 0) << 8
-                    | UInt32(i + 2 < bytes.count ? bytes[i + 2] : 0)
-                for k in 0..<4 where o < length {
-                    out[o] = alphabet[Int(n >> UInt32(18 - 6 * k) & 63)]
-                    o += 1
+        let length = (data.count * 4 + 2) / 3
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: length))
+        func write(_ bytes: UnsafeRawBufferPointer) {
+            out.withUnsafeMutableBufferPointer { buffer in
+                var o = start
+                for i in stride(from: 0, to: bytes.count, by: 3) {
+                    // A short last group reads as zero bytes; only the characters it needs are kept.
+                    let n = UInt32(bytes[i]) << 16
+                        | UInt32(i + 1 < bytes.count ? bytes[i + 1] : 0) << 8
+                        | UInt32(i + 2 < bytes.count ? bytes[i + 2] : 0)
+                    for k in 0..<4 where o < start + length {
+                        buffer[o] = alphabet[Int(n >> UInt32(18 - 6 * k) & 63)]
+                        o += 1
+                    }
                 }
             }
-            return o
+        }
+        // Contiguous bytes (an Array, a Data) are read in place; others are copied once.
+        if data.regions.count == 1, let region = data.regions.first {
+            region.withUnsafeBytes(write)
+        } else {
+            Array(data).withUnsafeBytes(write)
         }
     }
 

@@ -201,12 +201,10 @@ package enum JWT {
         /// The header as `JSONDecoder` reads it: by ``JSONText/readObject(utf8:integers:)`` where that reading is
         /// certainly Foundation's (a header of strings, as Gatehouse writes them), else by `JSONDecoder`.
         static func read(_ data: Data) -> Header? {
-            if let object = JSONText.readObject(utf8: data, integers: false) {
-                if case .string(let alg)? = object["alg"], let typ = JSONValue.optionalString(object["typ"]),
-                    let kid = JSONValue.optionalString(object["kid"])
-                {
-                    return Header(alg: alg, typ: typ, kid: kid)
-                }
+            if let object = JSONText.readObject(utf8: data, integers: false), case .string(let alg)? = object["alg"],
+                let typ = JSONValue.optionalString(object["typ"]), let kid = JSONValue.optionalString(object["kid"])
+            {
+                return Header(alg: alg, typ: typ, kid: kid)
             }
             return try? JSONDecoder().decode(Header.self, from: data)
         }

@@ -87,7 +87,8 @@ struct ReadBatcherTests {
         // Either the read in flight fails, or (it succeeds and) the batch after it does, with reads queued behind it.
         if batchFails { db.failBatches(with: unavailable) } else { db.failOnes(with: unavailable) }
         let first = await inFlight("a", batcher, db)
-        let carried = try await queue(["b", "c"], batcher, db)
+        // One after the other, so that the batch's order is known.
+        let carried = try await queue(["b"], batcher, db) + queue(["c"], batcher, db)
         var behind: [Task<[SQLRow], any Error>] = []
         if batchFails {
             db.release(holding: true)

@@ -44,6 +44,41 @@ struct EventLoopTaskExecutorTests {
         try await group.shutdownGracefully()
     }
 
+    /// Work handed to a thread of the server's own (SQLite's writer, a hashing thread) resumes its caller on the loop
+    /// that asked, every time: the request's connection is there. (`runIfActive` resumes it on the group's next loop:
+    /// half the time the other one.)
+    @Test func workOnAPoolThreadResumesItsCallerOnTheLoopThatAskedForIt() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        let (stayed, control) = try await AuthServer.onEventLoops(group: group) {
+            var stayed = 0
+            var control = 0
+            for _ in 0..<8 {
+                // Each piece of work first waits for its caller to suspend (the asking loop runs what it is given
+                // after the job that runs the task), so that it resumes a suspended task, as a hash does.
+                var asking = MultiThreadedEventLoopGroup.currentEventLoop
+                let ranOnPool = try await pool.run { [asking] in
+                    try? asking?.submit {}.wait()
+                    return MultiThreadedEventLoopGroup.currentEventLoop == nil
+                }
+                if ranOnPool, asking != nil, MultiThreadedEventLoopGroup.currentEventLoop === asking { stayed += 1 }
+                asking = MultiThreadedEventLoopGroup.currentEventLoop
+                try await pool.runIfActive { [asking] in try? asking?.submit {}.wait() }
+                if MultiThreadedEventLoopGroup.currentEventLoop === asking { control += 1 }
+            }
+            return (stayed, control)
+        }
+        #expect(stayed == 8)
+        // The control: `runIfActive` came back elsewhere at least once (the next loop alternates).
+        #expect(control < 8)
+        // A pool that no longer runs work answers with the caller's error.
+        try await pool.shutdownGracefully()
+        struct Closed: Error {}
+        await #expect(throws: Closed.self) { try await pool.run(inactive: { Closed() }) {} }
+        try await group.shutdownGracefully()
+    }
+
     private static func `where`(_ loops: [any EventLoop]) -> String {
         guard let current = MultiThreadedEventLoopGroup.currentEventLoop else { return "elsewhere" }
         return loops.contains { $0 === current } ? "a loop" : "another group's loop"

@@ -3,8 +3,9 @@ import NIOPosix
 
 /// Runs the server's tasks on NIO's event loops instead of Swift concurrency's global thread pool: a job made
 /// runnable on an event loop's thread (a request read, a database answer) runs on that thread, in the same loop
-/// tick's task queue, instead of waking a pool thread; a job made runnable anywhere else (the SQLite writer's thread,
-/// a hashing thread, a timer) goes to the group's next loop.
+/// tick's task queue, instead of waking a pool thread; a job made runnable anywhere else (a timer, another group's
+/// thread) goes to the group's next loop. Work handed to a thread of Gatehouse's own (the SQLite writer's, a hashing
+/// thread) comes back to the loop that asked for it (``NIOThreadPool/run(inactive:_:)``), not to the next one.
 ///
 /// Why: without it every request crosses threads twice — the loop reads it and wakes a pool thread to handle it, and
 /// the handler's answer wakes the loop again to write it — and a thread wake-up costs more than whole steps of a
@@ -46,5 +47,29 @@ final class EventLoopTaskExecutor: TaskExecutor, Sendable {
 
     func asUnownedTaskExecutor() -> UnownedTaskExecutor {
         UnownedTaskExecutor(ordinary: self)
+    }
+}
+
+extension NIOThreadPool {
+    /// Runs `body` on one of the pool's threads and resumes the caller with its result on the event loop it asked from
+    /// (when it asked from one), or fails with `inactive()` when the pool no longer runs work.
+    ///
+    /// Why not `runIfActive`: it resumes the caller from the pool's thread, which ``EventLoopTaskExecutor`` can only
+    /// send to the group's next loop — half the time not the loop that holds the request's connection, so that the
+    /// request's answer then crosses to its loop once more. Resuming from the asking loop costs the same one wake-up
+    /// and keeps the request where its connection is.
+    func run<T: Sendable>(
+        inactive: @escaping @Sendable () -> any Error = { CancellationError() },
+        _ body: @escaping @Sendable () throws -> T
+    ) async throws -> T {
+        let home = MultiThreadedEventLoopGroup.currentEventLoop
+        return try await withCheckedThrowingContinuation { continuation in
+            submit { state in
+                let result: Result<T, any Error>
+                if case .active = state { result = Result(catching: body) } else { result = .failure(inactive()) }
+                guard let home else { return continuation.resume(with: result) }
+                home.execute { continuation.resume(with: result) }
+            }
+        }
     }
 }

@@ -19,13 +19,18 @@ final class Argon2PasswordHasher: PasswordHasher {
         self.metrics = metrics
     }
 
-    /// Runs `work` on the pool, measuring its wait for a thread and its run. When the calling task is cancelled (a
-    /// client gone, the server shutting down), `work`'s check answers true, and Argon2 stops at its next segment.
+    /// Runs `work` on the pool, measuring its wait for a thread and its run, and resumes the caller on the event loop
+    /// it asked from. When the calling task is cancelled (a client gone, the server shutting down), `work`'s check
+    /// answers true, and Argon2 stops at its next segment.
     private func onPool<T: Sendable>(_ work: @escaping @Sendable (_ isCancelled: () -> Bool) throws -> T) async throws -> T {
         let (queued, metrics) = (ContinuousClock.now, metrics)
         let cancelled = NIOLockedValueBox(false)
         return try await withTaskCancellationHandler {
-            try await pool.runIfActive { try metrics.run(since: queued) { try work { cancelled.withLockedValue { $0 } } } }
+            try await pool.run {
+                // Cancelled while it waited for a thread: not run at all.
+                if cancelled.withLockedValue({ $0 }) { throw CancellationError() }
+                return try metrics.run(since: queued) { try work { cancelled.withLockedValue { $0 } } }
+            }
         } onCancel: {
             cancelled.withLockedValue { $0 = true }
         }

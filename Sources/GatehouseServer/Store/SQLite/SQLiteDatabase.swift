@@ -186,17 +186,10 @@ final class SQLiteDatabase: SQLDatabase {
         return StoreError.unavailable(reason)
     }
 
-    /// Runs `body` on `thread` and answers with its result. Not cancellable: once sent, the work runs.
+    /// Runs `body` on `thread` and answers with its result, on the event loop that asked. Not cancellable: once sent,
+    /// the work runs.
     private static func run<T: Sendable>(on thread: NIOThreadPool, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            thread.submit { state in
-                guard case .active = state else {
-                    continuation.resume(throwing: SQLiteFailure.closed)
-                    return
-                }
-                continuation.resume(with: Result(catching: body))
-            }
-        }
+        try await thread.run(inactive: { SQLiteFailure.closed }, body)
     }
 
     @discardableResult

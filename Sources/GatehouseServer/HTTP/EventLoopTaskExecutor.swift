@@ -4,15 +4,15 @@ import NIOPosix
 /// Runs the server's tasks on NIO's event loops instead of Swift concurrency's global thread pool: a job made
 /// runnable on an event loop's thread (a request read, a database answer) runs on that thread, in the same loop
 /// tick's task queue, instead of waking a pool thread; a job made runnable anywhere else (a timer, another group's
-/// thread) goes to the group's next loop. Work handed to a thread of Gatehouse's own (the SQLite writer's, a hashing
-/// thread) comes back to the loop that asked for it (``NIOThreadPool/run(inactive:_:)``), not to the next one.
+/// thread, the lane of imported hashes) goes to the group's next loop. Work handed to the SQLite writer's thread or
+/// the hashing pool comes back to the loop that asked for it (``NIOThreadPool/run(inactive:_:)``), not to the next one.
 ///
 /// Why: without it every request crosses threads twice — the loop reads it and wakes a pool thread to handle it, and
 /// the handler's answer wakes the loop again to write it — and a thread wake-up costs more than whole steps of a
 /// request on some processors. With it a request is read, handled and answered on its connection's loop.
 ///
 /// What may run here: everything a request does is short or suspends — hashing runs on its own threads
-/// (`PasswordHashLanes`), SQLite writes on the writer's thread, reads on the calling thread take microseconds and
+/// (NIO's blocking pool, ``ImportedHashLane``), SQLite writes on the writer's thread, reads on the calling thread take microseconds and
 /// never wait for the writer (a WAL reader), PostgreSQL statements suspend. Code that would block a thread for
 /// long must not run in these tasks: it would hold every connection of its loop.
 ///

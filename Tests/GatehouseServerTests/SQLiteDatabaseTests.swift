@@ -194,6 +194,8 @@ import Testing
             // The other connection commits; a writer with a long busy timeout started while it held the lock gets through.
             let patient = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger, busyTimeout: .seconds(30))
             async let waiting = patient.query("INSERT INTO t (a) VALUES (3)", [])
+            // Released only once the write found the lock taken and waits for it on its connection's thread.
+            try await waitFor("the patient writer to wait for the lock", limit: 10) { patient.handOffs == 1 }
             held.withLockedValue { $0?.resume() }
             try await holder.value
             _ = try await waiting

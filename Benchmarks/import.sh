@@ -34,7 +34,8 @@ source Benchmarks/niced.sh
 
 if [ -z "${IMPORT_GATEHOUSE:-}" ] && [ "${BENCH_SKIP_BUILD:-0}" != "1" ]; then
     echo "import-bench: building gatehouse in release mode (.build-release)" >&2
-    niced swift build -c release --product gatehouse --scratch-path .build-release >&2
+    source scripts/release-flags.sh  # as it ships, and as Benchmarks/run.sh builds .build-release
+    niced swift build "${release_flags[@]}" --product gatehouse --scratch-path .build-release >&2
 fi
 gatehouse=$(realpath "${IMPORT_GATEHOUSE:-.build-release/release/gatehouse}")
 [ -x "$gatehouse" ] || { echo "import-bench: no binary at $gatehouse" >&2; exit 1; }

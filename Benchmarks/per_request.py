@@ -220,35 +220,49 @@ def configure(server: run.Gatehouse, args) -> run.Gatehouse:
     return server
 
 
+def start_under_callgrind(server: run.Gatehouse, workdir: Path) -> run.Gatehouse:
+    """`server` (whose binary must be a copy without debug information: ``without_debug_info``) started under
+    callgrind, its dumps in `workdir`, ready; the caller stops it."""
+    argv, env, cwd = server.command()
+    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={workdir}/callgrind.out.%p", "--dump-instr=no",
+            "--collect-jumps=no"] + argv
+    log = open(server.log_path, "ab")
+    server.process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    run.wait_ready(server.base + "/readyz", server.process, timeout=300)
+    return server
+
+
+def without_debug_info(binary: Path, workdir: Path) -> Path:
+    """A copy of `binary` without its debug information: Valgrind 3.19 (Debian 12) cannot read the DWARF 5 the
+    toolchain writes. Its symbols stay, so instructions are still attributed to functions."""
+    stripped = workdir / "gatehouse-no-debug"
+    subprocess.run(["objcopy", "--strip-debug", str(binary), str(stripped)], check=True)
+    return stripped
+
+
+def counted(server: run.Gatehouse, driver: "OneAtATime", count: int, name: str, workdir: Path) -> Path:
+    """Runs `count` requests of `driver` between a zeroing and a dump (named `name`) of callgrind's counters; the dump."""
+    pid = str(server.process.pid)
+    subprocess.run(["callgrind_control", "-z", pid], check=True, capture_output=True)
+    driver.run(count)
+    subprocess.run(["callgrind_control", "-d", name, pid], check=True, capture_output=True)
+    return max(workdir.glob(f"callgrind.out.{pid}.*"), key=lambda p: p.stat().st_mtime)
+
+
 def callgrind(binary: Path, workdir: Path, db_url: str, scenarios: list[str], args) -> dict:
     """Instructions per request, each scenario measured between a zeroing and a dump of callgrind's counters."""
     if not shutil.which("valgrind"):
         return {}
-    # Valgrind 3.19 (Debian 12) cannot read the DWARF 5 the toolchain writes: run a copy without debug information.
-    # Its symbols stay, so instructions are still attributed to functions.
-    stripped = workdir / "gatehouse-no-debug"
-    subprocess.run(["objcopy", "--strip-debug", str(binary), str(stripped)], check=True)
-    server = configure(run.Gatehouse(workdir, db_url, stripped), args)
-    argv, env, cwd = server.command()
-    out_file = workdir / "callgrind.out"
-    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}.%p", "--dump-instr=no",
-            "--collect-jumps=no"] + argv
-    log = open(server.log_path, "ab")
-    server.process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = configure(run.Gatehouse(workdir, db_url, without_debug_info(binary, workdir)), args)
     try:
-        run.wait_ready(server.base + "/readyz", server.process, timeout=300)
+        start_under_callgrind(server, workdir)
         access, refresh = run.prepare(server, 4, 8, workdir)
         tokens = {"refresh": refresh.read_text().split(), "profile": access.read_text().split(), "healthz": []}
         result = {}
         for scenario in scenarios:
             driver = OneAtATime(server.port, scenario, tokens[scenario])
             driver.run(200)
-            subprocess.run(["callgrind_control", "-z", str(server.process.pid)], check=True, capture_output=True)
-            driver.run(args.callgrind_requests)
-            subprocess.run(["callgrind_control", "-d", scenario, str(server.process.pid)], check=True,
-                           capture_output=True)
-            dumps = sorted(workdir.glob(f"callgrind.out.{server.process.pid}.*"), key=lambda p: p.stat().st_mtime)
-            dump = dumps[-1]
+            dump = counted(server, driver, args.callgrind_requests, scenario, workdir)
             total = 0
             for line in dump.read_text(errors="replace").splitlines():
                 if line.startswith("summary:") or line.startswith("totals:"):

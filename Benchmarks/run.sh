@@ -23,9 +23,11 @@ source Benchmarks/niced.sh
 
 if [ "${BENCH_SKIP_BUILD:-0}" != "1" ]; then
     echo "bench: building gatehouse and argon2-bench in release mode (.build-release)" >&2
-    # The server as it ships (scripts/release.sh): the Swift runtime linked statically.
-    niced swift build -c release --static-swift-stdlib --product gatehouse --scratch-path .build-release >&2
-    niced swift build -c release --static-swift-stdlib --product argon2-bench --scratch-path .build-release >&2
+    # The server as it ships (scripts/release.sh, with scripts/release-flags.sh): argon2-bench with the same flags, so
+    # that the two builds share .build-release instead of each rebuilding it for the other.
+    source scripts/release-flags.sh
+    niced swift build "${release_flags[@]}" --product gatehouse --scratch-path .build-release >&2
+    niced swift build "${release_flags[@]}" --product argon2-bench --scratch-path .build-release >&2
 fi
 
 mkdir -p .build-bench

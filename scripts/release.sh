@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the release `gatehouse`: optimised, with the Swift runtime and Foundation linked statically, SQLite and the
 # server's resources compiled in. The result is one file that runs on a Linux host of the same architecture without
-# a Swift toolchain (docs/deployment.md, "The release binary", says what it still needs from the host).
+# a Swift toolchain (docs/deployment.md, "The release binary", says what it still needs from the host). The build's
+# flags, with the layout of the code a request runs, are in scripts/release-flags.sh.
 #
 #   bash scripts/release.sh [OUTPUT_FOLDER]      (default: dist)
 #
@@ -12,8 +13,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${1:-dist}"
 
-swift build -c release --static-swift-stdlib --product gatehouse
-built="$(swift build -c release --static-swift-stdlib --show-bin-path)/gatehouse"
+source scripts/release-flags.sh
+swift build "${release_flags[@]}" --product gatehouse
+built="$(swift build "${release_flags[@]}" --show-bin-path)/gatehouse"
 
 # The toolchain's llvm-objcopy when there is one (it always understands the objects the toolchain made), else binutils'.
 objcopy="$(dirname "$(readlink -f "$(command -v swift)")")/llvm-objcopy"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes scripts/hot-functions.txt: the functions a request runs, hottest first, for the release link's layout.
 
-    python3 Benchmarks/hot_functions.py [--gatehouse BIN] [--requests 100] [--out scripts/hot-functions.txt]
+    python3 Benchmarks/hot_functions.py [--gatehouse BIN] [--databases sqlite,postgres] [--requests 100]
+                                        [--out scripts/hot-functions.txt]
 
 scripts/release-flags.sh builds every Swift function into a section of its own and has gold lay out the sections
 this file names first, in its order, so that the code a request runs sits on few pages instead of being spread over
@@ -10,7 +11,8 @@ the whole text section (Benchmarks/PROFILING.md measured 1,380 pages against 648
 How: the release binary (without its debug information, which Debian's valgrind cannot read) runs under callgrind
 with the benchmark's configuration (Benchmarks/gatehouse-bench.yaml) and a 64 KiB password hash, so that a login
 takes milliseconds under valgrind (the code a login runs is the same at any memory cost). It serves, one at a time,
-`--requests` of each: a password login, a refresh, a profile read and a health check, after as many unmeasured ones.
+`--requests` of each: a password login, a refresh, a profile read and a health check, after as many unmeasured ones,
+on SQLite and then on a throwaway PostgreSQL cluster (scripts/postgres-env.sh), adding up both databases' counts.
 Every function with instructions in those requests is listed as the section the compiler gives it
 (`.text.` + its mangled name), ordered by instructions, most first. Functions of the C++ runtime, which callgrind
 names demangled, are found by address in the symbol table. Names the link does not find (C code, one section per
@@ -76,8 +78,8 @@ def symbols(binary: Path, demangle: bool) -> dict[str, int]:
     return out
 
 
-def measure(binary: Path, workdir: Path, requests: int) -> collections.Counter:
-    server = run.Gatehouse(workdir, f"sqlite:{workdir}/gatehouse.sqlite", per_request.without_debug_info(binary, workdir))
+def measure(binary: Path, workdir: Path, url: str, requests: int) -> collections.Counter:
+    server = run.Gatehouse(workdir, url, per_request.without_debug_info(binary, workdir))
     config = server.config.read_text()
     assert "memoryKiB: 19456" in config, "Benchmarks/gatehouse-bench.yaml's password hash changed"
     server.config.write_text(config.replace("memoryKiB: 19456", "memoryKiB: 64"))
@@ -101,10 +103,19 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gatehouse", type=Path, default=ROOT / ".build-release" / "release" / "gatehouse")
     p.add_argument("--requests", type=int, default=100, help="measured requests of each scenario")
+    p.add_argument("--databases", default="sqlite,postgres", help="each adds the functions its requests run")
     p.add_argument("--out", type=Path, default=ROOT / "scripts" / "hot-functions.txt")
     args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix="gatehouse-hot-") as folder:
-        counts = measure(args.gatehouse.resolve(), Path(folder), args.requests)
+    counts = collections.Counter()
+    for database in args.databases.split(","):
+        run.log(f"{database}:")
+        with tempfile.TemporaryDirectory(prefix="gatehouse-hot-") as folder:
+            if database == "sqlite":
+                counts.update(measure(args.gatehouse.resolve(), Path(folder), f"sqlite:{folder}/gatehouse.sqlite", args.requests))
+                continue
+            with run.Postgres(Path(folder)) as pg:
+                url = pg.url("gatehouse_bench") + "?sslmode=disable"
+                counts.update(measure(args.gatehouse.resolve(), Path(folder), url, args.requests))
     mangled = symbols(args.gatehouse, demangle=False)
     by_address = {}
     for name, address in mangled.items():

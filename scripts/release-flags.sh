@@ -1,4 +1,4 @@
-# Sourced by scripts/release.sh and Benchmarks/run.sh: how the release `gatehouse` is built, in one place.
+# Sourced by scripts/release.sh, Benchmarks/run.sh and Benchmarks/import.sh: how the release `gatehouse` is built, in one place.
 #
 # - The Swift runtime and Foundation linked statically (one file that runs without a toolchain).
 # - Every Swift function in a section of its own (`-function-sections`, for every module, the dependencies too), and

@@ -11,10 +11,10 @@ import NIOPosix
 /// the handler's answer wakes the loop again to write it — and a thread wake-up costs more than whole steps of a
 /// request on some processors. With it a request is read, handled and answered on its connection's loop.
 ///
-/// What may run here: everything a request does is short or suspends — hashing runs on its own threads
-/// (NIO's blocking pool, ``ImportedHashLane``), SQLite writes on the writer's thread, reads on the calling thread take microseconds and
-/// never wait for the writer (a WAL reader), PostgreSQL statements suspend. Code that would block a thread for
-/// long must not run in these tasks: it would hold every connection of its loop.
+/// What may run here: everything a request does is short or suspends — hashing runs on its own threads (NIO's
+/// blocking pool, ``ImportedHashLane``), SQLite writes on the writer's thread, reads on the calling thread take
+/// microseconds and never wait for the writer (a WAL reader), PostgreSQL statements suspend. Code that would block a
+/// thread for long must not run in these tasks: it would hold every connection of its loop.
 ///
 /// It is installed as the task executor preference around the whole service group
 /// (``AuthServer/onEventLoops(group:_:)``), which every child task inherits (SE-0417); the default actors such a task
@@ -57,7 +57,8 @@ extension NIOThreadPool {
     /// Why not `runIfActive`: it resumes the caller from the pool's thread, which ``EventLoopTaskExecutor`` can only
     /// send to the group's next loop — half the time not the loop that holds the request's connection, so that the
     /// request's answer then crosses to its loop once more. Resuming from the asking loop costs the same one wake-up
-    /// and keeps the request where its connection is.
+    /// and keeps the request where its connection is. The asking loop must outlive the work, as it must for
+    /// ``EventLoopTaskExecutor`` to run the caller's task at all.
     func run<T: Sendable>(
         inactive: @escaping @Sendable () -> any Error = { CancellationError() },
         _ body: @escaping @Sendable () throws -> T

@@ -310,6 +310,8 @@ public final class AuthServer: Sendable {
         // Outside the error middleware: refusals carry the CORS headers too, so browser clients can read them.
         router.add(middleware: CORSMiddleware(configuration: configuration))
         router.add(middleware: ClientAPIErrorMiddleware(publicURL: publicURL))
+        // Inside the error middleware: a refusal is answered in the route's envelope.
+        router.add(middleware: CrossSiteGuard(configuration: configuration, publicURL: publicURL))
         router.add(middleware: ReadinessMiddleware(readiness: readiness))
         ClientAPIRoutes(env: env).register(on: router)
         NativeAuthRoutes(env: env).register(on: router)

@@ -60,7 +60,8 @@ public struct AccountManagementError: NativeAuthError, NativeAuthErrorStorage {
     /// Always false: these calls have no web fallback.
     public var isBrowserRequired: Bool { false }
     /// Changing a credential needs a recent proof of the password: call
-    /// ``NativeAuthUserAccountResult/reauthenticate(password:)`` (or pass the current password) and try again.
+    /// ``NativeAuthUserAccountResult/reauthenticate(password:)`` and try again (a password or email change also takes
+    /// the current password instead).
     public var isReauthenticationRequired: Bool { kind == .reauthenticationRequired }
     /// The password given as the current one is not the account's (it counts as a failed sign-in).
     public var isInvalidCredentials: Bool { kind == .invalidCredentials }

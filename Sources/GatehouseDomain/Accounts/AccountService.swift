@@ -10,8 +10,9 @@ import Logging
 /// - Only a session that may manage the account (``SessionService/Caller/manager(to:)``) gets anywhere: an API-key
 ///   session may not list, end, prove or change anything.
 /// - Changing a credential (the password, an identity) needs a recent proof: a session proven within the app's
-///   `recentProofWindow` (``SessionGate/isRecentlyProven(_:)``), or the current password in the request
-///   (``SessionGate/reauthenticate(_:password:)``). Ending sessions needs none: it only ever takes access away.
+///   `recentProofWindow` (``SessionGate/isRecentlyProven(_:)``, after a login or ``reauthenticate(_:password:)``); a
+///   password change also takes the current password in the request instead. Ending sessions needs none: it only
+///   ever takes access away.
 /// - A password change ends every other session of the user, keeps the caller's (proven now), and mails the
 ///   account's address a notice.
 /// - An identity is unlinked only while the user keeps a way to sign in (``keepsAWayIn(_:_:)``), decided in the same

@@ -1,7 +1,8 @@
 import GatehouseDomain
 /// Checks every request body gets before it is decoded, beyond the 64 KiB cap: JSON nested deeper than
-/// ``maxDepth``, and NUL characters (raw, or as `\u0000` in a JSON string). Invalid UTF-8, lone surrogates and
-/// numbers out of range are refused by the decoders themselves; each is a 400 in the API's envelope.
+/// ``maxDepth``, and NUL characters (raw, or as `\u0000` in a JSON string). Invalid UTF-8 and lone surrogates are
+/// refused by the decoders themselves, and numbers out of range in the fields a route reads (members it does not read
+/// are ignored, whatever they hold, as unknown members are); each is a 400 in the API's envelope.
 enum BodyGuard {
     /// No Gatehouse request needs more (custom function payloads and device info included).
     static let maxDepth = 32

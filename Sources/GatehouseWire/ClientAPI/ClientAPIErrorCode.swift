@@ -43,8 +43,8 @@ public struct ClientAPIErrorCode: RawRepresentable, Codable, Hashable, Sendable,
     public static let httpError = Self(rawValue: "HTTPError")
     /// The server cannot serve the request right now, for example its database is unreachable (HTTP 503).
     public static let maintenanceInProgress = Self(rawValue: "MaintenanceInProgress")
-    /// Changing a credential needs a recent proof: reauthenticate, or send the current password (HTTP 403). A
-    /// Gatehouse extension.
+    /// Changing a credential needs a recent proof: reauthenticate and try again (a password or email change also takes
+    /// the current password instead) (HTTP 403). A Gatehouse extension.
     public static let reauthenticationRequired = Self(rawValue: "ReauthenticationRequired")
     /// No live session of the caller's user has that id (HTTP 404). A Gatehouse extension.
     public static let sessionNotFound = Self(rawValue: "SessionNotFound")

@@ -112,7 +112,7 @@ extension AuthError {
             // Never 401, which clients take for an expired token.
             ClientAPIError(
                 status: .forbidden, code: .reauthenticationRequired,
-                message: "this change needs a recent proof: reauthenticate, or send the current password"
+                message: "this change needs a recent proof: reauthenticate (POST auth/reauthenticate) and try again; a password or email change also takes currentPassword"
             )
         case .wrongCurrentPassword:
             ClientAPIError(status: .forbidden, code: .invalidPassword, message: "the current password is wrong")
@@ -168,6 +168,8 @@ struct ClientAPIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 return ClientAPIError(status: .notFound, code: .notFound, message: "no route for \(request.method) \(request.uri.path)")
             case .contentTooLarge:
                 return tooLarge
+            case .forbidden:
+                return ClientAPIError(status: .forbidden, code: .forbidden, message: error.body ?? "forbidden")
             default:
                 return ClientAPIError(status: error.status, code: .badRequest, message: error.body ?? error.status.reasonPhrase)
             }

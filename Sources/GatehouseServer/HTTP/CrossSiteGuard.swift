@@ -36,7 +36,11 @@ struct CrossSiteGuard<Context: RequestContext>: RouterMiddleware {
         default:
             break
         }
-        if let refusal = refusal(origin: request.headers[.origin], fetchSite: request.headers[Self.fetchSite], path: request.uri.path) {
+        let origin = request.headers[.origin]
+        let fetchSite = request.headers[Self.fetchSite]
+        // Apps and servers send neither header: nothing more to look at.
+        if origin == nil, fetchSite == nil { return try await next(request, context) }
+        if let refusal = refusal(origin: origin, fetchSite: fetchSite, path: request.uri.path) {
             context.logger.info("cross-site request refused", metadata: ["reason": "\(refusal)"])
             throw HTTPError(.forbidden, message: refusal)
         }

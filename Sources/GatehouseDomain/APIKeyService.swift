@@ -76,9 +76,6 @@ package struct APIKeyService: Sendable {
         // credential does.
         guard SessionGate(env: env).isRecentlyProven(caller) else { throw AuthError.reauthenticationRequired }
         try Self.validate(name: name)
-        guard try await env.store.apiKeys(appId: app.id, userId: caller.user.id).count < Self.maxKeysPerUser else {
-            throw AuthError.apiKeyRefused("a user can have at most \(Self.maxKeysPerUser) API keys; delete one first")
-        }
         let (key, secret, _) = try await insert(app: app, owner: caller.user, name: name, addedBy: Provenance(adding: nil, by: caller))
         env.logger.info("API key created", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "key": "\(key.id)"])
         await env.audit(.apiKeyCreated, app: app.id, user: caller.user.id, detail: ["apiKey": key.id, "name": key.name])
@@ -193,10 +190,20 @@ package struct APIKeyService: Sendable {
             data: owner == nil ? ["name": .string(name)] : [:],
             createdAt: now, addedBy: addedBy
         )
+        // The limit and the owner's sessions are checked in the write (GatehouseStore.createAPIKey), so that requests
+        // at once cannot pass the limit and a key asked for as every session ends is not written after.
+        let written: APIKeyWrite
         do {
-            try await env.store.createAPIKey(key, identity: identity, serverUser: serverUser)
+            written = try await env.store.createAPIKey(
+                key, identity: identity, serverUser: serverUser, ownerEpoch: addedBy == nil ? nil : owner?.sessionEpoch, limit: Self.maxKeysPerUser
+            )
         } catch StoreError.conflict {
             throw AuthError.apiKeyAlreadyExists
+        } catch StoreError.sessionEnded {
+            throw AuthError.invalidSession("invalid session")
+        }
+        guard written == .created else {
+            throw AuthError.apiKeyRefused("a user can have at most \(Self.maxKeysPerUser) API keys; delete one first")
         }
         return (key, secret, identity.userId)
     }

@@ -83,10 +83,19 @@ package enum StoreError: Error, Hashable, Sendable {
     /// The database stopped answering (or its deadline passed) after a write was sent and before its answer came: the
     /// write may or may not have taken effect. Answered 503 like ``unavailable(_:)``, with a message that says so.
     case outcomeUnknown(String)
+    /// A session was not written because what proved it no longer holds: every session of its user was ended (or
+    /// the user deleted or disabled, or its API key disabled or deleted) after its credential was read. Nothing of
+    /// the write happened. ``SessionGate`` answers it as the credential's refusal.
+    case sessionEnded
 
     /// Seconds a client is told to wait (`Retry-After`) when the database is away.
     package static let retryAfterSeconds = 5
 
     /// ``unavailable(_:)`` or ``outcomeUnknown(_:)``: the database, not the request, is at fault.
-    package var isInfrastructure: Bool { self != .conflict }
+    package var isInfrastructure: Bool {
+        switch self {
+        case .unavailable, .outcomeUnknown: true
+        case .conflict, .sessionEnded: false
+        }
+    }
 }

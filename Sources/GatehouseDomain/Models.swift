@@ -9,13 +9,18 @@ package struct UserRecord: Sendable, Hashable {
     package var disabled: Bool
     /// Custom user data: travels in the `user_data` claim of access tokens. `{}` until set.
     package var customData: [String: JSONValue]
+    /// How many times every session of the user has been ended, as read with the user. A session proven on this
+    /// record is written only while the count is unchanged: a login in flight when the owner resets the password
+    /// (or anything else ends every session) gets none.
+    package var sessionEpoch: Int
 
-    package init(id: String, appId: String, createdAt: Date, disabled: Bool, customData: [String: JSONValue]) {
+    package init(id: String, appId: String, createdAt: Date, disabled: Bool, customData: [String: JSONValue], sessionEpoch: Int = 0) {
         self.id = id
         self.appId = appId
         self.createdAt = createdAt
         self.disabled = disabled
         self.customData = customData
+        self.sessionEpoch = sessionEpoch
     }
 }
 

@@ -165,7 +165,13 @@ package protocol GatehouseStore: RateCountStore {
     /// Stores `key` with its `api-key` identity; for a server key also `serverUser`, the user the identity belongs
     /// to. One transaction. Throws ``StoreError/conflict`` when the owner (or, for a server key, the app) already
     /// has a key of that name.
-    func createAPIKey(_ key: APIKeyRecord, identity: IdentityRecord, serverUser: UserRecord?) async throws
+    ///
+    /// A user's key is written with its owner's row locked, and only while the owner has fewer than `limit` keys and,
+    /// when `ownerEpoch` is given (a key a session asks for), none of the owner's sessions were ended since that
+    /// session was read (``UserRecord/sessionEpoch``): otherwise ``StoreError/sessionEnded`` or
+    /// ``APIKeyWrite/limitReached``, and nothing is written. So two requests at once cannot pass the limit, and a key
+    /// asked for while the owner proves the mailbox (which ends every session and removes every key) is not left behind.
+    func createAPIKey(_ key: APIKeyRecord, identity: IdentityRecord, serverUser: UserRecord?, ownerEpoch: Int?, limit: Int) async throws -> APIKeyWrite
     func apiKey(appId: String, id: String) async throws -> APIKeyRecord?
     /// The keys of `userId`, or the app's server keys when nil, oldest first.
     func apiKeys(appId: String, userId: String?) async throws -> [APIKeyRecord]
@@ -265,4 +271,11 @@ package enum EmailChange: Sendable, Hashable {
     case accountGone
     /// Someone confirmed the new address meanwhile: nothing changed.
     case addressTaken
+}
+
+/// What ``GatehouseStore/createAPIKey(_:identity:serverUser:ownerEpoch:limit:)`` did.
+package enum APIKeyWrite: Sendable, Hashable {
+    case created
+    /// The owner already has `limit` keys.
+    case limitReached
 }

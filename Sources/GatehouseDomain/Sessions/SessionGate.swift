@@ -42,9 +42,19 @@ package struct SessionProof: Sendable {
 /// A session the gate issued, not yet written: the only value the store writes as a new session
 /// (``GatehouseStore/createSession(_:recording:clearingLoginFailures:)``, ``NativeFlowEffect/createSession(_:)``).
 /// Made in this file only.
+///
+/// It is written only while what proved it still holds (the store checks it in the write): its user exists, is not
+/// disabled and had none of its sessions ended since the proof read it (``userEpoch``), and an API key's session's key
+/// exists and is enabled. A login still in flight when the owner resets the password, or anything else ends every
+/// session, so gets no session, whatever the order in which the two reach the database.
 package struct IssuedSession: Sendable, Hashable {
     package let record: SessionRecord
-    fileprivate init(_ record: SessionRecord) { self.record = record }
+    /// The user's ``UserRecord/sessionEpoch`` when the credential was read.
+    package let userEpoch: Int
+    fileprivate init(_ record: SessionRecord, userEpoch: Int) {
+        self.record = record
+        self.userEpoch = userEpoch
+    }
 }
 
 /// The one gate every session of both protocols passes: Client API logins of every provider, API keys, anonymous
@@ -185,7 +195,11 @@ package struct SessionGate: Sendable {
         var detail = ["provider": proof.via]
         if let key = proof.apiKeyId { detail["apiKey"] = key }
         let event = env.auditEvent(.loginSucceeded, app: app.id, user: proof.user.id, detail: detail)
-        try await env.store.createSession(issued, recording: event, clearingLoginFailures: proof.backoff?.clearedKeys ?? [])
+        do {
+            try await env.store.createSession(issued, recording: event, clearingLoginFailures: proof.backoff?.clearedKeys ?? [])
+        } catch StoreError.sessionEnded {
+            throw Self.refusal(of: proof)
+        }
         env.countAuthEvent(.loginSucceeded, app: app.id, detail: detail)
         // Keys rotated or retired by `gatehouse keys` reach this instance before it signs.
         await env.keys.refreshIfNeeded(from: env.store, now: now)
@@ -211,6 +225,12 @@ package struct SessionGate: Sendable {
         )
     }
 
+    /// What a login answers when its session was not written because what proved it ended meanwhile
+    /// (``StoreError/sessionEnded``): the refusal of its credential, as if it had come a moment later.
+    package static func refusal(of proof: SessionProof) -> AuthError {
+        proof.apiKeyId != nil ? .invalidAPIKey : .invalidCredentials
+    }
+
     private func session(
         for proof: SessionProof, app: AppSettings, device: [String: JSONValue], secretHash: [UInt8], id: String? = nil, clientId: String? = nil
     ) -> IssuedSession {
@@ -220,6 +240,6 @@ package struct SessionGate: Sendable {
             secretHash: secretHash, createdAt: now, expiresAt: now.addingTimeInterval(TimeInterval(app.refreshTokenTTL)), revokedAt: nil,
             clientId: clientId, apiKeyId: proof.apiKeyId, kind: proof.kind, methods: proof.methods,
             provenAt: proof.kind == .apiKey ? nil : proof.provenAt
-        ))
+        ), userEpoch: proof.user.sessionEpoch)
     }
 }

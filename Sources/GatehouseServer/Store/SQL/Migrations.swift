@@ -407,6 +407,16 @@ enum Migrations {
                 "CREATE INDEX login_failures_age ON login_failures(last_attempt_at)",
             ]
         ),
+        Migration(
+            version: 16,
+            name: "sessions end for logins in flight too",
+            statements: [
+                // Counts the times every session of the user was ended (a reset, a password change, a first proof of
+                // the mailbox, an undo, disabling, log out everywhere). A login reads it with the credential it
+                // proves, and its session is written only while it is unchanged (SQLStore.insertIssuedSession).
+                "ALTER TABLE users ADD COLUMN session_epoch INTEGER NOT NULL DEFAULT 0",
+            ]
+        ),
     ]
 }
 

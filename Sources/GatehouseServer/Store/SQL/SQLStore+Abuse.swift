@@ -124,19 +124,21 @@ extension SQLStore {
     static func insertAuditEvents(_ events: [AuditEvent], _ db: any SQLExecutor) async throws {
         guard !events.isEmpty else { return }
         var binds: [SQLValue] = []
-        var rows: [String] = []
         binds.reserveCapacity(events.count * 7)
-        for event in events {
-            let first = binds.count + 1
-            rows.append("(" + (first..<first + 7).map { "$\($0)" }.joined(separator: ", ") + ")")
-            binds += [
-                SQLValue(event.at), .text(event.appId), .text(event.kind), SQLValue(event.userId), SQLValue(event.ip),
-                SQLValue(event.userAgent), .text(try JSONColumn.encode(event.detail.mapValues { .string($0) })),
-            ]
-        }
-        try await db.query(
-            "INSERT INTO audit_events (at, app_id, kind, user_id, ip, user_agent, detail) VALUES \(rows.joined(separator: ", "))", binds
-        )
+        let rows = try events.map { "(" + (try auditValues($0, binds: &binds)) + ")" }
+        try await db.query("INSERT INTO audit_events (\(auditColumns)) VALUES \(rows.joined(separator: ", "))", binds)
+    }
+
+    static let auditColumns = "at, app_id, kind, user_id, ip, user_agent, detail"
+
+    /// The placeholders of `event`'s values in ``auditColumns``' order, its values appended to `binds`.
+    static func auditValues(_ event: AuditEvent, binds: inout [SQLValue]) throws -> String {
+        let first = binds.count + 1
+        binds += [
+            SQLValue(event.at), .text(event.appId), .text(event.kind), SQLValue(event.userId), SQLValue(event.ip),
+            SQLValue(event.userAgent), .text(try JSONColumn.encode(event.detail.mapValues { .string($0) })),
+        ]
+        return (first..<first + 7).map { "$\($0)" }.joined(separator: ", ")
     }
 
     func auditEvents(appId: String?, userId: String?, afterSeq: Int64?, limit: Int) async throws -> [AuditEvent] {

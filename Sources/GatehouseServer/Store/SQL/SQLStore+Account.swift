@@ -12,11 +12,13 @@ extension SQLStore {
     }
 
     func revokeAllSessions(userId: String, keeping: String?, now: Date) async throws -> Int {
-        try await Self.revokeSessions(userId: userId, keeping: keeping, now: now, db)
+        try await db.transaction { tx in try await Self.revokeSessions(userId: userId, keeping: keeping, now: now, tx) }
     }
 
+    /// Ends every session of the user but `keeping`, and any still being written (``bumpSessionEpoch(userId:_:)``).
     private static func revokeSessions(userId: String, keeping: String?, now: Date, _ tx: any SQLExecutor) async throws -> Int {
-        try await tx.query(
+        try await bumpSessionEpoch(userId: userId, tx)
+        return try await tx.query(
             "UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL AND id <> $3 RETURNING id",
             SQLValue(now), .text(userId), .text(keeping ?? "")
         ).count

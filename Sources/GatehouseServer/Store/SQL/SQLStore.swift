@@ -441,24 +441,98 @@ struct SQLStore: GatehouseStore {
 
     // MARK: Sessions
 
+    /// Writes the session with its login's audit row and the end of its backoff counts, all or nothing, and only
+    /// while what proved it holds (``IssuedSession``); otherwise ``StoreError/sessionEnded`` and nothing is written.
+    ///
+    /// The check is part of the write, so that no order of a login and a revocation leaves a session behind: every
+    /// revocation first counts up the user's `session_epoch` (``bumpSessionEpoch(userId:_:)``, which locks the user's
+    /// row) or changes the API key's row, then ends the sessions. On PostgreSQL the write is one statement that reads
+    /// those rows `FOR SHARE`: a revocation that got there first has committed before the read sees the rows (the
+    /// session is not written), and one that comes later waits for the write to commit, and then its statement that
+    /// ends the sessions sees this one. On SQLite write transactions run one at a time.
     func createSession(_ session: IssuedSession, recording event: AuditEvent, clearingLoginFailures keys: [String]) async throws {
-        try await db.writeTogether { tx in
-            try await Self.clearLoginFailures(keys: keys, tx)
-            try await Self.insertSession(session.record, tx)
-            try await Self.insertAuditEvents([event], tx)
+        let record = session.record
+        var binds = try Self.sessionBinds(record)
+        let basis = Self.sessionBasis(session, binds: &binds)
+        let sessionWrite = binds.count
+        let eventValues = try Self.auditValues(event, binds: &binds)
+        func placeholders(_ values: [String]) -> String {
+            values.map { value in
+                binds.append(.text(value))
+                return "$\(binds.count)"
+            }.joined(separator: ", ")
+        }
+        switch db.dialect {
+        case .postgres:
+            // One statement: the rows the proof rests on, locked; the session from them; the other writes from it.
+            var clauses = [
+                "basis AS (\(basis) FOR SHARE)",
+                "s AS (INSERT INTO sessions (\(Self.sessionColumns)) SELECT \(Self.sessionPlaceholders) FROM basis RETURNING id)",
+                "a AS (INSERT INTO audit_events (\(Self.auditColumns)) SELECT \(eventValues) FROM s)",
+            ]
+            if !keys.isEmpty { clauses.append("f AS (DELETE FROM login_failures WHERE key IN (\(placeholders(keys))) AND EXISTS (SELECT 1 FROM s))") }
+            let written = try await db.query("WITH \(clauses.joined(separator: ", ")) SELECT count(*) AS written FROM s", binds)
+            guard try written.first?.int("written") == 1 else { throw StoreError.sessionEnded }
+        case .sqlite:
+            let withSession = "EXISTS (SELECT 1 FROM sessions WHERE id = \(placeholders([record.id])))"
+            let auditWrite = binds.count
+            // Each statement gets the values up to its last placeholder (SQLite refuses one too many).
+            var writes: [SQLWrite] = [
+                (sql: "INSERT INTO sessions (\(Self.sessionColumns)) SELECT \(Self.sessionPlaceholders) WHERE EXISTS (\(basis))",
+                 binds: Array(binds.prefix(sessionWrite))),
+                (sql: "INSERT INTO audit_events (\(Self.auditColumns)) SELECT \(eventValues) WHERE \(withSession)", binds: Array(binds.prefix(auditWrite))),
+            ]
+            if !keys.isEmpty {
+                writes.append((sql: "DELETE FROM login_failures WHERE key IN (\(placeholders(keys))) AND \(withSession)", binds: binds))
+            }
+            try await db.transaction(running: writes)
+            guard try await !db.query("SELECT 1 FROM sessions WHERE id = $1", .text(record.id)).isEmpty else { throw StoreError.sessionEnded }
         }
     }
 
+    /// The `SELECT` that finds the rows `session`'s proof rests on (its user with the epoch it read, not disabled;
+    /// an API key's session's key, enabled), with its binds appended.
+    private static func sessionBasis(_ session: IssuedSession, binds: inout [SQLValue]) -> String {
+        binds.append(.text(session.record.userId))
+        let user = "$\(binds.count)"
+        binds.append(.int(Int64(session.userEpoch)))
+        var sql = "SELECT users.id FROM users"
+        var conditions = ["users.id = \(user)", "users.session_epoch = $\(binds.count)", "users.disabled = 0"]
+        if let key = session.record.apiKeyId {
+            binds.append(.text(key))
+            sql += " JOIN api_keys ON api_keys.id = $\(binds.count)"
+            conditions.append("api_keys.disabled = 0")
+        }
+        return sql + " WHERE " + conditions.joined(separator: " AND ")
+    }
+
+    /// Checks, in a native flow's transaction and before its effects, that what proved the flow's session still holds
+    /// (as ``createSession(_:recording:clearingLoginFailures:)`` checks it); else ``StoreError/sessionEnded``, which
+    /// rolls the flow's step back. Checked first, because the flow's own effects may end the user's other sessions
+    /// (the first proof of a mailbox) before its session is written. On PostgreSQL the rows stay locked to the end of
+    /// the transaction (`FOR UPDATE`: those effects then update the user's row without waiting on another flow's share).
+    static func requireSessionBasis(_ session: IssuedSession, dialect: SQLDialect, _ tx: any SQLExecutor) async throws {
+        var binds: [SQLValue] = []
+        let basis = sessionBasis(session, binds: &binds)
+        guard try await !tx.query(basis + (dialect == .postgres ? " FOR UPDATE" : ""), binds).isEmpty else { throw StoreError.sessionEnded }
+    }
+
     static func insertSession(_ session: SessionRecord, _ tx: any SQLExecutor) async throws {
-        try await tx.query(
-            "INSERT INTO sessions (\(sessionColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+        try await tx.query("INSERT INTO sessions (\(sessionColumns)) VALUES (\(sessionPlaceholders))", try sessionBinds(session))
+    }
+
+    private static let sessionPlaceholders = (1...18).map { "$\($0)" }.joined(separator: ", ")
+
+    /// A session's values in ``sessionColumns``' order.
+    private static func sessionBinds(_ session: SessionRecord) throws -> [SQLValue] {
+        [
             .text(session.id), .text(session.appId), .text(session.userId), .text(session.deviceId),
             .text(try JSONColumn.encode(session.device)), .blob(session.secretHash), SQLValue(session.createdAt),
             SQLValue(session.expiresAt), SQLValue(session.revokedAt), SQLValue(session.clientId),
             SQLValue(session.previousSecretHash), SQLValue(session.rotationSalt), SQLValue(session.rotatedAt),
             SQLValue(session.apiKeyId), SQLValue(session.lastUsedAt), .text(session.kind.rawValue),
-            .text(AuthenticationMethod.text(session.methods)), SQLValue(session.provenAt)
-        )
+            .text(AuthenticationMethod.text(session.methods)), SQLValue(session.provenAt),
+        ]
     }
 
     static let sessionColumns = """
@@ -552,13 +626,23 @@ struct SQLStore: GatehouseStore {
     }
 
     func revokeAllSessions(userId: String, now: Date) async throws -> Int {
-        try await Self.revokeAllSessions(userId: userId, now: now, db)
+        try await db.transaction { tx in try await Self.revokeAllSessions(userId: userId, now: now, tx) }
     }
 
+    /// Ends every session of the user, and any still being written (``bumpSessionEpoch(userId:_:)``).
     private static func revokeAllSessions(userId: String, now: Date, _ tx: any SQLExecutor) async throws -> Int {
-        try await tx.query(
+        try await bumpSessionEpoch(userId: userId, tx)
+        return try await tx.query(
             "UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL RETURNING id", SQLValue(now), .text(userId)
         ).count
+    }
+
+    /// What every ending of a user's sessions does first: counts up the user's `session_epoch`, locking its row. A
+    /// session whose credential was read before (a login in flight) is then not written
+    /// (``createSession(_:recording:clearingLoginFailures:)``), and one written before is among those the revocation
+    /// then ends.
+    static func bumpSessionEpoch(userId: String, _ tx: any SQLExecutor) async throws {
+        try await tx.query("UPDATE users SET session_epoch = session_epoch + 1 WHERE id = $1", .text(userId))
     }
 
     func setUserDisabled(appId: String, userId: String, disabled: Bool, now: Date) async throws -> Bool {
@@ -612,11 +696,26 @@ struct SQLStore: GatehouseStore {
         )
     }
 
-    func createAPIKey(_ key: APIKeyRecord, identity: IdentityRecord, serverUser: UserRecord?) async throws {
+    func createAPIKey(_ key: APIKeyRecord, identity: IdentityRecord, serverUser: UserRecord?, ownerEpoch: Int?, limit: Int) async throws -> APIKeyWrite {
         try await db.transaction { tx in
+            if let owner = key.userId {
+                // The owner's row, locked (as a revocation's bumpSessionEpoch locks it): an ending of every session
+                // either committed before (the epoch moved: refused) or waits for this key and then removes it.
+                var binds: [SQLValue] = [.text(owner)]
+                var epoch = ""
+                if let ownerEpoch {
+                    binds.append(.int(Int64(ownerEpoch)))
+                    epoch = " AND session_epoch = $2"
+                }
+                guard try await !tx.query("UPDATE users SET session_epoch = session_epoch WHERE id = $1\(epoch) RETURNING id", binds).isEmpty
+                else { throw StoreError.sessionEnded }
+                let held = try await tx.query("SELECT count(*) AS n FROM api_keys WHERE user_id = $1", .text(owner)).first?.int("n") ?? 0
+                guard held < Int64(limit) else { return .limitReached }
+            }
             if let serverUser { try await Self.insertUser(serverUser, tx) }
             try await Self.insertAPIKey(key, tx)
             try await Self.insertIdentity(identity, tx)
+            return .created
         }
     }
 
@@ -651,7 +750,7 @@ struct SQLStore: GatehouseStore {
         ).first.map(Self.apiKey) else { return nil }
         guard let user = try await db.query(
             """
-            SELECT u.id, u.app_id, u.created_at, u.disabled, u.custom_data FROM users u
+            SELECT \(Self.columns(Self.userColumns, of: "u")) FROM users u
             JOIN identities i ON i.user_id = u.id
             WHERE i.app_id = $1 AND i.provider_type = 'api-key' AND i.external_id = $2
             """,
@@ -714,7 +813,8 @@ struct SQLStore: GatehouseStore {
     }
 
     func advanceFlow(_ flow: NativeFlowRecord, from expectedTokenHash: [UInt8], now: Date, effects: [NativeFlowEffect]) async throws -> Bool {
-        try await db.transaction { tx in
+        let dialect = db.dialect
+        return try await db.transaction { tx in
             // The flow's identity (app, client, kind) never changes, and neither does `attempts` here: only
             // recordFlowAttempt counts, so a racing step cannot write an older count back.
             let updated = try await tx.query(
@@ -729,6 +829,7 @@ struct SQLStore: GatehouseStore {
                 SQLValue(flow.passwordHash), .text(try Self.attributesColumn(flow.attributes)), .blob(expectedTokenHash), SQLValue(now)
             )
             guard !updated.isEmpty else { return false }
+            for case .createSession(let session) in effects { try await Self.requireSessionBasis(session, dialect: dialect, tx) }
             for effect in effects { try await Self.apply(effect, now: now, tx) }
             return true
         }
@@ -751,6 +852,7 @@ struct SQLStore: GatehouseStore {
         case .proveMailbox(let userId, let email, let proof):
             try await proveMailbox(userId: userId, email: email, proof, now: now, tx)
         case .createSession(let session):
+            // Its basis was checked before the effects ran (advanceFlow).
             try await insertSession(session.record, tx)
         }
     }
@@ -917,7 +1019,7 @@ struct SQLStore: GatehouseStore {
 
     // MARK: Rows
 
-    static let userColumns = "id, app_id, created_at, disabled, custom_data"
+    static let userColumns = "id, app_id, created_at, disabled, custom_data, session_epoch"
 
     /// `columns` (a list like ``userColumns``) named by `table`, for a join; each renamed `prefix` + the column when
     /// the other table has columns of the same names.
@@ -934,7 +1036,8 @@ struct SQLStore: GatehouseStore {
             appId: try row.text(prefix + "app_id"),
             createdAt: try row.date(prefix + "created_at"),
             disabled: try row.int(prefix + "disabled") != 0,
-            customData: try JSONColumn.decode(row.text(prefix + "custom_data"))
+            customData: try JSONColumn.decode(row.text(prefix + "custom_data")),
+            sessionEpoch: Int(try row.int(prefix + "session_epoch"))
         )
     }
 

@@ -1,0 +1,211 @@
+import Foundation
+import GatehouseArgon2
+import GatehouseDomain
+@testable import GatehouseServer
+import GatehouseTestSupport
+import GatehouseWire
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// A login is proven (its password hashed, its key or token checked) before its session is written, and an owner may
+/// end every session in between: reset the password, change it, prove the mailbox for the first time, disable the
+/// key or the user. A session proven before such an ending is never written after it (``IssuedSession``), on either
+/// database and through either protocol: otherwise an attacker who knows the old password keeps a session (and with
+/// it a recent proof, enough to set a password of their own) by having a login in flight at the moment of the reset.
+@Suite struct LoginInFlightTests {
+    /// A hasher whose verifications wait at `gate` (after saying they arrived): a login held between reading its
+    /// account and writing its session, for as long as the test needs.
+    final class HeldHasher: PasswordHasher {
+        let base: any PasswordHasher
+        let gate: Gate
+        init(base: any PasswordHasher, gate: Gate) { (self.base, self.gate) = (base, gate) }
+
+        func hash(_ password: String, parameters: Argon2Parameters) async throws -> String {
+            try await base.hash(password, parameters: parameters)
+        }
+        func verify(_ password: String, against hash: String, parameters: Argon2Parameters) async throws -> Bool {
+            gate.arrived()
+            await gate.wait()
+            return try await base.verify(password, against: hash, parameters: parameters)
+        }
+        func verify(_ password: String, against hash: String, parameters: Argon2Parameters, for check: PasswordCheck) async throws -> Bool {
+            try await verify(password, against: hash, parameters: parameters)
+        }
+        func needsRehash(_ hash: String, parameters: Argon2Parameters) -> Bool { base.needsRehash(hash, parameters: parameters) }
+        func burnVerify(_ password: String, parameters: Argon2Parameters) async throws {
+            try await base.burnVerify(password, parameters: parameters)
+        }
+    }
+
+    /// The owner's reset by link, through the API.
+    func reset(_ client: any TestClientProtocol, _ email: String, to password: String) async throws {
+        #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: email)).status == .ok)
+        let link = try await client.latestLink(email)
+        #expect(try await client.call(Path.local("reset"), json: ResetPasswordRequest(password: password, token: link.token, tokenId: link.tokenId)).status == .ok)
+    }
+
+    func successfulLogins(_ gatehouse: AuthServer, user: String) async throws -> Int {
+        try await gatehouse.env.store.auditEvents(appId: "test-app", userId: user, afterSeq: nil, limit: 100).filter { $0.kind == "login_succeeded" }.count
+    }
+
+    @Test func aPasswordLoginInFlightDuringTheOwnersResetGetsNoSession() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("olga@example.com", "old password")
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            let held = Gate()
+            var env = gatehouse.env
+            env.hasher = HeldHasher(base: env.hasher, gate: held)
+            // The attacker knows the old password; the login has read the account and is hashing.
+            let login = Task { [env] in
+                try await LoginService(env: env).logIn(.emailPassword(username: "olga@example.com", password: "old password"), app: app, device: [:])
+            }
+            await held.waitForArrival()
+            try await reset(client, "olga@example.com", to: "new password")
+            let before = try await successfulLogins(gatehouse, user: owner.userId)
+            held.open()
+            await #expect(throws: AuthError.invalidCredentials) { try await login.value }
+            // Nothing of it was written: no session, no successful login recorded.
+            #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).isEmpty)
+            #expect(try await successfulLogins(gatehouse, user: owner.userId) == before)
+            #expect(try await client.login("olga@example.com", "new password").status == .ok)
+        }
+    }
+
+    @Test func aNativePasswordSignInInFlightDuringTheOwnersResetGetsNoSession() async throws {
+        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+            let signedUp = try await client.nativeSignedUp("nina@example.com", password: "old password")
+            let userId = try #require(try jwtPayload(signedUp.accessToken)["sub"] as? String)
+            _ = try await client.call("/api/client/v2.0/auth/sessions", .delete, bearer: signedUp.accessToken)
+            // The attacker's sign-in reaches the password step through the API.
+            let started = try await client.nativeStep(.signInInitiate, ["username": "nina@example.com", "challenge_type": allChallengeTypes])
+            let challenged = try await client.nativeStep(
+                .signInChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": allChallengeTypes]
+            )
+            #expect(challenged.challengeType == .password)
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            let native = NativeAuthService.Client(app: app, settings: try #require(app.nativeAuth), id: nativeClient)
+            let request = NativeAuthRequest(
+                continuationToken: try #require(challenged.continuationToken), grantType: "password", password: "old password", scope: "openid offline_access"
+            )
+            let held = Gate()
+            var env = gatehouse.env
+            env.hasher = HeldHasher(base: env.hasher, gate: held)
+            let signIn = Task { [env] in try await NativeAuthService(env: env).token(client: native, request: request) }
+            await held.waitForArrival()
+            try await reset(client, "nina@example.com", to: "new password")
+            held.open()
+            await #expect(throws: NativeFlowError.invalidCredentials) { try await signIn.value }
+            #expect(try await gatehouse.env.store.liveSessions(userId: userId, now: gatehouse.env.clock.now).isEmpty)
+        }
+    }
+
+    /// Each way the owner (or the operator) ends the sessions, between a login's proof and its session.
+    enum Ending: String, CaseIterable, CustomTestStringConvertible {
+        case logOutEverywhere, endOtherSessions, passwordChange, disableUser, deleteUser, disableKey, deleteKey
+        var testDescription: String { rawValue }
+        var usesKey: Bool { self == .disableKey || self == .deleteKey }
+    }
+
+    @Test(arguments: Ending.allCases) func aProofMadeBeforeAnEndingStartsNoSessionAfterIt(_ ending: Ending) async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("kai@example.com")
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            let gate = SessionGate(env: gatehouse.env)
+            var credential = LoginCredential.emailPassword(username: "kai@example.com", password: "correct horse")
+            var keyId: String?
+            if ending.usesKey {
+                let created = try await client.call("/api/client/v2.0/auth/api_keys", body: #"{"name":"build"}"#, bearer: owner.refreshToken)
+                let body = try #require(try JSONSerialization.jsonObject(with: created.body) as? [String: Any])
+                credential = .apiKey(try #require(body["key"] as? String))
+                keyId = body["_id"] as? String
+            }
+            let proof = try await gate.prove(credential, app: app)
+            let before = try await successfulLogins(gatehouse, user: owner.userId)
+
+            let now = gatehouse.env.clock.now
+            switch ending {
+            case .logOutEverywhere:
+                #expect(try await client.call("/api/client/v2.0/auth/sessions", .delete, bearer: owner.accessToken).status == .noContent)
+            case .endOtherSessions:
+                #expect(try await gatehouse.env.store.revokeAllSessions(userId: owner.userId, keeping: nil, now: now) == 1)
+            case .passwordChange:
+                let change = try await client.call("/api/client/v2.0/auth/password", body: #"{"password":"a new password"}"#, bearer: owner.accessToken)
+                #expect(change.status == .noContent, "\(change.text)")
+            case .disableUser:
+                #expect(try await gatehouse.env.store.setUserDisabled(appId: "test-app", userId: owner.userId, disabled: true, now: now))
+            case .deleteUser:
+                #expect(try await client.call(Path.delete, .delete, bearer: owner.accessToken).status == .noContent)
+            case .disableKey:
+                #expect(try await gatehouse.env.store.setAPIKeyDisabled(appId: "test-app", id: try #require(keyId), disabled: true, now: now))
+            case .deleteKey:
+                #expect(try await gatehouse.env.store.deleteAPIKey(appId: "test-app", id: try #require(keyId), now: now))
+            }
+            let live = try await gatehouse.env.store.liveSessions(userId: owner.userId, now: now).map(\.id)
+
+            // Refused as the credential would be a moment later: never a 5xx, never a session.
+            await #expect(throws: ending.usesKey ? AuthError.invalidAPIKey : AuthError.invalidCredentials) {
+                try await gate.startSession(proof, app: app, device: [:])
+            }
+            #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: now).map(\.id) == live)
+            if ending != .deleteUser { #expect(try await successfulLogins(gatehouse, user: owner.userId) == before) }
+        }
+    }
+
+    /// An attacker who registered the victim's address first keeps asking for API keys; the victim's reset by link
+    /// (the first proof of the mailbox) removes every key and ends every session. A key whose request read its session
+    /// before the reset is not written after it.
+    @Test func aKeyAskedForAsTheOwnerFirstProvesTheMailboxIsNotLeftBehind() async throws {
+        var config = testConfiguration()
+        config.apps[1].apiKeys = true
+        try await withGatehouse(config) { gatehouse, client in
+            #expect(try await client.register("vic@example.com", "attacker password", app: "auto-app").status == .created)
+            let squatter = try await client.login("vic@example.com", "attacker password", app: "auto-app").decode(LoginResponse.self)
+            let caller = try await APIKeyService(env: gatehouse.env).caller(refreshToken: squatter.refreshToken)
+            #expect(try await client.call(Path.local("reset/send", app: "auto-app"), json: EmailRequest(email: "vic@example.com")).status == .ok)
+            let link = try await client.latestLink("vic@example.com")
+            let reset = ResetPasswordRequest(password: "the owner's password", token: link.token, tokenId: link.tokenId)
+            #expect(try await client.call(Path.local("reset", app: "auto-app"), json: reset).status == .ok)
+
+            await #expect(throws: AuthError.invalidSession("invalid session")) {
+                try await APIKeyService(env: gatehouse.env).create(caller: caller, name: "kept")
+            }
+            #expect(try await gatehouse.env.store.apiKeys(appId: "auto-app", userId: caller.user.id).isEmpty)
+        }
+    }
+
+    /// Requests at once cannot pass the per-user key limit between them.
+    @Test func keysAskedForAtOnceStopAtTheLimit() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("cap@example.com")
+            for index in 1..<APIKeyService.maxKeysPerUser { _ = try await client.createKey("key-\(index)", refreshToken: owner.refreshToken) }
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<10 {
+                    group.addTask {
+                        try await client.call(Path.apiKeys, json: CreateAPIKeyRequest(name: "race-\(index)"), bearer: owner.refreshToken).status
+                    }
+                }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .created }.count == 1, "\(statuses)")
+            #expect(statuses.filter { $0 == .badRequest }.count == 9, "\(statuses)")
+            #expect(try await gatehouse.env.store.apiKeys(appId: "test-app", userId: owner.userId).count == APIKeyService.maxKeysPerUser)
+        }
+    }
+
+    /// The control: a proof with nothing ended since starts its session.
+    @Test func aProofWithNothingEndedSinceStartsItsSession() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("lia@example.com")
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            let gate = SessionGate(env: gatehouse.env)
+            let proof = try await gate.prove(.emailPassword(username: "lia@example.com", password: "correct horse"), app: app)
+            // Ending one session (a logout) ends no other, and no proof.
+            #expect(try await client.call(Path.session, .delete, bearer: owner.refreshToken).status == .noContent)
+            let result = try await gate.startSession(proof, app: app, device: [:])
+            let sid = try #require(try jwtPayload(result.refreshToken)["sid"] as? String)
+            #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id) == [sid])
+        }
+    }
+}

@@ -62,5 +62,8 @@ import Testing
         }
         let good = try load("apps: [{id: a, cors: {allowedOrigins: ['https://App.example.com:8443']}}]")
         #expect(good.apps[0].corsOrigins == ["https://app.example.com:8443"])
+        // A default port is left out, as browsers leave it out of `Origin`.
+        let defaults = try load("apps: [{id: a, cors: {allowedOrigins: ['https://app.example.com:443', 'http://dev.example.com:80']}}]")
+        #expect(defaults.apps[0].corsOrigins == ["https://app.example.com", "http://dev.example.com"])
     }
 }

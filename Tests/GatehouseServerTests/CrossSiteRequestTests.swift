@@ -109,11 +109,39 @@ import Testing
         }
     }
 
+    /// A page on another site embeds made-up confirmation links as images (the browser sends no `Origin` for them):
+    /// each would count against its visitor's address's `code` limit, which the visitor's own links share.
+    @Test func linksEmbeddedInAnotherSitesPageAreNeitherOpenedNorCounted() async throws {
+        try await withGatehouse(limitedConfiguration(RateLimitSettings.defaultRules)) { _, client in
+            #expect(try await client.register("ida@example.com").status == .created)
+            let link = try await client.latestLink("ida@example.com")
+            func open(_ token: String, _ tokenId: String, as destination: String, mode: String) async throws -> Reply {
+                var headers: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "203.0.113.250, \(Self.owner)"]
+                headers[HTTPField.Name("Sec-Fetch-Dest")!] = destination
+                headers[HTTPField.Name("Sec-Fetch-Mode")!] = mode
+                headers[HTTPField.Name("Sec-Fetch-Site")!] = "cross-site"
+                return try await client.execute(uri: "/app/test-app/confirm?token=\(token)&tokenId=\(tokenId)", method: .get, headers: headers) { response in
+                    Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
+                }
+            }
+            let limit = try #require(RateLimitSettings.defaultRules[.code]?.perIP?.count)
+            for index in 0...limit {
+                let embedded = try await open(String(format: "%064x", index), String(format: "%024x", index), as: "image", mode: "no-cors")
+                #expect(embedded.status == .forbidden)
+            }
+            #expect(try await open("00", "00", as: "iframe", mode: "navigate").status == .forbidden)
+            // The visitor's own link, opened from the mail as a page, still opens.
+            let own = try await open(link.token, link.tokenId, as: "document", mode: "navigate")
+            #expect(own.status == .ok, "\(own.text)")
+            #expect(own.text.contains("Confirm your email"))
+        }
+    }
+
     @Test func anOriginIsTheSchemeHostAndPortAsBrowsersWriteIt() {
-        #expect(CrossSiteGuard<GatehouseRequestContext>.origin(of: "https://Auth.Example.com/") == "https://auth.example.com")
-        #expect(CrossSiteGuard<GatehouseRequestContext>.origin(of: "https://auth.example.com:443/base") == "https://auth.example.com")
-        #expect(CrossSiteGuard<GatehouseRequestContext>.origin(of: "http://127.0.0.1:9090") == "http://127.0.0.1:9090")
-        #expect(CrossSiteGuard<GatehouseRequestContext>.origin(of: "http://auth.example.com:80") == "http://auth.example.com")
-        #expect(CrossSiteGuard<GatehouseRequestContext>.origin(of: "not a url") == nil)
+        #expect(BrowserOrigin.of("https://Auth.Example.com/") == "https://auth.example.com")
+        #expect(BrowserOrigin.of("https://auth.example.com:443/base") == "https://auth.example.com")
+        #expect(BrowserOrigin.of("http://127.0.0.1:9090") == "http://127.0.0.1:9090")
+        #expect(BrowserOrigin.of("http://auth.example.com:80") == "http://auth.example.com")
+        #expect(BrowserOrigin.of("not a url") == nil)
     }
 }

@@ -227,7 +227,8 @@ public struct ConfigurationLoader: Sendable {
                     let host = url.host, !host.isEmpty, host.allSatisfy({ $0.isLetter || $0.isNumber || "-.[]:".contains($0) }),
                     url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil
                 else { throw ConfigurationError(key: node.path, message: "expected an origin like https://app.example.com, found \"\(origin)\"") }
-                config.corsOrigins.insert(origin.lowercased())
+                // As browsers write it: `https://app.example.com:443` is sent as `https://app.example.com`.
+                config.corsOrigins.insert(BrowserOrigin.of(origin) ?? origin.lowercased())
             }
         }
         return config

@@ -52,7 +52,7 @@ struct CrossSiteGuard<Context: RequestContext>: RouterMiddleware {
         guard let allowed = CORSMiddleware<Context>(configuration: configuration).allowedOrigins(for: path) else { return nil }
         if let origin {
             let spelled = origin.lowercased()
-            if allowed.contains(spelled) || spelled == Self.origin(of: publicURL.value) { return nil }
+            if allowed.contains(spelled) || spelled == BrowserOrigin.of(publicURL.value) { return nil }
             return "a web page at origin \(origin.prefix(200)) may not call this API; list it in the app's cors.allowedOrigins to allow it"
         }
         switch fetchSite?.lowercased() {
@@ -62,9 +62,12 @@ struct CrossSiteGuard<Context: RequestContext>: RouterMiddleware {
             return nil
         }
     }
+}
 
-    /// `scheme://host[:port]` of a URL, lowercased, the default port left out (as browsers write `Origin`).
-    static func origin(of url: String) -> String? {
+/// The origin of a URL as browsers write it in `Origin`: `scheme://host[:port]`, lowercased, the scheme's default port
+/// left out. The server's public URL and the configured `cors.allowedOrigins` are compared in this form.
+enum BrowserOrigin {
+    static func of(_ url: String) -> String? {
         guard let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), let host = parts.host?.lowercased() else { return nil }
         let defaultPort = scheme == "https" ? 443 : scheme == "http" ? 80 : nil
         if let port = parts.port, port != defaultPort { return "\(scheme)://\(host):\(port)" }

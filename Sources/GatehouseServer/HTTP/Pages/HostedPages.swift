@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseDomain
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
@@ -33,7 +34,7 @@ struct HostedPages {
     // MARK: Confirmation
 
     @Sendable func confirmPage(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await page(context) { app, csrf in
+        try await linkPage(request, context) { app, csrf in
             let query = request.uri.queryParameters
             guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
                 return Page(status: .badRequest, title: "This link is incomplete", body: incompleteLink(app, csrf, resend: "confirm/send"))
@@ -120,7 +121,7 @@ struct HostedPages {
     // MARK: Password reset
 
     @Sendable func resetPage(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await page(context) { app, csrf in
+        try await linkPage(request, context) { app, csrf in
             let query = request.uri.queryParameters
             guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
                 return Page(status: .badRequest, title: "This link is incomplete", body: incompleteLink(app, csrf, resend: "reset/send"))
@@ -214,7 +215,7 @@ struct HostedPages {
     private func accounts(_ context: GatehouseRequestContext) -> AccountService { AccountService(env: env.serving(context.origin)) }
 
     @Sendable func undoEmailChangePage(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
-        try await page(context) { app, csrf in
+        try await linkPage(request, context) { app, csrf in
             let query = request.uri.queryParameters
             guard let token = query.get("token"), let tokenId = query.get("tokenId") else {
                 return Page(status: .badRequest, title: "This link is incomplete", body: "<p>The link is missing its token. Open the whole link from the email.</p>")
@@ -318,6 +319,27 @@ struct HostedPages {
     }
 
     /// Runs a GET page: resolves the app, sets a fresh CSRF cookie, renders HTML for every outcome.
+    /// ``page(_:_:)`` for a page that opens an emailed link, which counts against the client's `code` limit (it says
+    /// whether a token is valid). A browser opens such a link as a document; what it fetches for another site's page
+    /// (an image, a frame, a script: `Sec-Fetch-Dest` other than `document`) is refused before the link is read or
+    /// counted, so that no page on another site can spend its visitors' allowance by embedding links. Clients that
+    /// send no `Sec-Fetch-Dest` (mail scanners, scripts) are counted as before.
+    private func linkPage(
+        _ request: Request,
+        _ context: GatehouseRequestContext,
+        _ render: (AppSettings, String) async throws -> Page
+    ) async throws -> Response {
+        if let destination = request.headers[Self.fetchDestination], destination.lowercased() != "document" {
+            return Page(
+                status: .forbidden, title: "Open this link yourself",
+                body: "<p>This link opens only as a page of its own. Open it from your email.</p>"
+            ).response()
+        }
+        return try await page(context, render)
+    }
+
+    static var fetchDestination: HTTPField.Name { HTTPField.Name("Sec-Fetch-Dest")! }
+
     private func page(
         _ context: GatehouseRequestContext,
         _ render: (AppSettings, String) async throws -> Page

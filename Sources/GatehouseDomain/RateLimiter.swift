@@ -26,9 +26,11 @@ import Foundation
 /// the database's answer to its write, which holds every hit of the counter this instance wrote before), a hit is
 /// admitted only at a place within the limit, and every place is taken once. With k instances sharing a database,
 /// what one admitted here is unseen by the others until written — at most a share per counter (two while the
-/// database fails writes: the hits of the failed write and those admitted meanwhile) — so a counter can let through
-/// at most (k − 1) × share requests more than its limit in one window: a tenth of the limit per further instance,
-/// one request per further instance for limits under 20. A restart is a further instance in this sense: its new
+/// database fails writes: the hits of the failed write and those admitted meanwhile) — and a burst that reaches
+/// several instances at once can meet every one of them holding such hits as the count crosses the limit. So a
+/// counter can let through about k × share requests more than its limit in one window: a tenth of the limit per
+/// instance, one request per instance for limits under 20 (two instances and a burst of concurrent requests measured
+/// 12 for a limit of 10 and 35 for 30). A restart is a further instance in this sense: its new
 /// run may admit a counter's share before it learns a count its earlier run took near or past the limit (knowing
 /// it at once would cost a write per counter for a whole window after every start). An instance that stops without a
 /// graceful shutdown loses at most that much of each counter (hits never written).

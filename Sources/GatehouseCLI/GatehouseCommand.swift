@@ -715,7 +715,8 @@ struct Keys: AsyncParsableCommand {
         abstract: "Manage the keys tokens are signed with.",
         discussion: """
             rotate adds a key that signs from then on; older keys still verify. retire makes a key stop verifying: \
-            every token it signed stops working, refresh tokens included (users sign in again), so retire a key \
+            every token it signed stops working, Client API refresh tokens included (their users sign in again; native \
+            auth refresh tokens are not signed and keep working), so retire a key \
             once the tokens it signed may expire (refreshTokenTTL after the rotation) or when it may have leaked. \
             Running servers take changes within a minute.
             """,

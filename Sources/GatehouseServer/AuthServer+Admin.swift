@@ -105,7 +105,9 @@ extension AuthServer {
     }
 
     /// `gatehouse keys retire KID`: the key stops verifying (on every instance within a minute), so every token it
-    /// signed stops working, refresh tokens included. The last active key cannot be retired.
+    /// signed stops working, Client API refresh tokens included (native auth refresh tokens are opaque secrets, not
+    /// signed: they keep working, and the access tokens they get are signed by the current key). The last active key
+    /// cannot be retired.
     public static func retireSigningKey(
         configuration: GatehouseConfiguration, kid: String, clock: GatehouseClock = .system, logger: Logger = Logger(label: "gatehouse")
     ) async throws {

@@ -31,11 +31,17 @@ import Testing
         let folder = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("keys.sqlite").path))
-        let config = testConfiguration(database: url)
+        let config = {
+            var config = nativeConfiguration()
+            config.database.url = url
+            return config
+        }()
         let clock = ManualClock()
         try await withGatehouse(config, clock: clock) { _, client in
             let first = try await client.signUp("keys@example.com")
             let old = try Self.kid(first.refreshToken)
+            let native = try await client.nativeSignedUp("native-keys@example.com")
+            #expect(try Self.kid(native.accessToken) == old)
             let rotated = try await AuthServer.rotateSigningKey(configuration: config, clock: clock.clock, logger: quietLogger)
             #expect(rotated.kid != old)
 
@@ -64,6 +70,11 @@ import Testing
             #expect(refused.error?.errorCode == .invalidSession)
             #expect(try await client.call(Path.session, bearer: second.refreshToken).status == .created)
             #expect(try await Self.jwksKids(client) == [rotated.kid])
+            // A native auth refresh token is an opaque secret, not signed by the key: it keeps working, and the access
+            // token it gets is signed by the current key.
+            let refreshed = try await client.nativeRefresh(try #require(native.refreshToken))
+            #expect(refreshed.status == .ok, "\(refreshed.text)")
+            #expect(try Self.kid(try refreshed.decode(NativeAuthTokenResponse.self).accessToken) == rotated.kid)
 
             // The last active key cannot go, and an unknown one is named as such.
             await #expect(throws: AdminError.self) { try await AuthServer.retireSigningKey(configuration: config, kid: rotated.kid, logger: quietLogger) }

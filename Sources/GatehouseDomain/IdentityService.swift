@@ -32,15 +32,26 @@ package struct IdentityService: Sendable {
     /// Adds `identity` to the caller's user (`login?link=true`). An identity that is already the caller's is fine; one
     /// of another user is refused, except an email/password account that was registered but never logged in: it
     /// is no one's user yet, so it moves to the caller (and its empty user goes), as App Services does.
+    ///
+    /// The identity is written only while the caller's session holds: a link asked for as every session of the user
+    /// ends (a reset, the first proof of the mailbox) gets ``AuthError/invalidSession(_:)`` and adds nothing.
     package func link(_ identity: ExternalIdentity, to manager: AccountManager) async throws {
-        let caller = manager.caller
+        do {
+            try await attach(identity, to: manager.caller)
+        } catch StoreError.sessionEnded {
+            throw AuthError.invalidSession("invalid session")
+        }
+    }
+
+    private func attach(_ identity: ExternalIdentity, to caller: SessionService.Caller) async throws {
         let app = caller.app
         for _ in 0..<2 {
             if let existing = try await env.store.identity(appId: app.id, providerType: identity.providerType, externalId: identity.externalId) {
                 if existing.userId == caller.user.id { return }
                 if identity.providerType == EmailPasswordService.providerType,
                     try await env.store.adoptIdentity(
-                        id: existing.id, from: existing.userId, to: caller.user.id, at: env.clock.now, addedBy: Self.provenance(identity, caller: caller)
+                        id: existing.id, from: existing.userId, to: caller.user.id, toEpoch: caller.user.sessionEpoch, at: env.clock.now,
+                        addedBy: Self.provenance(identity, caller: caller)
                     )
                 {
                     env.logger.info("identity linked", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
@@ -52,7 +63,7 @@ package struct IdentityService: Sendable {
             do {
                 var record = record(identity, userId: caller.user.id, app: app)
                 record.addedBy = Self.provenance(identity, caller: caller)
-                try await env.store.addIdentity(record)
+                try await env.store.addIdentity(record, ownerEpoch: caller.user.sessionEpoch)
                 env.logger.info("identity linked", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
                 await linked(identity, to: caller)
                 return

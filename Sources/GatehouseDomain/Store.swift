@@ -54,11 +54,18 @@ package protocol GatehouseStore: RateCountStore {
     /// Replaces an identity's profile data (refreshed from its provider at each login).
     func updateIdentityData(id: String, data: [String: JSONValue]) async throws
     /// Adds an identity to an existing user. Throws ``StoreError/conflict`` when the identity exists.
-    func addIdentity(_ identity: IdentityRecord) async throws
+    ///
+    /// Like every credential added to an existing user (API keys too), it is written with the user's row locked and,
+    /// when `ownerEpoch` is given (a session adds it), only while none of the user's sessions ended since that session
+    /// was read (``UserRecord/sessionEpoch``): otherwise ``StoreError/sessionEnded`` and nothing is written. So a link
+    /// asked for while the owner proves the mailbox (which ends every session and discards every other identity)
+    /// is not left behind.
+    func addIdentity(_ identity: IdentityRecord, ownerEpoch: Int?) async throws
     /// Moves identity `id` (with its email account) from user `from` to user `to` and deletes `from`, if `from` has
     /// no other identity and never had a session; one transaction. The identity counts as linked `at` (profiles list
-    /// identities in link order). False, changing nothing, otherwise.
-    func adoptIdentity(id: String, from: String, to: String, at: Date, addedBy: Provenance) async throws -> Bool
+    /// identities in link order). False, changing nothing, otherwise. As ``addIdentity(_:ownerEpoch:)``, only while
+    /// `to`'s sessions were not ended since `toEpoch` (``StoreError/sessionEnded``).
+    func adoptIdentity(id: String, from: String, to: String, toEpoch: Int, at: Date, addedBy: Provenance) async throws -> Bool
     func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord?
     /// The address's account and its user (nil when the user is gone), in one read: what a password login needs.
     func emailAccountWithUser(appId: String, email: String) async throws -> (account: EmailAccountRecord, user: UserRecord?)?

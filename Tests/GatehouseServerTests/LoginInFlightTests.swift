@@ -188,6 +188,55 @@ import Testing
         }
     }
 
+    /// What a link adds: an address registered and never logged in (it moves to the caller's user), or an identity
+    /// new to the app.
+    enum Linked: String, CaseIterable, CustomTestStringConvertible {
+        case registeredAddress, newIdentity
+        var testDescription: String { rawValue }
+    }
+
+    /// The same race as the key's, through linking: the attacker who registered the victim's address links another
+    /// way in as the victim's reset by link (the first proof of the mailbox) discards every identity but the
+    /// address. A link whose session was read before the reset adds nothing after it. The address's link is held in
+    /// its password's hash across the reset, as a real request's would be for about 20 ms.
+    @Test(arguments: Linked.allCases) func aLinkInFlightAsTheOwnerFirstProvesTheMailboxIsNotLeftBehind(_ linked: Linked) async throws {
+        try await withGatehouse { gatehouse, client in
+            #expect(try await client.register("vic@example.com", "attacker password", app: "auto-app").status == .created)
+            #expect(try await client.register("spare@example.com", "spare password", app: "auto-app").status == .created)
+            let spare = try #require(try await gatehouse.env.store.identity(appId: "auto-app", providerType: "local-userpass", externalId: "spare@example.com"))
+            let squatter = try await client.login("vic@example.com", "attacker password", app: "auto-app").decode(LoginResponse.self)
+            let manager = try await SessionService(env: gatehouse.env).authenticate(squatter.accessToken, as: .access).manager(to: "link")
+            let held = Gate()
+            var env = gatehouse.env
+            let hasher = HeldHasher(base: env.hasher, gate: held)
+            env.hasher = hasher
+            let link = Task { [env] in
+                switch linked {
+                case .registeredAddress:
+                    _ = try await LoginService(env: env).link(.emailPassword(username: "spare@example.com", password: "spare password"), to: manager)
+                case .newIdentity:
+                    // Its session was read (the manager); its provider's answer comes after the reset.
+                    await held.wait()
+                    try await IdentityService(env: env).link(ExternalIdentity(providerType: "custom-token", externalId: "planted", data: [:]), to: manager)
+                }
+            }
+            if linked == .registeredAddress { try await hasher.holding(link) }
+
+            #expect(try await client.call(Path.local("reset/send", app: "auto-app"), json: EmailRequest(email: "vic@example.com")).status == .ok)
+            let mail = try await client.latestLink("vic@example.com")
+            let reset = ResetPasswordRequest(password: "the owner's password", token: mail.token, tokenId: mail.tokenId)
+            #expect(try await client.call(Path.local("reset", app: "auto-app"), json: reset).status == .ok)
+            held.open()
+
+            await #expect(throws: AuthError.invalidSession("invalid session")) { try await link.value }
+            // The owner's user has its address and nothing else; the spare address is still its own user's.
+            let identities = try await gatehouse.env.store.identities(userId: squatter.userId)
+            #expect(identities.map(\.externalId) == ["vic@example.com"])
+            #expect(try await gatehouse.env.store.identity(appId: "auto-app", providerType: "local-userpass", externalId: "spare@example.com")?.userId == spare.userId)
+            #expect(try await client.login("vic@example.com", "the owner's password", app: "auto-app").status == .ok)
+        }
+    }
+
     /// Requests at once cannot pass the per-user key limit between them. SQLite runs write transactions one at a time,
     /// so there the count is exact whatever the store does; on PostgreSQL the test fails without the owner's row lock
     /// (eight of ten passed).

@@ -173,12 +173,16 @@ struct SQLStore: GatehouseStore {
         try await db.query("UPDATE identities SET data = $1 WHERE id = $2", .text(try JSONColumn.encode(data)), .text(id))
     }
 
-    func addIdentity(_ identity: IdentityRecord) async throws {
-        try await Self.insertIdentity(identity, db)
+    func addIdentity(_ identity: IdentityRecord, ownerEpoch: Int?) async throws {
+        try await db.transaction { tx in
+            try await Self.holdOwner(identity.userId, epoch: ownerEpoch, tx)
+            try await Self.insertIdentity(identity, tx)
+        }
     }
 
-    func adoptIdentity(id: String, from: String, to: String, at now: Date, addedBy: Provenance) async throws -> Bool {
+    func adoptIdentity(id: String, from: String, to: String, toEpoch: Int, at now: Date, addedBy: Provenance) async throws -> Bool {
         try await db.transaction { tx in
+            try await Self.holdOwner(to, epoch: toEpoch, tx)
             // One conditional UPDATE decides: of racing links, one moves the identity and the others find it gone.
             let moved = try await tx.query(
                 """
@@ -645,6 +649,23 @@ struct SQLStore: GatehouseStore {
         try await tx.query("UPDATE users SET session_epoch = session_epoch + 1 WHERE id = $1", .text(userId))
     }
 
+    /// What every write that adds a credential to an existing user does first, in its transaction: locks the user's
+    /// row (as ``bumpSessionEpoch(userId:_:)`` does) and, given `epoch` (the ``UserRecord/sessionEpoch`` the adding
+    /// session was read with), checks that none of the user's sessions ended since; ``StoreError/sessionEnded``
+    /// otherwise, or when the user is gone. An ending of every session (a reset, the first proof of the mailbox, which
+    /// also discards every credential someone else added) then either committed first and the credential is refused,
+    /// or waits for it and removes it: a credential asked for at that moment is never left behind.
+    static func holdOwner(_ userId: String, epoch: Int?, _ tx: any SQLExecutor) async throws {
+        var binds: [SQLValue] = [.text(userId)]
+        var condition = ""
+        if let epoch {
+            binds.append(.int(Int64(epoch)))
+            condition = " AND session_epoch = $2"
+        }
+        guard try await !tx.query("UPDATE users SET session_epoch = session_epoch WHERE id = $1\(condition) RETURNING id", binds).isEmpty
+        else { throw StoreError.sessionEnded }
+    }
+
     func setUserDisabled(appId: String, userId: String, disabled: Bool, now: Date) async throws -> Bool {
         try await db.transaction { tx in
             let found = try await tx.query(
@@ -699,16 +720,7 @@ struct SQLStore: GatehouseStore {
     func createAPIKey(_ key: APIKeyRecord, identity: IdentityRecord, serverUser: UserRecord?, ownerEpoch: Int?, limit: Int) async throws -> APIKeyWrite {
         try await db.transaction { tx in
             if let owner = key.userId {
-                // The owner's row, locked (as a revocation's bumpSessionEpoch locks it): an ending of every session
-                // either committed before (the epoch moved: refused) or waits for this key and then removes it.
-                var binds: [SQLValue] = [.text(owner)]
-                var epoch = ""
-                if let ownerEpoch {
-                    binds.append(.int(Int64(ownerEpoch)))
-                    epoch = " AND session_epoch = $2"
-                }
-                guard try await !tx.query("UPDATE users SET session_epoch = session_epoch WHERE id = $1\(epoch) RETURNING id", binds).isEmpty
-                else { throw StoreError.sessionEnded }
+                try await Self.holdOwner(owner, epoch: ownerEpoch, tx)
                 let held = try await tx.query("SELECT count(*) AS n FROM api_keys WHERE user_id = $1", .text(owner)).first?.int("n") ?? 0
                 guard held < Int64(limit) else { return .limitReached }
             }

@@ -155,10 +155,11 @@ protocol SQLDatabase: SQLExecutor {
     var dialect: SQLDialect { get }
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
     func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLExecutor) async throws -> T) async throws -> T
-    /// Runs `writes` in order in one transaction, committed when the last has run, rolled back when one fails; their rows
-    /// are not read. By default ``transaction(_:)`` with a statement each; SQLite sends them to its connection's thread
-    /// at once (``SQLiteDatabase``).
-    func transaction(running writes: [SQLWrite]) async throws
+    /// Runs `writes` in order in one transaction, committed when the last has run, rolled back when one fails; returns
+    /// the rows each returned (a write's `RETURNING`), in order. By default ``transaction(_:)`` with a statement each;
+    /// SQLite sends them to its connection's thread at once (``SQLiteDatabase``).
+    @discardableResult
+    func transaction(running writes: [SQLWrite]) async throws -> [[SQLRow]]
     /// The rows `read` finds for `key`. PostgreSQL runs the reads that wait at the same time as one statement
     /// (``ReadBatcher``); elsewhere this is `query(read.sql, key)`.
     func rows(of read: KeyedRead, key: String) async throws -> [SQLRow]
@@ -190,9 +191,12 @@ extension SQLDatabase {
     func rows(of read: KeyedRead, key: String) async throws -> [SQLRow] {
         try await query(read.sql, [.text(key)])
     }
-    func transaction(running writes: [SQLWrite]) async throws {
+    @discardableResult
+    func transaction(running writes: [SQLWrite]) async throws -> [[SQLRow]] {
         try await transaction { tx in
-            for write in writes { try await tx.query(write.sql, write.binds) }
+            var returned: [[SQLRow]] = []
+            for write in writes { returned.append(try await tx.query(write.sql, write.binds)) }
+            return returned
         }
     }
     var writeHealth: WriteHealth? { nil }

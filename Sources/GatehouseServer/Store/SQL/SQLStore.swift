@@ -482,15 +482,15 @@ struct SQLStore: GatehouseStore {
             let auditWrite = binds.count
             // Each statement gets the values up to its last placeholder (SQLite refuses one too many).
             var writes: [SQLWrite] = [
-                (sql: "INSERT INTO sessions (\(Self.sessionColumns)) SELECT \(Self.sessionPlaceholders) WHERE EXISTS (\(basis))",
+                (sql: "INSERT INTO sessions (\(Self.sessionColumns)) SELECT \(Self.sessionPlaceholders) WHERE EXISTS (\(basis)) RETURNING id",
                  binds: Array(binds.prefix(sessionWrite))),
                 (sql: "INSERT INTO audit_events (\(Self.auditColumns)) SELECT \(eventValues) WHERE \(withSession)", binds: Array(binds.prefix(auditWrite))),
             ]
             if !keys.isEmpty {
                 writes.append((sql: "DELETE FROM login_failures WHERE key IN (\(placeholders(keys))) AND \(withSession)", binds: binds))
             }
-            try await db.transaction(running: writes)
-            guard try await !db.query("SELECT 1 FROM sessions WHERE id = $1", .text(record.id)).isEmpty else { throw StoreError.sessionEnded }
+            // No session written (its basis gone): the other writes, conditioned on it, wrote nothing either.
+            guard try await db.transaction(running: writes).first?.isEmpty == false else { throw StoreError.sessionEnded }
         }
     }
 

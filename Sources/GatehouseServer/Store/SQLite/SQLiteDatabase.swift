@@ -289,19 +289,22 @@ final class SQLiteDatabase: SQLDatabase {
     /// The writes of ``SQLDatabase/writeTogether(_:)`` as one piece of work: `BEGIN IMMEDIATE`, each write and
     /// `COMMIT`, `ROLLBACK` when one fails; on the calling thread when the connection is free, else in one hand-off to
     /// its thread (``withConnection(since:_:)``). The lock is held throughout, as ``transaction(_:)`` holds it.
-    func transaction(running writes: [SQLWrite]) async throws {
+    @discardableResult
+    func transaction(running writes: [SQLWrite]) async throws -> [[SQLRow]] {
         let queued = ContinuousClock.now
-        try await withConnection(since: queued) { handle in
+        let returned = try await withConnection(since: queued) { handle in
             try handle.run("BEGIN IMMEDIATE", [])
             do {
-                for write in writes { try handle.run(write.sql, write.binds) }
+                let returned = try writes.map { try handle.run($0.sql, $0.binds) }
                 try handle.run("COMMIT", [])
+                return returned
             } catch {
                 _ = try? handle.run("ROLLBACK", [])
                 throw error
             }
         }
         if !writes.isEmpty { writeHealth?.wrote(freeSpace: freeSpace) }
+        return returned
     }
 
     /// How many prepared statements the connection keeps (at most ``SQLiteHandle/statementLimit``).

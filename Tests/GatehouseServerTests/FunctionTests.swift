@@ -264,7 +264,7 @@ final class WebhookReceiver: Sendable {
     }
 
     @Test func customFunctionLogin() async throws {
-        try await withReceiver(timeout: 4) { receiver, _, client in
+        try await withReceiver(timeout: 4) { receiver, gatehouse, client in
             let path = Path.app() + "/auth/providers/custom-function/login"
             let first = try await client.call(path, body: #"{"answer":"user","externalId":"crm-7","name":"Seven","options":{"device":{"platform":"iOS"}}}"#)
             #expect(first.status == .ok, "\(first.text)")
@@ -287,6 +287,11 @@ final class WebhookReceiver: Sendable {
             let refused = try await client.call(path, body: #"{"answer":"refuse"}"#)
             #expect(refused.status == .unauthorized)
             #expect(refused.error?.error == "custom function refused the login: not on the guest list")
+            // An answer with an id and an error is a refusal: the error wins, and no user is made for the id.
+            let both = try await client.call(path, body: #"{"answer":"both","externalId":"crm-8"}"#)
+            #expect(both.status == .unauthorized)
+            #expect(both.error?.error == "custom function refused the login: suspended")
+            #expect(try await gatehouse.env.store.identity(appId: "test-app", providerType: "custom-function", externalId: "crm-8") == nil)
             for answer in ["slow", "garbage", "error"] {
                 #expect(try await client.call(path, body: "{\"answer\":\"\(answer)\"}").status == .badGateway)
             }

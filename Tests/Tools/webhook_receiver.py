@@ -5,8 +5,8 @@ call asks:
 
 - confirmation and reset calls: by the local part of `username` — `success…`, `pending…`, `fail…` answer that
   status; `slow…` waits --slow seconds first; `garbage…` answers 200 with a body that is not JSON; `error…` 500.
-- login calls: by `payload.answer` — `user` answers {"id": payload.externalId, "name": payload.name}; `refuse`
-  {"error": "not on the guest list"}; `slow`, `garbage`, `error` as above.
+- login calls: by `payload.answer` — `user` answers {"id": payload.externalId, "name": payload.name}; `both`
+  {"id": payload.externalId, "error": "suspended"}; `refuse` {"error": "not on the guest list"}; `slow`, `garbage`, `error` as above.
 - migrateUser calls: by the local part of `email` — `migrate…` and `racer…` (which waits 0.5 s first, so that
   racing calls overlap) answer {"status": "migrated", "emailVerified": true, "customData": {"plan": "gold"}} when
   the password is `old-system password` or absent (a reset), else {"status": "wrong_password"}; `keepid…` the same
@@ -84,6 +84,8 @@ def main():
                 payload = body.get("payload", {})
                 if wish == "user":
                     return self.answer(200, {"id": payload.get("externalId"), "name": payload.get("name")})
+                if wish == "both":
+                    return self.answer(200, {"id": payload.get("externalId"), "error": "suspended"})
                 return self.answer(200, {"error": "not on the guest list"})
             for status in ("success", "pending", "fail"):
                 if wish.startswith(status):

@@ -50,10 +50,11 @@ package struct FunctionRunner: Sendable {
         } else {
             guard let settings else { throw .providerUnavailable("no custom-function webhook is configured") }
             let answer = try await webhooks.call(settings, function: "custom-function", body: ["type": "login", "appId": .string(appId), "payload": .object(payload)])
-            if case .string(let id)? = answer["id"] {
+            // An error refuses whatever else the answer holds: an answer that says both logs no one in.
+            if let error = answer["error"], error != .null {
+                outcome = .refused(error.profileString ?? "refused")
+            } else if case .string(let id)? = answer["id"] {
                 outcome = .user(id: id, name: answer["name"]?.profileString)
-            } else if let reason = answer["error"]?.profileString {
-                outcome = .refused(reason)
             } else {
                 throw .providerUnavailable("the custom-function login failed: its answer has neither id nor error")
             }

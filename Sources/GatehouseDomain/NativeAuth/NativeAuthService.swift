@@ -141,7 +141,8 @@ package struct NativeAuthService: Sendable {
         from token: OpaqueToken,
         to step: NativeFlowRecord.Step,
         client: Client,
-        effects: [NativeFlowEffect] = []
+        effects: [NativeFlowEffect] = [],
+        ifEnded ended: NativeFlowError = .invalidContinuationToken("the account changed since this flow began; start again")
     ) async throws -> (NativeFlowRecord, OpaqueToken) {
         let now = env.clock.now
         let next = OpaqueToken.make(id: flow.id)
@@ -154,6 +155,10 @@ package struct NativeAuthService: Sendable {
             advanced = try await env.store.advanceFlow(flow, from: token.hash, now: now, effects: effects)
         } catch StoreError.conflict {
             throw NativeFlowError.userAlreadyExists
+        } catch StoreError.sessionEnded {
+            // Every session of the flow's user ended since the flow began (or since its credential was read), or its
+            // address moved: the step is not taken (``NativeFlowRecord/userEpoch``).
+            throw ended
         }
         guard advanced else { throw NativeFlowError.invalidContinuationToken("the continuation token was already used") }
         return (flow, next)

@@ -49,6 +49,13 @@ package struct NativeFlowRecord: Sendable, Hashable {
     /// The existing account's user (sign-in, reset), or the new user once sign-up completes. Nil for an unknown
     /// address in a sign-in or reset (the flow then plays along and fails at the code or password).
     package var userId: String?
+    /// The ``UserRecord/sessionEpoch`` of ``userId`` the flow holds to. The store pins it when the flow fixes its user
+    /// (at its start, or when a sign-up creates the user) and again after the flow's own effects (a reset ends every
+    /// session), and refuses every later step (``StoreError/sessionEnded``) once it moved, or once the flow's address
+    /// is no longer the user's. So whatever ends the user's sessions — the owner's reset, an email-change undo, log
+    /// out everywhere — ends the flows under way too: a code someone else holds no longer signs in or resets.
+    /// Nil before the flow has a user. Set by the store only.
+    package var userEpoch: Int?
     /// The `challenge_type` list the client started with.
     package var challengeTypes: Set<NativeAuthChallengeType>
     package var tokenHash: [UInt8]
@@ -71,7 +78,7 @@ package struct NativeFlowRecord: Sendable, Hashable {
         id: String, appId: String, clientId: String, kind: Kind, step: Step, username: String, email: String,
         userId: String? = nil, challengeTypes: Set<NativeAuthChallengeType>, tokenHash: [UInt8], tokenExpiresAt: Date,
         codeHash: [UInt8]? = nil, codeExpiresAt: Date? = nil, codeSentAt: Date? = nil, attempts: Int, verified: Bool,
-        passwordHash: String? = nil, attributes: [String: String], createdAt: Date
+        passwordHash: String? = nil, attributes: [String: String], createdAt: Date, userEpoch: Int? = nil
     ) {
         self.id = id
         self.appId = appId
@@ -81,6 +88,7 @@ package struct NativeFlowRecord: Sendable, Hashable {
         self.username = username
         self.email = email
         self.userId = userId
+        self.userEpoch = userEpoch
         self.challengeTypes = challengeTypes
         self.tokenHash = tokenHash
         self.tokenExpiresAt = tokenExpiresAt
@@ -173,4 +181,13 @@ package enum NativeFlowEffect: Sendable {
     case proveMailbox(userId: String, email: String, MailboxProof)
     /// A session the gate issued for the flow's proof (``SessionGate/nativeSession(_:client:refresh:)``).
     case createSession(IssuedSession)
+
+    /// Whether it changes the flow's user (makes it, or may end its sessions): the flow then pins the user's epoch
+    /// again (``NativeFlowRecord/userEpoch``).
+    package var changesUser: Bool {
+        switch self {
+        case .createAccount, .resetPassword, .proveMailbox: true
+        case .mail, .createSession: false
+        }
+    }
 }

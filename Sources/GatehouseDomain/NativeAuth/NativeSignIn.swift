@@ -151,14 +151,11 @@ extension NativeAuthService {
         let session = issued.record
         var effects: [NativeFlowEffect] = [.createSession(issued)]
         if confirmEmail { effects.insert(.proveMailbox(userId: user.id, email: flow.username, .ownerProven(newPasswordHash: nil)), at: 0) }
-        do {
-            _ = try await advance(flow, from: token, to: .finished, client: client, effects: effects)
-        } catch StoreError.sessionEnded {
-            // Every session of the user ended (or the user went) after the credential was read: refused as it would be
-            // a moment later, and the flow's step is not taken.
-            if proof.methods.contains(.password) { throw NativeFlowError.invalidCredentials }
-            throw NativeFlowError.invalidContinuationToken("the account changed while this sign-in ran; sign in again")
-        }
+        // Every session of the user ended (or the user went) after the credential was read or the flow began: refused as
+        // it would be a moment later, and the flow's step is not taken.
+        let ended: NativeFlowError = proof.methods.contains(.password)
+            ? .invalidCredentials : .invalidContinuationToken("the account changed while this sign-in ran; sign in again")
+        _ = try await advance(flow, from: token, to: .finished, client: client, effects: effects, ifEnded: ended)
         env.logger.info("user signed in", metadata: ["app": "\(client.app.id)", "user": "\(user.id)", "via": "native auth \(flow.kind.rawValue)"])
         if flow.kind == .signUp {
             await env.audit(.registration, app: client.app.id, user: user.id, detail: ["via": "native auth"])

@@ -87,7 +87,8 @@ package struct SessionGate: Sendable {
     }
 
     /// A native sign-in's emailed code (`grant_type=oob`), checked against the flow the request's continuation token
-    /// loaded, whose user was fixed when it started.
+    /// loaded, whose user was fixed when it started. The flow's step that writes the session is taken only while that
+    /// user had none of its sessions ended since and still has the flow's address (``NativeFlowRecord/userEpoch``).
     package func proveCode(
         _ flow: NativeFlowRecord, token: OpaqueToken, client: NativeAuthService.Client, request: NativeAuthRequest
     ) async throws -> SessionProof {

@@ -417,6 +417,16 @@ enum Migrations {
                 "ALTER TABLE users ADD COLUMN session_epoch INTEGER NOT NULL DEFAULT 0",
             ]
         ),
+        Migration(
+            version: 17,
+            name: "native flows end with their user's sessions",
+            statements: [
+                // The user's session_epoch a native flow holds to, pinned when the flow fixes its user; every later
+                // step requires it unchanged (SQLStore.advanceFlow). Flows under way keep working: pinned to now.
+                "ALTER TABLE native_flows ADD COLUMN user_epoch INTEGER",
+                "UPDATE native_flows SET user_epoch = (SELECT session_epoch FROM users WHERE users.id = native_flows.user_id) WHERE user_id IS NOT NULL",
+            ]
+        ),
     ]
 }
 

@@ -813,15 +813,19 @@ struct SQLStore: GatehouseStore {
         code_hash, code_expires_at, code_sent_at, attempts, verified, password_hash, attributes, created_at
         """
 
+    /// Writes a new flow, its user's epoch (``NativeFlowRecord/userEpoch``) pinned in the same statement.
     func insertFlow(_ flow: NativeFlowRecord) async throws {
         try await db.query(
-            "INSERT INTO native_flows (\(Self.flowColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+            """
+            INSERT INTO native_flows (\(Self.flowColumns), user_epoch)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, (SELECT session_epoch FROM users WHERE id = $8))
+            """,
             try Self.binds(flow)
         )
     }
 
     func flow(id: String) async throws -> NativeFlowRecord? {
-        try await db.query("SELECT \(Self.flowColumns) FROM native_flows WHERE id = $1", .text(id)).first.map(Self.flow)
+        try await db.query("SELECT \(Self.flowColumns), user_epoch FROM native_flows WHERE id = $1", .text(id)).first.map(Self.flow)
     }
 
     func advanceFlow(_ flow: NativeFlowRecord, from expectedTokenHash: [UInt8], now: Date, effects: [NativeFlowEffect]) async throws -> Bool {
@@ -841,10 +845,35 @@ struct SQLStore: GatehouseStore {
                 SQLValue(flow.passwordHash), .text(try Self.attributesColumn(flow.attributes)), .blob(expectedTokenHash), SQLValue(now)
             )
             guard !updated.isEmpty else { return false }
+            try await Self.requireFlowBasis(flow, dialect: dialect, tx)
             for case .createSession(let session) in effects { try await Self.requireSessionBasis(session, dialect: dialect, tx) }
             for effect in effects { try await Self.apply(effect, now: now, tx) }
+            if let userId = flow.userId, effects.contains(where: \.changesUser) {
+                // The flow's own effects (a reset ends every session; a sign-up makes the user): it holds to the user
+                // as they left it.
+                try await tx.query(
+                    "UPDATE native_flows SET user_epoch = (SELECT session_epoch FROM users WHERE id = $2) WHERE id = $1", .text(flow.id), .text(userId)
+                )
+            }
             return true
         }
+    }
+
+    /// Checks, in a flow's step's transaction and before its effects, that the user the flow fixed had none of its
+    /// sessions ended since the flow pinned its epoch, and still has the flow's address; else
+    /// ``StoreError/sessionEnded``, which rolls the step back. The user's row stays locked to the end (`FOR UPDATE` on
+    /// PostgreSQL), so an ending waits for the step and then ends what it started. A flow without a user yet (an unknown
+    /// address; a sign-up until it makes its user) has nothing to check.
+    private static func requireFlowBasis(_ flow: NativeFlowRecord, dialect: SQLDialect, _ tx: any SQLExecutor) async throws {
+        guard let userId = flow.userId, let epoch = flow.userEpoch else { return }
+        let found = try await tx.query(
+            """
+            SELECT users.id FROM users JOIN email_accounts ON email_accounts.user_id = users.id
+            WHERE users.id = $1 AND users.session_epoch = $2 AND email_accounts.app_id = $3 AND email_accounts.email = $4
+            """ + (dialect == .postgres ? " FOR UPDATE OF users" : ""),
+            .text(userId), .int(Int64(epoch)), .text(flow.appId), .text(flow.username)
+        )
+        guard !found.isEmpty else { throw StoreError.sessionEnded }
     }
 
     private static func apply(_ effect: NativeFlowEffect, now: Date, _ tx: any SQLExecutor) async throws {
@@ -913,7 +942,8 @@ struct SQLStore: GatehouseStore {
             verified: try row.int("verified") != 0,
             passwordHash: try row.optionalText("password_hash"),
             attributes: try JSONColumn.decode(row.text("attributes")).compactMapValues { if case .string(let s) = $0 { s } else { nil } },
-            createdAt: try row.date("created_at")
+            createdAt: try row.date("created_at"),
+            userEpoch: try row.optionalInt("user_epoch").map(Int.init)
         )
     }
 

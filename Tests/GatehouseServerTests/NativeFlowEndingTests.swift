@@ -1,0 +1,134 @@
+import Foundation
+import GatehouseDomain
+@testable import GatehouseServer
+import GatehouseWire
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// A native sign-in or reset flow fixes its user when it starts, and lives for minutes. Whatever ends the user's
+/// sessions ends the flows under way too, and a flow whose address is no longer the user's goes nowhere
+/// (``NativeFlowRecord/userEpoch``): otherwise someone who held the account for a moment — a stolen session that moved
+/// the address to their own mailbox — starts flows for that address and, after the owner's undo, reset and log out
+/// everywhere, redeems a held code for a fresh session on the owner's user, or sets their own password.
+@Suite struct NativeFlowEndingTests {
+    /// A code sign-in started for `email`, at the code: its continuation token and the code.
+    func codeSignIn(_ client: any TestClientProtocol, _ email: String) async throws -> (token: String, code: String) {
+        let started = try await client.nativeStep(.signInInitiate, ["username": email, "challenge_type": "oob redirect"])
+        let challenged = try await client.nativeStep(
+            .signInChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": "oob redirect"]
+        )
+        return (try #require(challenged.continuationToken), try await client.latestCode(email))
+    }
+
+    /// A reset started for `email`, its code accepted: the continuation token that `submit` takes.
+    func resetAtNewPassword(_ client: any TestClientProtocol, _ email: String) async throws -> String {
+        let started = try await client.nativeStep(.resetPasswordStart, ["username": email, "challenge_type": "oob redirect"])
+        let challenged = try await client.nativeStep(
+            .resetPasswordChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": "oob redirect"]
+        )
+        let code = try await client.latestCode(email)
+        let continued = try await client.nativeStep(
+            .resetPasswordContinue, ["continuation_token": try #require(challenged.continuationToken), "grant_type": "oob", "oob": code]
+        )
+        return try #require(continued.continuationToken)
+    }
+
+    func redeem(_ client: any TestClientProtocol, _ held: (token: String, code: String)) async throws -> Reply {
+        try await client.native(.token, ["continuation_token": held.token, "grant_type": "oob", "oob": held.code, "scope": "openid offline_access"])
+    }
+
+    @Test func flowsAThiefStartedForTheAddressDieWithTheOwnersUndo() async throws {
+        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+            let owner = try await client.signUp("owner@example.com", "the owner's password")
+            // A thief with the owner's fresh session moves the address to their own mailbox.
+            #expect(try await client.call(EmailPath.change, json: ChangeEmailRequest(email: "thief@example.com"), bearer: owner.accessToken).status == .noContent)
+            let change = try await client.latestCode("thief@example.com")
+            #expect(try await client.call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: change), bearer: owner.accessToken).status == .noContent)
+            // …and holds a code sign-in and a reset at its last step, both for the thief's address, now the owner's user's.
+            let signIn = try await codeSignIn(client, "thief@example.com")
+            let reset = try await resetAtNewPassword(client, "thief@example.com")
+
+            // The owner undoes the change (every session ends), and sets a new password.
+            let undoMail = try #require(try await client.mailbox("owner@example.com").first { $0.subject.contains("was changed") })
+            let link = try #require(undoMail.link)
+            #expect(try await client.call(EmailPath.undo, json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+            let sessions = try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id)
+
+            // The held code signs no one in, and the held reset sets no password.
+            expectNativeError(try await redeem(client, signIn), .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
+            let submit = try await client.native(.resetPasswordSubmit, ["continuation_token": reset, "new_password": "the thief's password"])
+            expectNativeError(submit, .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
+            #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id) == sessions)
+            #expect(try await gatehouse.env.store.emailAccounts(userId: owner.userId).map(\.email) == ["owner@example.com"])
+            #expect(try await client.login("thief@example.com", "the thief's password").status == .unauthorized)
+            // The owner's own way in is untouched: a reset by link, then a sign-in.
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "owner@example.com")).status == .ok)
+            let resetLink = try await client.latestLink("owner@example.com")
+            let ownerReset = ResetPasswordRequest(password: "the owner's new password", token: resetLink.token, tokenId: resetLink.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: ownerReset).status == .ok)
+            #expect(try await client.login("owner@example.com", "the owner's new password").status == .ok)
+        }
+    }
+
+    /// Each way the owner ends every session, while someone else holds a code of a flow for the owner's address.
+    enum Ending: String, CaseIterable, CustomTestStringConvertible {
+        case resetByLink, logOutEverywhere, endOtherSessions, passwordChange, nativeReset
+        var testDescription: String { rawValue }
+    }
+
+    @Test(arguments: Ending.allCases) func aHeldCodeOfAFlowBeforeAnEndingSignsNoOneIn(_ ending: Ending) async throws {
+        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+            let owner = try await client.signUp("kai@example.com", "the owner's password")
+            let held = try await codeSignIn(client, "kai@example.com")
+            switch ending {
+            case .resetByLink:
+                #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "kai@example.com")).status == .ok)
+                let link = try await client.latestLink("kai@example.com")
+                let reset = ResetPasswordRequest(password: "a new password", token: link.token, tokenId: link.tokenId)
+                #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+            case .logOutEverywhere:
+                #expect(try await client.call("/api/client/v2.0/auth/sessions", .delete, bearer: owner.accessToken).status == .noContent)
+            case .endOtherSessions:
+                #expect(try await client.call("/api/client/v2.0/auth/sessions?except=current", .delete, bearer: owner.accessToken).status == .noContent)
+            case .passwordChange:
+                let change = try await client.call("/api/client/v2.0/auth/password", body: #"{"password":"a new password"}"#, bearer: owner.accessToken)
+                #expect(change.status == .noContent, "\(change.text)")
+            case .nativeReset:
+                let submitted = try await client.native(
+                    .resetPasswordSubmit, ["continuation_token": try await resetAtNewPassword(client, "kai@example.com"), "new_password": "a new password"]
+                )
+                #expect(submitted.status == .ok, "\(submitted.text)")
+                let token = try submitted.decode(NativeAuthSubmitResponse.self).continuationToken
+                let polled = try await client.native(.resetPasswordPollCompletion, ["continuation_token": token]).decode(NativeAuthPollResponse.self)
+                #expect(polled.status == .succeeded)
+                // The reset's own sign-in after it still works: the flow holds to the user as its reset left it.
+                _ = try await client.nativeTokens(try #require(polled.continuationToken), username: "kai@example.com")
+            }
+            let live = try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id)
+
+            expectNativeError(try await redeem(client, held), .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
+            #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id) == live)
+            // A flow started after the ending signs in as ever.
+            #expect(try await redeem(client, try await codeSignIn(client, "kai@example.com")).status == .ok)
+        }
+    }
+
+    /// A flow for an address its user gave up since (an email change, which ends no session) goes nowhere: the old
+    /// mailbox's holder is no longer anyone's way in.
+    @Test func aFlowForAnAddressItsUserNoLongerHasSignsNoOneIn() async throws {
+        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+            let owner = try await client.signUp("before@example.com", "the owner's password")
+            let held = try await codeSignIn(client, "before@example.com")
+            #expect(try await client.call(EmailPath.change, json: ChangeEmailRequest(email: "after@example.com"), bearer: owner.accessToken).status == .noContent)
+            let code = try await client.latestCode("after@example.com")
+            #expect(try await client.call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: code), bearer: owner.accessToken).status == .noContent)
+            let live = try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id)
+            #expect(live.count == 1, "the email change ends no session")
+
+            expectNativeError(try await redeem(client, held), .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
+            #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id) == live)
+            #expect(try await redeem(client, try await codeSignIn(client, "after@example.com")).status == .ok)
+        }
+    }
+}

@@ -105,7 +105,13 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
         remove(completion: completion)
     }
 
-    /// Deletes the user on the server (identities, sessions and all), then forgets it locally.
+    /// Deletes the user on the server (identities, sessions and all), then forgets it locally. The server mails the
+    /// account's addresses that it was deleted.
+    ///
+    /// Deletion cannot be undone, so the server asks for a recent proof, as for a credential change: a session signed
+    /// in more than the app's `recentProofWindow` ago (five minutes by default) fails with ``AppError``
+    /// `reauthenticationRequired`; call ``reauthenticate(password:)`` (or sign in again) and try again. An anonymous
+    /// user may always delete itself.
     public func delete() async throws {
         _ = try await core.authorized("DELETE", "/api/client/v2.0/auth/delete", userId: id)
         try core.mutate { $0.users.removeAll { $0.id == self.id } }

@@ -71,8 +71,9 @@ package protocol GatehouseStore: RateCountStore {
     func emailAccountWithUser(appId: String, email: String) async throws -> (account: EmailAccountRecord, user: UserRecord?)?
     func user(id: String) async throws -> UserRecord?
     func identities(userId: String) async throws -> [IdentityRecord]
-    /// Removes the user with every identity, account, session, token and API key.
-    func deleteUser(id: String) async throws
+    /// Removes the user with every identity, account, session, token and API key, and queues `notices`; one
+    /// transaction.
+    func deleteUser(id: String, notices: [OutboxMessage]) async throws
     /// Replaces the user's custom data. Returns false when the user does not exist in that app.
     func setCustomData(appId: String, userId: String, data: [String: JSONValue]) async throws -> Bool
     /// Replaces a password hash if it is still `old` (a rehash must not undo a concurrent reset).

@@ -43,6 +43,37 @@ import Testing
         }
     }
 
+    /// Deleting the user cannot be undone: a stale session (a stolen refresh token mints fresh access tokens for 60
+    /// days) must prove itself again first, and the account's address hears of the deletion. An anonymous user, with
+    /// nothing to prove, deletes itself at any age.
+    @Test func deletingTheUserNeedsARecentProofAndTellsTheAddress() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let owner = try await client.signUp("gone@example.com")
+            let anonymous = try await client.call(Path.app() + "/auth/providers/anon-user/login", json: AnonymousLoginRequest()).decode(LoginResponse.self)
+            clock.advance(by: 301)
+            let access = try await client.call(Path.session, bearer: owner.refreshToken).decode(SessionResponse.self).accessToken
+            let stale = try await client.call(Path.delete, .delete, bearer: access)
+            #expect(stale.status == .forbidden)
+            #expect(stale.error?.errorCode == .reauthenticationRequired)
+            #expect(try await gatehouse.env.store.user(id: owner.userId) != nil)
+            #expect(try await client.login("gone@example.com").status == .ok)
+            #expect(try await client.mailbox("gone@example.com").allSatisfy { !$0.subject.contains("deleted") })
+
+            let reauth = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "correct horse"), bearer: access)
+            #expect(reauth.status == .noContent)
+            #expect(try await client.call(Path.delete, .delete, bearer: access).status == .noContent)
+            #expect(try await gatehouse.env.store.user(id: owner.userId) == nil)
+            let notice = try #require(try await client.mailbox("gone@example.com").first)
+            #expect(notice.subject.contains("account was deleted"), "\(notice.subject)")
+            #expect(notice.text.contains("gone@example.com"))
+
+            let anonymousAccess = try await client.call(Path.session, bearer: anonymous.refreshToken).decode(SessionResponse.self).accessToken
+            #expect(try await client.call(Path.delete, .delete, bearer: anonymousAccess).status == .noContent)
+            #expect(try await gatehouse.env.store.user(id: anonymous.userId) == nil)
+        }
+    }
+
     /// A session proven longer ago than `recentProofWindow` — a stolen access token, a phone left unlocked — must
     /// prove the password again before changing a credential; a wrong one changes nothing and counts as a failed
     /// login.

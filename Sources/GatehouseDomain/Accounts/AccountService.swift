@@ -134,13 +134,18 @@ package struct AccountService: Sendable {
     /// change, through the outbox; a failure to queue it is logged, never undoes the change.
     package func notify(_ kind: MailKind, what: String, user userId: String, app: AppSettings) async {
         do {
-            for account in try await env.store.emailAccounts(userId: userId) where account.confirmedAt != nil {
-                var variables = MailVariables(appName: app.name, email: account.recipient)
-                variables.what = what
-                try await env.store.enqueue(env.mail(kind, app: app, recipient: account.recipient, variables))
-            }
+            for mail in try await notices(kind, what: what, user: userId, app: app) { try await env.store.enqueue(mail) }
         } catch {
             env.logger.error("credential notice not queued", metadata: ["app": "\(app.id)", "user": "\(userId)", "error": "\(error)"])
+        }
+    }
+
+    /// The notices of `kind` to the user's confirmed addresses, not yet queued.
+    package func notices(_ kind: MailKind, what: String = "", user userId: String, app: AppSettings) async throws -> [OutboxMessage] {
+        try await env.store.emailAccounts(userId: userId).filter { $0.confirmedAt != nil }.map { account in
+            var variables = MailVariables(appName: app.name, email: account.recipient)
+            variables.what = what
+            return env.mail(kind, app: app, recipient: account.recipient, variables)
         }
     }
 

@@ -165,6 +165,25 @@ package enum DefaultMailTemplates {
                     <p style="margin:0;color:#555;font-size:14px">If it was you, there is nothing to do. If it was not you, reset your password: a reset signs everyone out.</p>
                     """
             )
+        case (.accountDeleted, .subject): "Your {{appName}} account was deleted"
+        case (.accountDeleted, .text):
+            """
+            Your {{appName}} account ({{email}}) was just deleted by a device signed in to it, with everything Gatehouse
+            kept for it: its ways to sign in, its devices and its API keys.
+
+            If it was you, there is nothing to do. If it was not you, someone had signed in to your account: the
+            account cannot be brought back, but you can sign up again with this address, and should change the
+            password of anything that shared it.
+
+            """
+        case (.accountDeleted, .html):
+            layout(
+                title: "Your {{appName}} account was deleted",
+                body: """
+                    <p style="margin:0 0 16px">Your {{appName}} account (<strong>{{email}}</strong>) was just deleted by a device signed in to it, with everything Gatehouse kept for it: its ways to sign in, its devices and its API keys.</p>
+                    <p style="margin:0;color:#555;font-size:14px">If it was you, there is nothing to do. If it was not you, someone had signed in to your account: the account cannot be brought back, but you can sign up again with this address, and should change the password of anything that shared it.</p>
+                    """
+            )
         case (.oneTimeCode, .subject): "Your {{appName}} code: {{code}}"
         case (.oneTimeCode, .text):
             """

@@ -20,6 +20,8 @@ public enum MailKind: String, Sendable, CaseIterable {
     /// one (an unlinked identity): `{{what}}` says which.
     case credentialAdded = "credential_added"
     case credentialRemoved = "credential_removed"
+    /// To the account's addresses when a signed-in session deleted the user.
+    case accountDeleted = "account_deleted"
 }
 
 /// The values a template can use: `{{appName}}`, `{{email}}`, `{{link}}`, `{{token}}`, `{{tokenId}}`, `{{code}}`,

@@ -237,8 +237,11 @@ struct SQLStore: GatehouseStore {
             .map { try Self.identity($0) }
     }
 
-    func deleteUser(id: String) async throws {
-        try await db.transaction { tx in try await Self.deleteUser(id: id, tx) }
+    func deleteUser(id: String, notices: [OutboxMessage]) async throws {
+        try await db.transaction { tx in
+            try await Self.deleteUser(id: id, tx)
+            for mail in notices { try await Self.insertMail(mail, tx) }
+        }
     }
 
     private static func deleteUser(id: String, _ tx: any SQLExecutor) async throws {

@@ -88,4 +88,77 @@ import Testing
             #expect(asAccess.error?.errorCode == .invalidSession)
         }
     }
+
+    /// n / 2 for P-256, computed here from n's hex (not from the server's constant): the largest low S.
+    static let halfOrder: [UInt8] = {
+        let hex = Array("FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551".utf8)
+        let n = stride(from: 0, to: hex.count, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16)! }
+        var half = [UInt8](repeating: 0, count: 32)
+        var carry: UInt8 = 0
+        for (index, byte) in n.enumerated() {
+            half[index] = (byte >> 1) | carry
+            carry = (byte & 1) << 7
+        }
+        return half
+    }()
+
+    static func isLowS(_ signature: [UInt8]) -> Bool {
+        let s = Array(signature[32...])
+        return s == halfOrder || s.lexicographicallyPrecedes(halfOrder)
+    }
+
+    /// Every signature is written in its canonical form, s ≤ n/2: forty access tokens, each of which would have a high
+    /// s half of the time otherwise.
+    @Test func everyTokenIsSignedWithTheLowS() async throws {
+        try await withGatehouse { _, client in
+            let login = try await client.signUp("low@example.com")
+            var tokens = [login.accessToken, login.refreshToken]
+            for _ in 0..<38 { tokens.append(try await client.call(Path.session, bearer: login.refreshToken).decode(SessionResponse.self).accessToken) }
+            for token in tokens {
+                let signature = try #require(Base64URL.decode(String(token.split(separator: ".")[2])))
+                #expect(Self.isLowS(Array(signature)), "\(token)")
+            }
+        }
+    }
+
+    /// An access token has one spelling: its signature's other valid form (r, n − s) is refused, so a service that
+    /// deny-lists or caches access tokens by their text cannot be walked around. A refresh token's other form still
+    /// works: those signed before signatures were canonical (good for 60 days) must keep their sessions.
+    @Test func theOtherSpellingOfAnAccessTokenIsRefused() async throws {
+        try await withGatehouse { gatehouse, client in
+            let login = try await client.signUp("mall@example.com")
+            let key = gatehouse.env.keys.current.publicKey
+            func otherSpelling(_ token: String) throws -> String {
+                let parts = token.split(separator: ".").map(String.init)
+                let signature = Array(try #require(Base64URL.decode(parts[2])))
+                let other = ECDSALowS.negated(signature)
+                // BoringSSL says both spellings are valid signatures of the same bytes, and the second has the high s.
+                let input = Data("\(parts[0]).\(parts[1])".utf8)
+                #expect(key.isValidSignature(try P256.Signing.ECDSASignature(rawRepresentation: other), for: input))
+                #expect(!Self.isLowS(other) && other != signature)
+                return "\(parts[0]).\(parts[1]).\(Base64URL.encode(other))"
+            }
+            #expect(try await client.call(Path.profile, .get, bearer: login.accessToken).status == .ok)
+            let refused = try await client.call(Path.profile, .get, bearer: try otherSpelling(login.accessToken))
+            #expect(refused.status == .unauthorized)
+            #expect(refused.error?.errorCode == .invalidSession)
+            #expect(try await client.call(Path.session, bearer: try otherSpelling(login.refreshToken)).status == .created)
+        }
+    }
+
+    @Test func lowSBoundaries() {
+        let r = [UInt8](repeating: 7, count: 32)
+        let one = r + [UInt8](repeating: 0, count: 31) + [1]
+        var aboveHalf = Self.halfOrder
+        aboveHalf[31] += 1
+        #expect(ECDSALowS.isLow(one))
+        #expect(ECDSALowS.isLow(r + Self.halfOrder))
+        #expect(!ECDSALowS.isLow(r + aboveHalf))
+        // n − (n/2 + 1) = n/2 (n is odd), and n − 1 is the other spelling of 1.
+        #expect(ECDSALowS.normalized(r + aboveHalf) == r + Self.halfOrder)
+        #expect(ECDSALowS.negated(ECDSALowS.negated(one)) == one)
+        #expect(ECDSALowS.normalized(ECDSALowS.negated(one)) == one)
+        #expect(ECDSALowS.normalized(one) == one)
+        #expect(!ECDSALowS.isLow(one.dropLast()))
+    }
 }

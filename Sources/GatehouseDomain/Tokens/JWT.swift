@@ -241,9 +241,9 @@ package enum JWT {
         token.append(contentsOf: key.header.utf8)
         token.append(UInt8(ascii: "."))
         Base64URL.append(payload, to: &token)
-        let signature = try key.privateKey.signature(for: token)
+        let signature = ECDSALowS.normalized(Array(try key.privateKey.signature(for: token).rawRepresentation))
         token.append(UInt8(ascii: "."))
-        Base64URL.append(signature.rawRepresentation, to: &token)
+        Base64URL.append(signature, to: &token)
         return String(decoding: token, as: UTF8.self)
     }
 
@@ -282,7 +282,52 @@ package enum JWT {
             key.isValidSignature(signature, for: segments.signingInput)
         else { throw .badSignature }
         guard let claims = TokenClaims.read(segments.payload) else { throw .malformed }
+        // An access token has one spelling: the signature Gatehouse wrote, with the low S (``ECDSALowS``). Refresh
+        // tokens signed before signatures were written so (good for 60 days) keep their high S; a refused access token
+        // only sends a client to refresh.
+        if claims.typ == .access, !ECDSALowS.isLow(segments.signature) { throw .badSignature }
         return claims
+    }
+}
+
+/// ECDSA P-256 signatures in their canonical, low-S form. For a valid signature (r, s), (r, n − s) is valid too, so
+/// one token has two spellings that verify; a service that caches or deny-lists tokens by their text would take them
+/// for two. Gatehouse writes every signature with s ≤ n/2 (as Bitcoin's BIP 62 and libsecp256k1 do) and refuses an
+/// access token with a high s. Written here because swift-crypto (BoringSSL) signs with either s and exposes no
+/// normalization; the arithmetic is one comparison and one subtraction on 32 big-endian bytes.
+package enum ECDSALowS {
+    /// n, the order of P-256's base point (SEC 2, FIPS 186-4 D.1.2.3), big-endian.
+    static let order: [UInt8] = [
+        0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+        0xBC, 0xE6, 0xFA, 0xAD, 0xA7, 0x17, 0x9E, 0x84, 0xF3, 0xB9, 0xCA, 0xC2, 0xFC, 0x63, 0x25, 0x51,
+    ]
+    /// ⌊n / 2⌋, big-endian.
+    static let halfOrder: [UInt8] = [
+        0x7F, 0xFF, 0xFF, 0xFF, 0x80, 0x00, 0x00, 0x00, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+        0xDE, 0x73, 0x7D, 0x56, 0xD3, 0x8B, 0xCF, 0x42, 0x79, 0xDC, 0xE5, 0x61, 0x7E, 0x31, 0x92, 0xA8,
+    ]
+
+    /// Whether the raw signature `r ‖ s` (64 bytes) has s ≤ n/2. False for anything that is not 64 bytes.
+    package static func isLow(_ raw: some Collection<UInt8>) -> Bool {
+        raw.count == 64 && !halfOrder.lexicographicallyPrecedes(raw.dropFirst(32))
+    }
+
+    /// The raw signature `r ‖ s` in its canonical form: s replaced by n − s when it is high.
+    package static func normalized(_ raw: [UInt8]) -> [UInt8] {
+        raw.count != 64 || isLow(raw) ? raw : negated(raw)
+    }
+
+    /// `r ‖ (n − s)`: the same signature's other spelling (s in 1…n−1, as every valid signature's is).
+    package static func negated(_ raw: [UInt8]) -> [UInt8] {
+        precondition(raw.count == 64)
+        var result = Array(raw[0..<32]) + [UInt8](repeating: 0, count: 32)
+        var borrow = 0
+        for index in stride(from: 31, through: 0, by: -1) {
+            let difference = Int(order[index]) - Int(raw[32 + index]) - borrow
+            result[32 + index] = UInt8((difference + 256) & 0xFF)
+            borrow = difference < 0 ? 1 : 0
+        }
+        return result
     }
 }
 

@@ -111,7 +111,7 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
     /// Deletion cannot be undone, so the server asks for a recent proof, as for a credential change: a session signed
     /// in more than the app's `recentProofWindow` ago (five minutes by default) fails with ``AppError``
     /// `reauthenticationRequired`; call ``reauthenticate(password:)`` (or sign in again) and try again. An anonymous
-    /// user may always delete itself.
+    /// user that never linked anything may always delete itself.
     public func delete() async throws {
         _ = try await core.authorized("DELETE", "/api/client/v2.0/auth/delete", userId: id)
         try core.mutate { $0.users.removeAll { $0.id == self.id } }

@@ -74,7 +74,7 @@ package struct APIKeyService: Sendable {
         let caller = try caller.manager(to: "create API keys").caller
         // A key is a credential that outlives a password reset: adding one asks for a recent proof, as every
         // credential does.
-        guard SessionGate(env: env).isRecentlyProven(caller) else { throw AuthError.reauthenticationRequired }
+        try await SessionGate(env: env).requireRecentProof(caller)
         try Self.validate(name: name)
         let (key, secret, _) = try await insert(app: app, owner: caller.user, name: name, addedBy: Provenance(adding: nil, by: caller))
         env.logger.info("API key created", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "key": "\(key.id)"])

@@ -353,14 +353,13 @@ package struct SessionService: Sendable {
 
     /// `DELETE auth/delete`: removes the user with every identity and session, and mails the account's addresses.
     ///
-    /// Like a credential change it asks for a recent proof of the session (``SessionGate/isRecentlyProven(_:)``): it
-    /// cannot be undone, and a stolen refresh token (good for 60 days) must not be enough. An anonymous session may
-    /// always delete its user: it has nothing to prove again.
+    /// Like a credential change it asks for a recent proof of the session
+    /// (``SessionGate/requireRecentProof(_:exemptingAnonymousUsers:)``): it cannot be undone, and a stolen refresh token
+    /// (good for 60 days) must not be enough. An anonymous user (one never upgraded) may always delete itself: it has
+    /// nothing to prove again.
     package func deleteUser(_ accessToken: String) async throws {
         let caller = try await authenticate(accessToken, as: .access).manager(to: "delete the user").caller
-        guard caller.kind == .anonymous || SessionGate(env: env).isRecentlyProven(caller) else {
-            throw AuthError.reauthenticationRequired
-        }
+        try await SessionGate(env: env).requireRecentProof(caller, exemptingAnonymousUsers: true)
         let notices = try await AccountService(env: env).notices(.accountDeleted, user: caller.user.id, app: caller.app)
         try await env.store.deleteUser(id: caller.user.id, notices: notices)
         env.logger.info("user deleted", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)"])

@@ -121,15 +121,13 @@ package struct LoginService: Sendable {
     /// sides, its session (a first-party one: ``AccountManager``) and the credential, checked as a login checks it.
     /// Anonymous and API-key credentials cannot be linked. Returns a new access token for the session.
     ///
-    /// Adding a credential asks for a recent proof of the session (``SessionGate/isRecentlyProven(_:)``), checked
-    /// before the credential is: a stolen session older than the app's `recentProofWindow` cannot add a way in
-    /// that outlives the owner's password reset. An anonymous session may always link: it is how an anonymous user
-    /// upgrades, and it has no credential to prove again.
+    /// Adding a credential asks for a recent proof of the session (``SessionGate/requireRecentProof(_:exemptingAnonymousUsers:)``),
+    /// checked before the credential is: a stolen session older than the app's `recentProofWindow` cannot add a way
+    /// in that outlives the owner's password reset. An anonymous user may always link: it is how it upgrades, and it
+    /// has no credential to prove again; once upgraded, its sessions are held to the window like any other.
     package func link(_ credential: LoginCredential, to manager: AccountManager) async throws -> String {
         let app = manager.caller.app
-        guard manager.caller.kind == .anonymous || SessionGate(env: env).isRecentlyProven(manager.caller) else {
-            throw AuthError.reauthenticationRequired
-        }
+        try await SessionGate(env: env).requireRecentProof(manager.caller, exemptingAnonymousUsers: true)
         try requireEnabled(credential.providerType, app: app)
         let identity: ExternalIdentity
         if case .emailPassword(let username, let password) = credential {

@@ -73,8 +73,10 @@ package struct EmailAccountRecord: Sendable, Hashable {
     /// When a second registration named this address while it was pending: its confirmation then proves the mailbox
     /// and confirms no password (``MailboxProof``).
     package var contestedAt: Date? = nil
-    /// The account came from another system (a lazy migration, an import): only such an account's missing password
-    /// may be vouched for by the migrate-user function.
+    /// The account came from another system (a lazy migration, an import) and Gatehouse has set no password for it
+    /// since: only such an account's missing password may be vouched for by the migrate-user function. Cleared when
+    /// Gatehouse sets its password (a migration at login, a rehash, a reset, a change) and by an email-change undo,
+    /// which leaves the owner a reset as the only way back: the old system's password never returns.
     package var fromOldSystem = false
     /// When the password was last set by a change or a reset (nil: as registered, imported or migrated).
     package var passwordSetAt: Date? = nil

@@ -74,6 +74,43 @@ import Testing
         }
     }
 
+    /// An anonymous user links and deletes itself at any age: it has nothing to prove again. Once it upgraded, the
+    /// anonymous session it upgraded with is held to the window like any other: its stolen refresh token (60 days)
+    /// cannot link the thief's own address, a way in that would outlive the owner's reset, nor delete the account.
+    @Test func anUpgradedUsersAnonymousSessionNeedsARecentProofToo() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let anonymous = try await client.call(Path.app() + "/auth/providers/anon-user/login", json: AnonymousLoginRequest()).decode(LoginResponse.self)
+            try await client.registerConfirmed("upgraded@example.com")
+            try await client.registerConfirmed("thief@example.com", "the thief's password")
+            let thiefs = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "thief@example.com"))
+            let upgrade = try await client.call(
+                Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: "upgraded@example.com", password: "correct horse"),
+                bearer: anonymous.accessToken
+            )
+            #expect(upgrade.status == .ok, "\(upgrade.text)")
+
+            clock.advance(by: 301)
+            let access = try await client.call(Path.session, bearer: anonymous.refreshToken).decode(SessionResponse.self).accessToken
+            let link = try await client.call(
+                Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: "thief@example.com", password: "the thief's password"),
+                bearer: access
+            )
+            #expect(link.status == .forbidden)
+            #expect(link.error?.errorCode == .reauthenticationRequired)
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "thief@example.com")?.userId == thiefs.userId)
+            let delete = try await client.call(Path.delete, .delete, bearer: access)
+            #expect(delete.status == .forbidden)
+            #expect(delete.error?.errorCode == .reauthenticationRequired)
+            #expect(try await gatehouse.env.store.user(id: anonymous.userId) != nil)
+
+            // Proving the upgraded password again makes the session recent, as any other.
+            #expect(try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "correct horse"), bearer: access).status == .noContent)
+            #expect(try await client.call(Path.delete, .delete, bearer: access).status == .noContent)
+            #expect(try await gatehouse.env.store.user(id: anonymous.userId) == nil)
+        }
+    }
+
     /// A session proven longer ago than `recentProofWindow` — a stolen access token, a phone left unlocked — must
     /// prove the password again before changing a credential; a wrong one changes nothing and counts as a failed
     /// login.

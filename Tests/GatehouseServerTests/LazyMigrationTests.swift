@@ -46,6 +46,35 @@ import Testing
         try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 1000).filter { $0.kind == "user_migrated" }
     }
 
+    /// Once Gatehouse holds a password for a migrated account, the old system is never asked about it again: not even
+    /// after an email-change undo leaves the account without a password. Otherwise whoever knows the leaked old
+    /// password (the case lazy migration runs in) signs back in after every undo, and the owner cannot get them out.
+    @Test func anUndoNeverHandsTheAccountBackToTheOldSystemsPassword() async throws {
+        try await withMigration { receiver, gatehouse, client, _ in
+            // The thief knows the old-system password: the migration at login is theirs. They move the address away.
+            let thief = try await client.login("migrate-olga@example.com", Self.oldPassword).decode(LoginResponse.self)
+            #expect(try await client.call(EmailPath.change, json: ChangeEmailRequest(email: "thief-box@example.com"), bearer: thief.accessToken).status == .noContent)
+            let code = try await client.latestCode("thief-box@example.com")
+            #expect(try await client.call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: code), bearer: thief.accessToken).status == .noContent)
+            // The owner undoes it from the old address.
+            let undoMail = try #require(try await client.mailbox("migrate-olga@example.com").first { $0.subject.contains("was changed") })
+            let link = try #require(undoMail.link)
+            #expect(try await client.call(EmailPath.undo, json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+
+            let calls = try receiver.calls.count
+            #expect(try await client.login("migrate-olga@example.com", Self.oldPassword).status == .unauthorized)
+            #expect(try receiver.calls.count == calls, "the function was asked again")
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "migrate-olga@example.com")?.fromOldSystem == false)
+            // The owner's way back is a reset by link.
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "migrate-olga@example.com")).status == .ok)
+            let reset = try await client.latestLink("migrate-olga@example.com")
+            let request = ResetPasswordRequest(password: "the owner's own password", token: reset.token, tokenId: reset.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: request).status == .ok)
+            let owner = try await client.login("migrate-olga@example.com", "the owner's own password").decode(LoginResponse.self)
+            #expect(owner.userId == thief.userId)
+        }
+    }
+
     @Test func aClientAPILoginMigratesAndTheNextLoginStaysLocal() async throws {
         try await withMigration { receiver, gatehouse, client, log throws in
             let reply = try await client.login("migrate-ann@example.com", Self.oldPassword)

@@ -89,7 +89,7 @@ package struct AccountService: Sendable {
     /// with a recent proof, while the user keeps a way to sign in.
     package func unlink(_ manager: AccountManager, identityId: String, providerType: String?) async throws {
         let caller = manager.caller
-        guard SessionGate(env: env).isRecentlyProven(caller) else { throw AuthError.reauthenticationRequired }
+        try await SessionGate(env: env).requireRecentProof(caller)
         let identities = try await env.store.identities(userId: caller.user.id)
         guard let identity = identities.first(where: { SessionService.profileId(of: $0) == identityId && (providerType ?? $0.providerType) == $0.providerType })
         else { throw AuthError.identityNotFound }

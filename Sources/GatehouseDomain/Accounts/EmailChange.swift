@@ -113,7 +113,7 @@ extension AccountService {
     func requireRecentProof(_ caller: SessionService.Caller, currentPassword: String?) async throws -> LoginBackoff? {
         let gate = SessionGate(env: env)
         if let currentPassword { return try await gate.provePassword(of: caller, currentPassword).backoff }
-        guard gate.isRecentlyProven(caller) else { throw AuthError.reauthenticationRequired }
+        try await gate.requireRecentProof(caller)
         return nil
     }
 

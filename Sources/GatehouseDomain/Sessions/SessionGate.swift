@@ -127,6 +127,24 @@ package struct SessionGate: Sendable {
         return env.clock.now.timeIntervalSince(provenAt) <= TimeInterval(caller.app.recentProofWindow)
     }
 
+    /// Requires what adding or changing a credential, or deleting the user, asks for: a session proven within the
+    /// app's `recentProofWindow` (``isRecentlyProven(_:)``); else ``AuthError/reauthenticationRequired``.
+    ///
+    /// With `exemptingAnonymousUsers` (linking, deleting the user), an anonymous user — an anonymous session whose
+    /// user holds nothing but anonymous identities — goes on at any age: it has nothing to prove again, and links to
+    /// upgrade or deletes itself. The exemption is the user's, not the session's: once the user holds another way in,
+    /// its anonymous sessions are held to the window like any other, or a stolen refresh token of the session that
+    /// upgraded would add a way in, or delete the account, for the 60 days it lives.
+    package func requireRecentProof(_ caller: SessionService.Caller, exemptingAnonymousUsers: Bool = false) async throws {
+        if isRecentlyProven(caller) { return }
+        if exemptingAnonymousUsers, caller.kind == .anonymous,
+            try await env.store.identities(userId: caller.user.id).allSatisfy({ $0.providerType == AnonymousService.providerType })
+        {
+            return
+        }
+        throw AuthError.reauthenticationRequired
+    }
+
     /// Proves the password of the manager's own account in its session, checked as a login is (its limits and
     /// delays): the session's `auth_time` becomes now and `pwd` joins its methods. A wrong password is
     /// ``AuthError/wrongCurrentPassword`` (the session stays valid); a user without a password is refused.

@@ -108,10 +108,18 @@ package struct APIKeyService: Sendable {
     package func setDisabled(caller: SessionService.Caller, id: String, disabled: Bool) async throws {
         // A key session could otherwise turn its own key back on after the owner disabled another, or the reverse.
         let (app, key) = try await owned(caller: try caller.manager(to: "enable or disable API keys").caller, id: id)
+        // Turning a key back on adds a way in again, as creating one does: it asks for a recent proof, and the owner
+        // hears of it. (Disabling is the owner's remedy for a key they did not make: it asks for nothing.)
+        let reenabled = !disabled && key.disabled
+        if reenabled { try await SessionGate(env: env).requireRecentProof(caller) }
         guard try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: disabled, now: env.clock.now) else {
             throw AuthError.apiKeyNotFound
         }
         await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, user: caller.user.id, detail: ["apiKey": key.id])
+        if reenabled {
+            let what = AccountService.describe(providerType: Self.providerType, detail: "\(key.name), disabled before,")
+            await AccountService(env: env).notify(.credentialAdded, what: what, user: caller.user.id, app: app)
+        }
     }
 
     /// The caller's key `id`; another user's key, a server key or an unknown id are all ``AuthError/apiKeyNotFound``.

@@ -34,6 +34,37 @@ private func object(_ reply: Reply) throws -> [String: Any] {
 
 /// The `api-key` provider: user keys over `/auth/api_keys` with a refresh token, server keys, and logins with both.
 @Suite struct APIKeyTests {
+    /// Turning a disabled key back on adds a way in again: like creating one, it asks for a recent proof, and the
+    /// account's address hears of it. Otherwise a thief's stale session turns back on the key the owner disabled (the
+    /// documented remedy for a key one did not make). Disabling asks for nothing.
+    @Test func turningAKeyBackOnNeedsARecentProofAndTellsTheOwner() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let owner = try await client.signUp("keys@example.com")
+            let key = try await client.createKey("planted", refreshToken: owner.refreshToken)
+            let id = key.id
+            clock.advance(by: 301)
+            #expect(try await client.call(Path.apiKey(id, "disable"), .put, bearer: owner.refreshToken).status == .noContent)
+            let before = try await client.mailbox("keys@example.com").count
+            let stale = try await client.call(Path.apiKey(id, "enable"), .put, bearer: owner.refreshToken)
+            #expect(stale.status == .forbidden)
+            #expect(stale.error?.errorCode == .reauthenticationRequired)
+            #expect(try await client.loginWithKey(try #require(key.key)).status == .unauthorized)
+            #expect(try await gatehouse.env.store.apiKey(appId: "test-app", id: id)?.disabled == true)
+
+            let fresh = try await client.login("keys@example.com").decode(LoginResponse.self)
+            #expect(try await client.call(Path.apiKey(id, "enable"), .put, bearer: fresh.refreshToken).status == .noContent)
+            #expect(try await client.loginWithKey(try #require(key.key)).status == .ok)
+            let notice = try #require(try await client.mailbox("keys@example.com").first)
+            #expect(try await client.mailbox("keys@example.com").count == before + 1)
+            #expect(notice.text.contains("planted, disabled before,"), "\(notice.text)")
+            // Enabling an enabled key adds nothing: no proof asked, no notice.
+            clock.advance(by: 301)
+            #expect(try await client.call(Path.apiKey(id, "enable"), .put, bearer: fresh.refreshToken).status == .noContent)
+            #expect(try await client.mailbox("keys@example.com").count == before + 1)
+        }
+    }
+
     @Test func createListFetchDisableEnableDelete() async throws {
         try await withGatehouse { _, client in
             let login = try await client.signUp("keys@example.com")

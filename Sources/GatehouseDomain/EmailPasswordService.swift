@@ -513,7 +513,7 @@ package struct EmailPasswordService: Sendable {
         let (attempt, found) = if let readable { try await backoff.admit(readingAccount: readable.normalized) } else { (try await backoff.admit(), nil) }
         let login = PasswordLogin(app: app, password: password, backoff: backoff, attempt: attempt)
         guard let readable, let (account, user) = found else {
-            if askable, let email, let migrated = await askToMigrate(app: app, email: email, password: password) {
+            if askable, let email, let migrated = await askToMigrate(app: app, email: email, password: password, account: nil) {
                 return PasswordProof(user: try await logInMigrated(migrated, email: email, login, replacing: nil), backoff: backoff)
             }
             // The same work as for a known account: a hash.
@@ -549,7 +549,7 @@ package struct EmailPasswordService: Sendable {
             // brought (a user who asked for a reset, or whose address someone else asked one for, can still sign in
             // with their old password) — never of an account Gatehouse made, which never held the old one.
             if migrate, account.fromOldSystem || account.confirmedAt == nil,
-                let migrated = await askToMigrate(app: app, email: email, password: login.password)
+                let migrated = await askToMigrate(app: app, email: email, password: login.password, account: account)
             {
                 if account.confirmedAt == nil { return try await logInMigrated(migrated, email: email, login, replacing: account) }
                 let hash = try await env.hasher.hash(login.password, parameters: app.passwordHash)
@@ -566,7 +566,7 @@ package struct EmailPasswordService: Sendable {
         // Named by account and client: an imported hash waits its turn fairly among other accounts and clients.
         let check = PasswordCheck(account: "\(app.id)|\(account.userId)", network: env.origin.network)
         let matches = try await env.hasher.verify(login.password, against: account.passwordHash, parameters: app.passwordHash, for: check)
-        if account.confirmedAt == nil, migrate, let migrated = await askToMigrate(app: app, email: email, password: login.password) {
+        if account.confirmedAt == nil, migrate, let migrated = await askToMigrate(app: app, email: email, password: login.password, account: account) {
             return try await logInMigrated(migrated, email: email, login, replacing: account)
         }
         guard matches else { try await login.wrongPassword(account.userId) }
@@ -623,8 +623,17 @@ package struct EmailPasswordService: Sendable {
     /// Asks the app's migrate-user function about `email` (with the login's `password`, or none for a reset). The user
     /// to create, or nil for every other outcome: unknown, wrong password, an unverified address, a malformed answer,
     /// a failure, a timeout. Nothing here logs or records the password.
-    private func askToMigrate(app: AppSettings, email: EmailAddress, password: String?) async -> MigratedUser? {
+    ///
+    /// The old system hands an address over once (``GatehouseStore/migratedAddress(appId:email:)``): it is not asked
+    /// about an address it already handed over unless that address's `account` is still the one it made, waiting for
+    /// its first password. Otherwise, once a migrated user moved to another address (or was deleted), the leaked old
+    /// password would make a second user of the old address — a squatter that also blocks the owner's undo.
+    private func askToMigrate(app: AppSettings, email: EmailAddress, password: String?, account: EmailAccountRecord?) async -> MigratedUser? {
         guard migrates(app) else { return nil }
+        if account?.fromOldSystem != true {
+            // Unknown whether it was handed over (the database failed): not asked, as a failed function is not.
+            guard (try? await env.store.migratedAddress(appId: app.id, email: email.normalized)) == false else { return nil }
+        }
         let call = MigrateUserCall(appId: app.id, email: email.display, password: password, reason: password == nil ? .passwordReset : .login)
         let outcome: MigrateUserOutcome?
         do {
@@ -686,7 +695,7 @@ package struct EmailPasswordService: Sendable {
     /// migrate-user function (without a password) and, if the old system has the user, creates it without a
     /// password, so that the reset that follows reaches them. The account to send the reset for, or nil.
     package func migrateForReset(app: AppSettings, email: EmailAddress, account: EmailAccountRecord?) async throws -> EmailAccountRecord? {
-        guard migrates(app), account?.confirmedAt == nil, let migrated = await askToMigrate(app: app, email: email, password: nil) else {
+        guard migrates(app), account?.confirmedAt == nil, let migrated = await askToMigrate(app: app, email: email, password: nil, account: account) else {
             return account
         }
         _ = try await createMigrated(migrated, app: app, email: email, passwordHash: "", reason: .passwordReset, replacing: account)

@@ -66,6 +66,9 @@ package protocol GatehouseStore: RateCountStore {
     /// identities in link order). False, changing nothing, otherwise. As ``addIdentity(_:ownerEpoch:)``, only while
     /// `to`'s sessions were not ended since `toEpoch` (``StoreError/sessionEnded``).
     func adoptIdentity(id: String, from: String, to: String, toEpoch: Int, at: Date, addedBy: Provenance) async throws -> Bool
+    /// Whether the old system already handed `email` over: a lazy migration or an import made an account of it (kept
+    /// when that account moves to another address, gets a password or is deleted).
+    func migratedAddress(appId: String, email: String) async throws -> Bool
     func emailAccount(appId: String, email: String) async throws -> EmailAccountRecord?
     /// The address's account and its user (nil when the user is gone), in one read: what a password login needs.
     func emailAccountWithUser(appId: String, email: String) async throws -> (account: EmailAccountRecord, user: UserRecord?)?

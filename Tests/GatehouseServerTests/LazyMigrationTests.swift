@@ -75,6 +75,30 @@ import Testing
         }
     }
 
+    /// The old system hands an address over once. After its migrated user moved to another address, the leaked old
+    /// password makes no second user of the old one, at a login or a reset request: such a squatter would also block
+    /// the owner's undo.
+    @Test func theOldSystemHandsAnAddressOverOnce() async throws {
+        try await withMigration { receiver, gatehouse, client, _ in
+            let owner = try await client.login("migrate-pia@example.com", Self.oldPassword).decode(LoginResponse.self)
+            // A thief with the owner's fresh session moves the address to their own mailbox…
+            #expect(try await client.call(EmailPath.change, json: ChangeEmailRequest(email: "thief-pia@example.com"), bearer: owner.accessToken).status == .noContent)
+            let code = try await client.latestCode("thief-pia@example.com")
+            #expect(try await client.call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: code), bearer: owner.accessToken).status == .noContent)
+            // …and tries to make a second user of the old address with the leaked old password.
+            let calls = try receiver.calls.count
+            #expect(try await client.login("migrate-pia@example.com", Self.oldPassword).status == .unauthorized)
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "migrate-pia@example.com")).status == .ok)
+            #expect(try receiver.calls.count == calls, "the function was asked about an address it handed over")
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "migrate-pia@example.com") == nil)
+            // The owner's undo finds the address free.
+            let undoMail = try #require(try await client.mailbox("migrate-pia@example.com").first { $0.subject.contains("was changed") })
+            let link = try #require(undoMail.link)
+            #expect(try await client.call(EmailPath.undo, json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "migrate-pia@example.com")?.userId == owner.userId)
+        }
+    }
+
     @Test func aClientAPILoginMigratesAndTheNextLoginStaysLocal() async throws {
         try await withMigration { receiver, gatehouse, client, log throws in
             let reply = try await client.login("migrate-ann@example.com", Self.oldPassword)

@@ -427,6 +427,24 @@ enum Migrations {
                 "UPDATE native_flows SET user_epoch = (SELECT session_epoch FROM users WHERE users.id = native_flows.user_id) WHERE user_id IS NOT NULL",
             ]
         ),
+        Migration(
+            version: 18,
+            name: "addresses the old system handed over",
+            statements: [
+                // Every address a lazy migration or an import made an account of: the migrate-user function is not
+                // asked about it again once its account moved away, was deleted or got a password
+                // (EmailPasswordService.askToMigrate). Kept when the account goes.
+                """
+                CREATE TABLE migrated_addresses (
+                    app_id TEXT NOT NULL,
+                    email TEXT NOT NULL,
+                    migrated_at INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, email)
+                )
+                """,
+                "INSERT INTO migrated_addresses (app_id, email, migrated_at) SELECT app_id, email, created_at FROM email_accounts WHERE from_old_system = 1",
+            ]
+        ),
     ]
 }
 

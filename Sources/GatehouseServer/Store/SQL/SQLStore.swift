@@ -1178,6 +1178,17 @@ struct SQLStore: GatehouseStore {
                 SQLValue(account.passwordSetBy?.session), SQLValue(account.passwordSetBy.map { AuthenticationMethod.text($0.methods) }),
             ]
         }
+        // An address the old system hands over is remembered for good (``migratedAddress(appId:email:)``).
+        for (account, createdAt) in accounts where account.fromOldSystem {
+            try await tx.query(
+                "INSERT INTO migrated_addresses (app_id, email, migrated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                .text(account.appId), .text(account.email), SQLValue(createdAt)
+            )
+        }
+    }
+
+    func migratedAddress(appId: String, email: String) async throws -> Bool {
+        !(try await db.query("SELECT 1 FROM migrated_addresses WHERE app_id = $1 AND email = $2", .text(appId), .text(email)).isEmpty)
     }
 
     static func insertToken(_ token: OneTimeTokenRecord, _ tx: any SQLExecutor) async throws {

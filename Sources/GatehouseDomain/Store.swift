@@ -41,8 +41,10 @@ package protocol GatehouseStore: RateCountStore {
         recording event: AuditEvent?
     ) async throws
     /// Replaces a pending registration (the account of `account.userId`, if it is still unconfirmed) with a new one:
-    /// its password and confirmation state, the user's unused tokens superseded at `now`, `token` and `mail` stored. One
-    /// transaction. False, changing nothing, when the account is gone or confirmed.
+    /// its password and confirmation state (marked contested), the unused confirmation tokens `token`'s own requester
+    /// asked for superseded at `now` (never another client's, never a reset token: a squatter re-registering cannot
+    /// void the owner's links), `token` and `mail` stored. One transaction. False, changing nothing, when the account
+    /// is gone or confirmed.
     func replacePendingRegistration(_ account: EmailAccountRecord, token: OneTimeTokenRecord?, mail: OutboxMessage?, now: Date) async throws -> Bool
     /// Deletes the pending registration `account` (its email account, identity and tokens, and its user if that has
     /// no other identity) if the address is still pending for that user. False, changing nothing, otherwise.

@@ -336,6 +336,49 @@ import Testing
         }
     }
 
+    /// Registrations of the owner's pending address from other clients, again and again, never void the links the
+    /// owner holds: neither the confirmation link (it confirms no password now, the address being contested) nor a
+    /// reset link. Before, each registration superseded every link of the user, and a squatter re-registering once a
+    /// second kept the owner of a Client-API-only app out.
+    /// Which link the owner follows after the squatter's registrations.
+    enum OwnersLink: String, CaseIterable, CustomTestStringConvertible {
+        case confirmation, reset
+        var testDescription: String { rawValue }
+    }
+
+    /// Registrations of the owner's pending address from other clients, again and again, never void the links the
+    /// owner holds: neither the confirmation link (it confirms no password now, the address being contested) nor a
+    /// reset link. Before, each registration superseded every link of the user, and a squatter re-registering once a
+    /// second kept the owner of a Client-API-only app out.
+    @Test(arguments: OwnersLink.allCases) func registrationsFromOtherClientsNeverVoidTheOwnersLinks(_ kind: OwnersLink) async throws {
+        try await withGatehouse(Self.defaults()) { _, client in
+            let victim = "vale@example.com"
+            #expect(try await client.post(Path.local("register"), try JSONEncoder().encode(RegisterRequest(email: victim, password: "the owner's password")), from: Self.owner).status == .created)
+            if kind == .reset {
+                #expect(try await client.post(Path.local("reset/send"), try JSONEncoder().encode(EmailRequest(email: victim)), from: Self.owner).status == .ok)
+            }
+            let link = try await client.latestLink(victim)
+            for index in 1...3 {
+                let again = RegisterRequest(email: victim, password: "the squatter's \(index)")
+                #expect(try await client.post(Path.local("register"), try JSONEncoder().encode(again), from: "203.0.113.\(100 + index)").status == .created)
+            }
+            switch kind {
+            case .confirmation:
+                #expect(try await client.call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+                // Contested: the owner chooses the password with a reset.
+                #expect(try await client.post(Path.local("reset/send"), try JSONEncoder().encode(EmailRequest(email: victim)), from: Self.owner).status == .ok)
+                let reset = try await client.latestLink(victim)
+                let chosen = ResetPasswordRequest(password: "the owner's own", token: reset.token, tokenId: reset.tokenId)
+                #expect(try await client.call(Path.local("reset"), json: chosen).status == .ok)
+            case .reset:
+                let chosen = ResetPasswordRequest(password: "the owner's own", token: link.token, tokenId: link.tokenId)
+                #expect(try await client.call(Path.local("reset"), json: chosen).status == .ok)
+            }
+            #expect(try await client.login(victim, "the owner's own", from: Self.owner).status == .ok)
+            #expect(try await client.login(victim, "the squatter's 3", from: Self.attacker).status == .unauthorized)
+        }
+    }
+
     @Test func theHostedConfirmPageOfAContestedAddressAsksForThePasswordAtOnce() async throws {
         try await withGatehouse(Self.defaults()) { _, client in
             let victim = "vito@example.com"

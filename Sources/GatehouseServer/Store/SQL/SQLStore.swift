@@ -119,11 +119,20 @@ struct SQLStore: GatehouseStore {
                 .text(account.userId), .text(account.passwordHash), SQLValue(account.confirmedAt), SQLValue(account.mailboxProvenAt),
                 .text(account.appId), .text(account.email), SQLValue(now)
             ).isEmpty) else { return false }
-            try await tx.query(
-                "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND used_at IS NULL AND superseded_at IS NULL",
-                SQLValue(now), .text(account.userId)
-            )
-            if let token { try await Self.insertToken(token, tx) }
+            // Only the confirmation links this registration's own client asked for give way to its new one, as a resend
+            // supersedes only its client's: a registration from another client (someone squatting the address, again
+            // and again) never voids the links the owner holds, and no registration voids a reset link. The older
+            // links stay safe to follow: the account is contested now, and a contested confirmation confirms no password.
+            if let token {
+                try await tx.query(
+                    """
+                    UPDATE one_time_tokens SET superseded_at = $1
+                    WHERE user_id = $2 AND kind = $3 AND requester = $4 AND used_at IS NULL AND superseded_at IS NULL
+                    """,
+                    SQLValue(now), .text(account.userId), .text(OneTimeTokenKind.confirmation.rawValue), .text(token.requester)
+                )
+                try await Self.insertToken(token, tx)
+            }
             if let mail { try await Self.insertMail(mail, tx) }
             return true
         }

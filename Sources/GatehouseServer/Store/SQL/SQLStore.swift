@@ -1115,9 +1115,11 @@ struct SQLStore: GatehouseStore {
         }
     }
 
-    /// `INSERT INTO table (columns) VALUES (…), (…)` with one row of binds per element; nothing for an empty list.
+    /// `INSERT INTO table (columns) VALUES (…), (…)` with one row of binds per element, then `suffix` (say an
+    /// `ON CONFLICT` clause); nothing for an empty list.
     private static func insertRows<Element>(
-        into table: String, _ elements: [Element], _ tx: any SQLExecutor, _ row: (Element) throws -> [SQLValue]
+        into table: String, _ elements: [Element], _ tx: any SQLExecutor, then suffix: String = "",
+        _ row: (Element) throws -> [SQLValue]
     ) async throws {
         guard !elements.isEmpty else { return }
         var binds: [SQLValue] = []
@@ -1127,7 +1129,7 @@ struct SQLStore: GatehouseStore {
             rows.append("(" + (binds.count + 1...binds.count + values.count).map { "$\($0)" }.joined(separator: ", ") + ")")
             binds += values
         }
-        try await tx.query("INSERT INTO \(table) VALUES \(rows.joined(separator: ", "))", binds)
+        try await tx.query("INSERT INTO \(table) VALUES \(rows.joined(separator: ", "))\(suffix)", binds)
     }
 
     static let identityColumns = "id, user_id, app_id, provider_type, external_id, data, created_at, added_session, added_methods"
@@ -1187,12 +1189,13 @@ struct SQLStore: GatehouseStore {
                 SQLValue(account.passwordSetBy?.session), SQLValue(account.passwordSetBy.map { AuthenticationMethod.text($0.methods) }),
             ]
         }
-        // An address the old system hands over is remembered for good (``migratedAddress(appId:email:)``).
-        for (account, createdAt) in accounts where account.fromOldSystem {
-            try await tx.query(
-                "INSERT INTO migrated_addresses (app_id, email, migrated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                .text(account.appId), .text(account.email), SQLValue(createdAt)
-            )
+        // An address the old system hands over is remembered for good (``migratedAddress(appId:email:)``): one
+        // statement for the batch, as above.
+        try await insertRows(
+            into: "migrated_addresses (app_id, email, migrated_at)", accounts.filter(\.0.fromOldSystem), tx,
+            then: " ON CONFLICT DO NOTHING"
+        ) { account, createdAt in
+            [.text(account.appId), .text(account.email), SQLValue(createdAt)]
         }
     }
 

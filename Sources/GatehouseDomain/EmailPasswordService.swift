@@ -548,7 +548,7 @@ package struct EmailPasswordService: Sendable {
             // yet: it has no password to check. With `migrate`, the old system may know the password of an account it
             // brought (a user who asked for a reset, or whose address someone else asked one for, can still sign in
             // with their old password) — never of an account Gatehouse made, which never held the old one.
-            if migrate, account.fromOldSystem || account.confirmedAt == nil,
+            if migrate, account.oldSystemMayVouch || account.confirmedAt == nil,
                 let migrated = await askToMigrate(app: app, email: email, password: login.password, account: account)
             {
                 if account.confirmedAt == nil { return try await logInMigrated(migrated, email: email, login, replacing: account) }
@@ -630,7 +630,7 @@ package struct EmailPasswordService: Sendable {
     /// password would make a second user of the old address — a squatter that also blocks the owner's undo.
     private func askToMigrate(app: AppSettings, email: EmailAddress, password: String?, account: EmailAccountRecord?) async -> MigratedUser? {
         guard migrates(app) else { return nil }
-        if account?.fromOldSystem != true {
+        if account?.oldSystemMayVouch != true {
             // Unknown whether it was handed over (the database failed): not asked, as a failed function is not.
             guard (try? await env.store.migratedAddress(appId: app.id, email: email.normalized)) == false else { return nil }
         }

@@ -73,12 +73,11 @@ package struct EmailAccountRecord: Sendable, Hashable {
     /// When a second registration named this address while it was pending: its confirmation then proves the mailbox
     /// and confirms no password (``MailboxProof``).
     package var contestedAt: Date? = nil
-    /// The account came from another system (a lazy migration, an import) and Gatehouse has set no password for it
-    /// since: only such an account's missing password may be vouched for by the migrate-user function. Cleared when
-    /// Gatehouse sets its password (a migration at login, a rehash, a reset, a change) and by an email-change undo,
-    /// which leaves the owner a reset as the only way back: the old system's password never returns.
+    /// The account came from another system (a lazy migration, an import). It never changes; whether the old system
+    /// still has a say is ``oldSystemMayVouch``.
     package var fromOldSystem = false
-    /// When the password was last set by a change or a reset (nil: as registered, imported or migrated).
+    /// When the password was last set by a change or a reset, or cleared by an email-change undo (nil: as
+    /// registered, imported or migrated).
     package var passwordSetAt: Date? = nil
     /// The signed-in session that set it (a password change); nil for a reset or one that came with the account.
     package var passwordSetBy: Provenance? = nil
@@ -100,6 +99,12 @@ package struct EmailAccountRecord: Sendable, Hashable {
         self.contestedAt = contestedAt
         self.fromOldSystem = fromOldSystem
     }
+
+    /// Whether the migrate-user function may vouch for this account's missing password: it came from the old system,
+    /// and Gatehouse has never set or cleared its password since (a change, a reset, an undo). Once Gatehouse has, the
+    /// old system's password never returns: an undo leaves the owner a reset as the only way back. Derived from the
+    /// two columns every password write keeps anyway, so that no write has to remember a third.
+    package var oldSystemMayVouch: Bool { fromOldSystem && passwordSetAt == nil }
 
     /// Where email about this account goes: its stored ``address``, else its key.
     package var recipient: String { address ?? email }

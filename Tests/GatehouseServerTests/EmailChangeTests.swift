@@ -277,3 +277,24 @@ enum EmailPath {
     static let reauthenticateSend = "/api/client/v2.0/auth/reauthenticate/send"
     static let undo = Path.local("email/undo")
 }
+
+extension TestClientProtocol {
+    /// Moves the signed-in user's address to `new` with the session of `accessToken` (a fresh one: the change asks for
+    /// a recent proof), confirming with the code mailed there. Both steps must succeed.
+    func moveAddress(to new: String, bearer accessToken: String) async throws {
+        #expect(try await call(EmailPath.change, json: ChangeEmailRequest(email: new), bearer: accessToken).status == .noContent)
+        let code = try await latestCode(new)
+        #expect(try await call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: code), bearer: accessToken).status == .noContent)
+    }
+
+    /// The undo link of the "was changed" notice mailed to the old address `old`.
+    func undoLink(mailedTo old: String) async throws -> (token: String, tokenId: String) {
+        try #require(try await mailbox(old).first { $0.subject.contains("was changed") }?.link)
+    }
+
+    /// Follows the undo link mailed to the old address `old`; the answer.
+    func undoEmailChange(mailedTo old: String) async throws -> Reply {
+        let link = try await undoLink(mailedTo: old)
+        return try await call(EmailPath.undo, json: ConfirmRequest(token: link.token, tokenId: link.tokenId))
+    }
+}

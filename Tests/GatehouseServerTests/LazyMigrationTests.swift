@@ -53,18 +53,14 @@ import Testing
         try await withMigration { receiver, gatehouse, client, _ in
             // The thief knows the old-system password: the migration at login is theirs. They move the address away.
             let thief = try await client.login("migrate-olga@example.com", Self.oldPassword).decode(LoginResponse.self)
-            #expect(try await client.call(EmailPath.change, json: ChangeEmailRequest(email: "thief-box@example.com"), bearer: thief.accessToken).status == .noContent)
-            let code = try await client.latestCode("thief-box@example.com")
-            #expect(try await client.call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: code), bearer: thief.accessToken).status == .noContent)
+            try await client.moveAddress(to: "thief-box@example.com", bearer: thief.accessToken)
             // The owner undoes it from the old address.
-            let undoMail = try #require(try await client.mailbox("migrate-olga@example.com").first { $0.subject.contains("was changed") })
-            let link = try #require(undoMail.link)
-            #expect(try await client.call(EmailPath.undo, json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+            #expect(try await client.undoEmailChange(mailedTo: "migrate-olga@example.com").status == .ok)
 
             let calls = try receiver.calls.count
             #expect(try await client.login("migrate-olga@example.com", Self.oldPassword).status == .unauthorized)
             #expect(try receiver.calls.count == calls, "the function was asked again")
-            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "migrate-olga@example.com")?.fromOldSystem == false)
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "migrate-olga@example.com")?.oldSystemMayVouch == false)
             // The owner's way back is a reset by link.
             #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "migrate-olga@example.com")).status == .ok)
             let reset = try await client.latestLink("migrate-olga@example.com")
@@ -82,9 +78,7 @@ import Testing
         try await withMigration { receiver, gatehouse, client, _ in
             let owner = try await client.login("migrate-pia@example.com", Self.oldPassword).decode(LoginResponse.self)
             // A thief with the owner's fresh session moves the address to their own mailbox…
-            #expect(try await client.call(EmailPath.change, json: ChangeEmailRequest(email: "thief-pia@example.com"), bearer: owner.accessToken).status == .noContent)
-            let code = try await client.latestCode("thief-pia@example.com")
-            #expect(try await client.call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: code), bearer: owner.accessToken).status == .noContent)
+            try await client.moveAddress(to: "thief-pia@example.com", bearer: owner.accessToken)
             // …and tries to make a second user of the old address with the leaked old password.
             let calls = try receiver.calls.count
             #expect(try await client.login("migrate-pia@example.com", Self.oldPassword).status == .unauthorized)
@@ -92,9 +86,7 @@ import Testing
             #expect(try receiver.calls.count == calls, "the function was asked about an address it handed over")
             #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "migrate-pia@example.com") == nil)
             // The owner's undo finds the address free.
-            let undoMail = try #require(try await client.mailbox("migrate-pia@example.com").first { $0.subject.contains("was changed") })
-            let link = try #require(undoMail.link)
-            #expect(try await client.call(EmailPath.undo, json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+            #expect(try await client.undoEmailChange(mailedTo: "migrate-pia@example.com").status == .ok)
             #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "migrate-pia@example.com")?.userId == owner.userId)
         }
     }

@@ -42,17 +42,13 @@ import Testing
         try await withGatehouse(nativeConfiguration()) { gatehouse, client in
             let owner = try await client.signUp("owner@example.com", "the owner's password")
             // A thief with the owner's fresh session moves the address to their own mailbox.
-            #expect(try await client.call(EmailPath.change, json: ChangeEmailRequest(email: "thief@example.com"), bearer: owner.accessToken).status == .noContent)
-            let change = try await client.latestCode("thief@example.com")
-            #expect(try await client.call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: change), bearer: owner.accessToken).status == .noContent)
+            try await client.moveAddress(to: "thief@example.com", bearer: owner.accessToken)
             // …and holds a code sign-in and a reset at its last step, both for the thief's address, now the owner's user's.
             let signIn = try await codeSignIn(client, "thief@example.com")
             let reset = try await resetAtNewPassword(client, "thief@example.com")
 
             // The owner undoes the change (every session ends), and sets a new password.
-            let undoMail = try #require(try await client.mailbox("owner@example.com").first { $0.subject.contains("was changed") })
-            let link = try #require(undoMail.link)
-            #expect(try await client.call(EmailPath.undo, json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+            #expect(try await client.undoEmailChange(mailedTo: "owner@example.com").status == .ok)
             let sessions = try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id)
 
             // The held code signs no one in, and the held reset sets no password.
@@ -120,9 +116,7 @@ import Testing
         try await withGatehouse(nativeConfiguration()) { gatehouse, client in
             let owner = try await client.signUp("before@example.com", "the owner's password")
             let held = try await codeSignIn(client, "before@example.com")
-            #expect(try await client.call(EmailPath.change, json: ChangeEmailRequest(email: "after@example.com"), bearer: owner.accessToken).status == .noContent)
-            let code = try await client.latestCode("after@example.com")
-            #expect(try await client.call(EmailPath.confirm, json: ConfirmEmailChangeRequest(code: code), bearer: owner.accessToken).status == .noContent)
+            try await client.moveAddress(to: "after@example.com", bearer: owner.accessToken)
             let live = try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id)
             #expect(live.count == 1, "the email change ends no session")
 

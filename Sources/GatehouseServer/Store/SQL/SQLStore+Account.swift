@@ -51,7 +51,7 @@ extension SQLStore {
             return try await db.transaction { tx in
                 let changed = try await tx.query(
                     """
-                    UPDATE email_accounts SET password_hash = $2, password_set_at = $3, password_session = $4, password_methods = $5, from_old_system = 0
+                    UPDATE email_accounts SET password_hash = $2, password_set_at = $3, password_session = $4, password_methods = $5
                     WHERE user_id = $1 AND confirmed_at IS NOT NULL RETURNING email
                     """,
                     .text(userId), .text(newPasswordHash), SQLValue(now), .text(session), .text(AuthenticationMethod.text(methods))
@@ -204,7 +204,7 @@ extension SQLStore {
         )
         if clearingPassword {
             try await tx.query(
-                "UPDATE email_accounts SET password_hash = '', password_set_at = $3, password_session = NULL, password_methods = NULL, from_old_system = 0 WHERE app_id = $1 AND email = $2",
+                "UPDATE email_accounts SET password_hash = '', password_set_at = $3, password_session = NULL, password_methods = NULL WHERE app_id = $1 AND email = $2",
                 .text(appId), .text(new), SQLValue(now)
             )
         }
@@ -255,7 +255,7 @@ extension SQLStore {
                     try await Self.moveAddress(appId: appId, userId: userId, from: current, to: old, spelled: spelled, by: nil, now: now, tx, clearingPassword: true)
                 } else {
                     try await tx.query(
-                        "UPDATE email_accounts SET password_hash = '', password_set_at = $3, password_session = NULL, password_methods = NULL, from_old_system = 0 WHERE app_id = $1 AND email = $2",
+                        "UPDATE email_accounts SET password_hash = '', password_set_at = $3, password_session = NULL, password_methods = NULL WHERE app_id = $1 AND email = $2",
                         .text(appId), .text(old), SQLValue(now)
                     )
                 }

@@ -280,7 +280,7 @@ struct SQLStore: GatehouseStore {
 
     func upgradePasswordHash(appId: String, email: String, from old: String, to new: String) async throws {
         try await db.query(
-            "UPDATE email_accounts SET password_hash = $4, from_old_system = 0 WHERE app_id = $1 AND email = $2 AND password_hash = $3",
+            "UPDATE email_accounts SET password_hash = $4 WHERE app_id = $1 AND email = $2 AND password_hash = $3",
             .text(appId), .text(email), .text(old), .text(new)
         )
     }
@@ -402,7 +402,10 @@ struct SQLStore: GatehouseStore {
             // tokens always did, it confirms them and (a reset) sets the password of each; no trust reset.
             guard !rows.isEmpty else { return nil }
             if case .ownerProven(let new?) = proof {
-                try await tx.query("UPDATE email_accounts SET password_hash = $2, from_old_system = 0 WHERE user_id = $1", .text(userId), .text(new))
+                try await tx.query(
+                    "UPDATE email_accounts SET password_hash = $2, password_set_at = $3, password_session = NULL, password_methods = NULL WHERE user_id = $1",
+                    .text(userId), .text(new), SQLValue(now)
+                )
             }
             try await tx.query(
                 "UPDATE email_accounts SET confirmed_at = COALESCE(confirmed_at, $2), mailbox_proven_at = COALESCE(mailbox_proven_at, $2) WHERE user_id = $1",
@@ -428,7 +431,7 @@ struct SQLStore: GatehouseStore {
         if case .ownerProven(_?) = proof {
             // A reset set it: no session did.
             try await tx.query(
-                "UPDATE email_accounts SET password_set_at = $3, password_session = NULL, password_methods = NULL, from_old_system = 0 WHERE app_id = $1 AND email = $2",
+                "UPDATE email_accounts SET password_set_at = $3, password_session = NULL, password_methods = NULL WHERE app_id = $1 AND email = $2",
                 .text(appId), .text(address), SQLValue(now)
             )
         }

@@ -209,8 +209,8 @@ import Testing
             #expect(try await client.register("auto@example.com").status == .created)
         }
         let lines = try await Self.export(source, clock: clock, sessions: false)
-        #expect(lines.first?.contains(#""version":3"#) == true)
-        for (file, provenAfter) in [(lines, false), (lines.map { $0.replacing(#""version":3"#, with: #""version":1"#) }, true)] {
+        #expect(lines.first?.contains(#""version":4"#) == true)
+        for (file, provenAfter) in [(lines, false), (lines.map { $0.replacing(#""version":4"#, with: #""version":1"#) }, true)] {
             let (target, drop) = try await Self.target(in: folder.appendingPathComponent(UUID().uuidString))
             _ = try await Self.importLines(file, into: target)
             try await withGatehouse(target, clock: clock) { gatehouse, _ in
@@ -250,6 +250,66 @@ import Testing
             }
             await drop()
         }
+    }
+
+    /// The old system hands an address over once, in the target database too: every address it handed over moves,
+    /// also one whose account was deleted since (no account line carries it). A file that announces another count,
+    /// or names an address not as accounts key it, is refused; a version 3 file (no such lines) still imports.
+    @Test func addressesTheOldSystemHandedOverMoveWithoutTheirAccounts() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let source = testConfiguration(database: .sqliteFile(folder.appendingPathComponent("handed.sqlite").path))
+        let clock = ManualClock()
+        try await withGatehouse(source, clock: clock) { gatehouse, _ throws in
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            var made: [UserRecord] = []
+            for address in ["gone@example.com", "kept@example.com"] {
+                var (user, identity, account) = EmailPasswordService.newAccount(
+                    userId: Secrets.objectID(at: clock.now), app: app, email: try #require(EmailAddress(address)), passwordHash: "",
+                    confirmed: true, proven: true, now: clock.now
+                )
+                account.fromOldSystem = true
+                try await gatehouse.env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: nil)
+                made.append(user)
+            }
+            try await gatehouse.env.store.deleteUser(id: made[0].id, notices: [])
+            #expect(try await gatehouse.env.store.migratedAddress(appId: "test-app", email: "gone@example.com"))
+        }
+        let lines = try await Self.export(source, clock: clock, sessions: false)
+        let addressLines = lines.filter { $0.contains(#""type":"migratedAddress""#) }
+        #expect(addressLines.count == 2)
+        #expect(addressLines.first?.contains(#""email":"gone@example.com""#) == true)
+        #expect(lines.last?.contains(#""migratedAddresses":2"#) == true)
+
+        let versionThree = lines.filter { !addressLines.contains($0) }.map {
+            $0.replacing(#""version":4"#, with: #""version":3"#).replacing(#""migratedAddresses":2,"#, with: "")
+        }
+        for (file, gone) in [(lines, true), (versionThree, false)] {
+            let (target, drop) = try await Self.target(in: folder.appendingPathComponent(UUID().uuidString))
+            let summary = try await Self.importLines(file, into: target)
+            #expect(summary.migratedAddresses == (gone ? 2 : 0))
+            try await withGatehouse(target, clock: clock) { gatehouse, _ throws in
+                #expect(try await gatehouse.env.store.migratedAddress(appId: "test-app", email: "gone@example.com") == gone)
+                #expect(try await gatehouse.env.store.migratedAddress(appId: "test-app", email: "kept@example.com"))
+            }
+            await drop()
+        }
+
+        let (target, drop) = try await Self.target(in: folder.appendingPathComponent(UUID().uuidString))
+        func refusal(_ file: [String]) async -> TransferError? {
+            do {
+                _ = try await Self.importLines(file, into: target)
+                return nil
+            } catch {
+                return error as? TransferError
+            }
+        }
+        let missing = await refusal(lines.filter { $0 != addressLines[0] })
+        #expect(missing?.message.contains("2 migrated addresses, but holds 1, 0 and 1") == true, "\(String(describing: missing))")
+        let spelled = await refusal(lines.map { $0.replacing(#""email":"gone@example.com""#, with: #""email":"Gone@Example.com""#) })
+        #expect(spelled?.message.contains("not a normalized") == true, "\(String(describing: spelled))")
+        #expect(try await Self.userLines(try await Self.export(target, clock: clock, sessions: false)).isEmpty)
+        await drop()
     }
 
     @Test func timestampsAndBytesRoundTripExactly() throws {

@@ -11,8 +11,11 @@ import GatehouseWire
 ///    who added it): its identities, its email/password accounts with the Argon2id hashes as stored, the API keys
 ///    behind its `api-key` identities (their SHA-256 hashes; absent when none), and (with `--sessions`) its live
 ///    sessions;
-/// 4. a trailer: `{"type":"end","users":N,"signingKeys":K}`. Import refuses a file without it, so a truncated
-///    file cannot pass for a complete one.
+/// 4. one `{"type":"migratedAddress","appId":…,"email":…,"migratedAt":…}` line per address the old system handed
+///    over (``GatehouseStore/migratedAddress(appId:email:)``), kept after its account moved away or was deleted: the
+///    old system hands an address over once, in the target database too;
+/// 5. a trailer: `{"type":"end","users":N,"signingKeys":K,"migratedAddresses":M}`. Import refuses a file without
+///    it, so a truncated file cannot pass for a complete one.
 ///
 /// Timestamps are ISO 8601 in UTC with milliseconds; byte strings (hashes, keys) are base64. What is not
 /// exported is transient and is recreated on demand: unredeemed confirmation and reset tokens, native auth
@@ -20,10 +23,11 @@ import GatehouseWire
 enum TransferFormat {
     static let name = "gatehouse-export"
     /// Version 2 added `mailboxProvenAt` to email accounts; version 3 every email account of a user
-    /// (`emailAccounts`, where 1 and 2 had one `emailAccount`) and who added each credential. Versions 1 and 2 are
-    /// read too (a confirmed account in a version 1 file is taken as proven).
-    static let version = 3
-    static let readableVersions = 1...3
+    /// (`emailAccounts`, where 1 and 2 had one `emailAccount`) and who added each credential; version 4 the
+    /// `migratedAddress` lines. Versions 1 to 3 are read too (a confirmed account in a version 1 file is taken as
+    /// proven; a file before version 4 records the addresses of the accounts from the old system it brings).
+    static let version = 4
+    static let readableVersions = 1...4
 
     struct Header: Codable, Equatable {
         var format: String
@@ -40,14 +44,16 @@ enum TransferFormat {
         var type: Kind
         var user: User?
         var signingKey: SigningKey?
+        var migratedAddress: MigratedAddress?
         var end: End?
 
         enum Kind: String, Codable {
-            case user, signingKey, end
+            case user, signingKey, migratedAddress, end
         }
 
         init(_ user: User) { (type, self.user) = (.user, user) }
         init(_ key: SigningKey) { (type, signingKey) = (.signingKey, key) }
+        init(_ address: MigratedAddress) { (type, migratedAddress) = (.migratedAddress, address) }
         init(_ end: End) { (type, self.end) = (.end, end) }
 
         // Flat on the wire: {"type":"user","id":…} rather than {"type":"user","user":{…}}.
@@ -57,6 +63,7 @@ enum TransferFormat {
             switch type {
             case .user: user = try User(from: decoder)
             case .signingKey: signingKey = try SigningKey(from: decoder)
+            case .migratedAddress: migratedAddress = try MigratedAddress(from: decoder)
             case .end: end = try End(from: decoder)
             }
         }
@@ -66,6 +73,7 @@ enum TransferFormat {
             try container.encode(type, forKey: .type)
             try user?.encode(to: encoder)
             try signingKey?.encode(to: encoder)
+            try migratedAddress?.encode(to: encoder)
             try end?.encode(to: encoder)
         }
 
@@ -161,9 +169,19 @@ enum TransferFormat {
         var createdAt: Timestamp
     }
 
+    /// An address the old system handed over to the app (a lazy migration or an import made an account of it).
+    struct MigratedAddress: Codable, Equatable {
+        var appId: String
+        /// Normalized (trimmed, lowercase), as accounts key it.
+        var email: String
+        var migratedAt: Timestamp
+    }
+
     struct End: Codable, Equatable {
         var users: Int
         var signingKeys: Int
+        /// Version 4 (absent before: none).
+        var migratedAddresses: Int? = nil
     }
 
     /// Milliseconds since 1970, written as ISO 8601 with milliseconds (`2026-11-22T07:52:44.123Z`).

@@ -10,9 +10,12 @@ public struct TransferSummary: Sendable, Hashable, CustomStringConvertible {
     public var emailAccounts: Int = 0
     public var sessions: Int = 0
     public var signingKeys: Int = 0
+    /// Addresses the old system handed over (``GatehouseStore/migratedAddress(appId:email:)``).
+    public var migratedAddresses: Int = 0
 
     public var description: String {
-        "\(users) users, \(identities) identities, \(emailAccounts) email/password accounts, \(sessions) sessions, \(signingKeys) signing keys"
+        "\(users) users, \(identities) identities, \(emailAccounts) email/password accounts, \(sessions) sessions, \(signingKeys) signing keys, "
+            + "\(migratedAddresses) migrated addresses"
     }
 }
 
@@ -69,7 +72,7 @@ struct UserTransfer {
                 }
             }
             guard !exported.isEmpty else {
-                try emit(TransferFormat.Line(TransferFormat.End(users: 0, signingKeys: summary.signingKeys)))
+                try emit(TransferFormat.Line(TransferFormat.End(users: 0, signingKeys: summary.signingKeys, migratedAddresses: 0)))
                 return summary
             }
 
@@ -174,7 +177,23 @@ struct UserTransfer {
                 }
                 after = last.id
             }
-            try emit(TransferFormat.Line(TransferFormat.End(users: summary.users, signingKeys: summary.signingKeys)))
+            // Every address the old system handed over, in keyset pages per app.
+            for app in exported {
+                var after = ""
+                while true {
+                    let rows = try await tx.query(
+                        "SELECT email, migrated_at FROM migrated_addresses WHERE app_id = $1 AND email > $2 ORDER BY email LIMIT $3",
+                        .text(app), .text(after), .int(Int64(pageSize))
+                    )
+                    guard let last = rows.last else { break }
+                    for row in rows {
+                        try emit(TransferFormat.Line(TransferFormat.MigratedAddress(appId: app, email: try row.text("email"), migratedAt: .init(try row.date("migrated_at")))))
+                        summary.migratedAddresses += 1
+                    }
+                    after = try last.text("email")
+                }
+            }
+            try emit(TransferFormat.Line(TransferFormat.End(users: summary.users, signingKeys: summary.signingKeys, migratedAddresses: summary.migratedAddresses)))
             return summary
         }
     }
@@ -236,10 +255,28 @@ struct UserTransfer {
                         summary.identities += records.identities.count
                         summary.emailAccounts += records.accounts.count
                         summary.sessions += records.sessions.count
+                    case .migratedAddress:
+                        guard let address = line.migratedAddress else { continue }
+                        guard apps.contains(address.appId) else {
+                            throw TransferError("a migrated address belongs to app \"\(address.appId)\", which this configuration does not have")
+                        }
+                        guard EmailAddress(address.email)?.normalized == address.email else {
+                            throw TransferError("migrated address \"\(address.email)\" is not a normalized (trimmed, lowercase) email address")
+                        }
+                        // The accounts from the old system imported above recorded theirs already.
+                        try await tx.query(
+                            "INSERT INTO migrated_addresses (app_id, email, migrated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                            .text(address.appId), .text(address.email), SQLValue(address.migratedAt.date)
+                        )
+                        summary.migratedAddresses += 1
                     case .end:
-                        guard let end = line.end, end.users == summary.users, end.signingKeys == summary.signingKeys else {
+                        guard let end = line.end, end.users == summary.users, end.signingKeys == summary.signingKeys,
+                            (end.migratedAddresses ?? 0) == summary.migratedAddresses
+                        else {
                             throw TransferError(
-                                "the file ends by announcing \(line.end?.users ?? 0) users and \(line.end?.signingKeys ?? 0) signing keys, but holds \(summary.users) and \(summary.signingKeys)"
+                                "the file ends by announcing \(line.end?.users ?? 0) users, \(line.end?.signingKeys ?? 0) signing keys and "
+                                    + "\(line.end?.migratedAddresses ?? 0) migrated addresses, but holds \(summary.users), \(summary.signingKeys) "
+                                    + "and \(summary.migratedAddresses)"
                             )
                         }
                         if try readLine() != nil { throw TransferError("there is more after the end line") }
@@ -248,7 +285,7 @@ struct UserTransfer {
                 } catch let error as TransferError {
                     throw TransferError(line: error.line ?? number, error.message)
                 } catch StoreError.conflict {
-                    let what = line.user.map { "user \($0.id)" } ?? "signing key \(line.signingKey?.kid ?? "")"
+                    let what = line.user.map { "user \($0.id)" } ?? "signing key \(line.signingKey?.kid ?? "")"  // a migrated address never conflicts
                     throw TransferError(line: number, "\(what) is already in the target database (its id, email or an identity)")
                 }
             }

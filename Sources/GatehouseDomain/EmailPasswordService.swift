@@ -36,6 +36,13 @@ package struct EmailPasswordService: Sendable {
         try await env.checkSendLimit(.confirmation, app: app, address: email.normalized)
         let hash = try await env.hasher.hash(password, parameters: app.passwordHash)
         if let existing, existing.confirmedAt != nil { return try await registrationRefused(app: app, owner: existing) }
+        if let existing, local.confirmation == .auto {
+            // `auto` confirms without any proof of the mailbox: replacing a pending account in place (an import's
+            // unverified address, one left pending when the app switched to `auto`) would hand that user — its id,
+            // its custom data — to whoever registers its address. The pending account counts as taken: its owner is
+            // mailed, and gets in by a reset, which proves the mailbox and confirms the account.
+            return try await registrationRefused(app: app, owner: existing)
+        }
         let now = env.clock.now
         let userId = existing?.userId ?? Secrets.objectID(at: now)
         var confirmed = local.confirmation == .auto

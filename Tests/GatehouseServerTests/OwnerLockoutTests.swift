@@ -438,6 +438,40 @@ import Testing
         }
     }
 
+    /// `auto` confirms without a proof of the mailbox, so a registration over a pending account (here an import's
+    /// unverified address, with the old system's id and custom data) must not confirm it in place: the stranger would
+    /// get the imported user. The address counts as taken; its owner is mailed and gets in by a reset.
+    @Test func anAutomaticRegistrationNeverConfirmsSomeoneElsesPendingAccount() async throws {
+        var config = testConfiguration()
+        config.apps[0].localUserpass?.confirmation = .auto
+        try await withGatehouse(config) { gatehouse, client in
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            let clock = gatehouse.env.clock
+            var (user, identity, account) = EmailPasswordService.newAccount(
+                userId: Secrets.objectID(at: clock.now), app: app, email: try #require(EmailAddress("imported@example.com")),
+                passwordHash: try await gatehouse.env.hasher.hash("the owner's old password", parameters: app.passwordHash),
+                confirmed: false, proven: false, now: clock.now
+            )
+            user.customData = ["plan": "gold"]
+            account.fromOldSystem = true
+            try await gatehouse.env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: nil)
+
+            #expect(try await client.register("imported@example.com", "the stranger's password").status == .created)
+            #expect(try await client.login("imported@example.com", "the stranger's password").status == .unauthorized)
+            let kept = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "imported@example.com"))
+            #expect(kept.userId == user.id && kept.confirmedAt == nil && kept.passwordHash == account.passwordHash)
+            #expect(try await client.mailbox("imported@example.com").first?.subject.contains("Someone tried to create") == true)
+
+            // The owner's reset confirms the imported user, with its id and data.
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "imported@example.com")).status == .ok)
+            let link = try await client.latestLink("imported@example.com")
+            let reset = ResetPasswordRequest(password: "the owner's new password", token: link.token, tokenId: link.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+            let owner = try await client.login("imported@example.com", "the owner's new password").decode(LoginResponse.self)
+            #expect(owner.userId == user.id)
+        }
+    }
+
     // MARK: Lazy migration
 
     @Test func theMigrateUserFunctionNeverSetsAFirstPasswordOnAnAccountGatehouseMade() async throws {

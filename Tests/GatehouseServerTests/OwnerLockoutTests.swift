@@ -495,4 +495,33 @@ import Testing
             }
         }
     }
+
+    /// An imported unverified account's hash stood behind no proof: the owner's first proof (a code sign-in)
+    /// discards it, and that ends the old system's say too — its leaked password does not log in afterwards.
+    @Test func aProofThatDiscardsAnImportedPasswordEndsTheOldSystemsSay() async throws {
+        let asked = NIOLockedValueBox<[String]>([])
+        let functions = FunctionHandlers(migrateUser: { call in
+            asked.withLockedValue { $0.append(call.email) }
+            return .migrated(emailVerified: true, customData: [:])
+        })
+        try await withOpenServer(nativeConfiguration(methods: [.emailOTP]), logger: quietLogger, functions: functions) { gatehouse in
+            try await gatehouse.makeApplication().test(.router) { client in
+                let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+                let now = gatehouse.env.clock.now
+                var (user, identity, account) = EmailPasswordService.newAccount(
+                    userId: Secrets.objectID(at: now), app: app, email: try #require(EmailAddress("unverified@example.com")),
+                    passwordHash: try await gatehouse.env.hasher.hash("the old system's password", parameters: app.passwordHash),
+                    confirmed: false, proven: false, now: now
+                )
+                account.fromOldSystem = true
+                try await gatehouse.env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: nil)
+
+                _ = try await PreRegistrationTests.codeSignIn(client, "unverified@example.com")
+                let proven = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "unverified@example.com"))
+                #expect(proven.passwordHash == "" && !proven.oldSystemMayVouch)
+                #expect(try await client.login("unverified@example.com", "the old system's password").status == .unauthorized)
+                #expect(asked.withLockedValue { $0 }.isEmpty)
+            }
+        }
+    }
 }

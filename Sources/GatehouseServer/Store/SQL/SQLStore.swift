@@ -416,7 +416,8 @@ struct SQLStore: GatehouseStore {
         let (appId, address) = (try row.text("app_id"), try row.text("email"))
         let wasProven = try row.optionalDate("mailbox_proven_at") != nil
         let contested = try row.optionalDate("contested_at") != nil
-        let hash = proof.passwordHash(current: try row.text("password_hash"), wasProven: wasProven, contested: contested)
+        let current = try row.text("password_hash")
+        let hash = proof.passwordHash(current: current, wasProven: wasProven, contested: contested)
         if proof.resetsTrust(wasProven: wasProven, contested: contested) {
             try await resetTrust(userId: userId, keeping: address, now: now, tx)
         }
@@ -428,8 +429,9 @@ struct SQLStore: GatehouseStore {
             """,
             .text(appId), .text(address), .text(hash), SQLValue(now)
         )
-        if case .ownerProven(_?) = proof {
-            // A reset set it: no session did.
+        if hash != current {
+            // A reset set it, or the proof discarded a password no proof stood behind: no session did either, and
+            // the old system's say over the account ends (``EmailAccountRecord/oldSystemMayVouch``).
             try await tx.query(
                 "UPDATE email_accounts SET password_set_at = $3, password_session = NULL, password_methods = NULL WHERE app_id = $1 AND email = $2",
                 .text(appId), .text(address), SQLValue(now)

@@ -45,9 +45,10 @@ package struct EmailPasswordService: Sendable {
         }
         let now = env.clock.now
         let userId = existing?.userId ?? Secrets.objectID(at: now)
+        // Neither `auto` nor a confirmation function's `success` proves the mailbox (a function may vouch on the
+        // address's domain alone): the account is confirmed and stays unproven, so the owner's first proof still
+        // discards whatever its registrant added (``MailboxProof``).
         var confirmed = local.confirmation == .auto
-        // A confirmation function that says `success` vouches for the address as the app's own check; `auto` does not.
-        var proven = false
         var token: OneTimeTokenRecord?
         var mail: OutboxMessage?
         /// A confirmation function to call once the pending account is written (an app that hides user existence).
@@ -65,7 +66,7 @@ package struct EmailPasswordService: Sendable {
                 // exists (or the pending one stays as it was); on `pending` the account waits for `confirm` with the
                 // token the function was given.
                 switch try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) {
-                case .success: (confirmed, proven) = (true, true)
+                case .success: confirmed = true
                 case .pending: token = record
                 case .fail: throw AuthError.confirmationFailed(email.display)
                 }
@@ -77,7 +78,7 @@ package struct EmailPasswordService: Sendable {
             }
         }
         let (user, identity, account) = Self.newAccount(
-            userId: userId, app: app, email: email, passwordHash: hash, confirmed: confirmed, proven: proven, now: now
+            userId: userId, app: app, email: email, passwordHash: hash, confirmed: confirmed, proven: false, now: now
         )
         if let existing {
             guard try await env.store.replacePendingRegistration(account, token: token, mail: mail, now: now) else {
@@ -120,7 +121,7 @@ package struct EmailPasswordService: Sendable {
             do {
                 switch verdict {
                 case .success?:
-                    if try await env.store.redeemConfirmationToken(id: call.tokenId, now: env.clock.now) != nil {
+                    if try await env.store.redeemConfirmationToken(id: call.tokenId, now: env.clock.now, provingMailbox: false) != nil {
                         await env.audit(.confirmation, app: account.appId, user: account.userId, detail: ["by": "function"])
                     }
                 case .pending?:
@@ -276,7 +277,9 @@ package struct EmailPasswordService: Sendable {
         guard let record = try await validToken(token: token, tokenId: tokenId, kind: .confirmation, app: app) else {
             throw AuthError.invalidTokenData
         }
-        guard let outcome = try await env.store.redeemConfirmationToken(id: record.id, now: env.clock.now) else { throw AuthError.invalidTokenData }
+        guard let outcome = try await env.store.redeemConfirmationToken(id: record.id, now: env.clock.now, provingMailbox: true) else {
+            throw AuthError.invalidTokenData
+        }
         env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(record.userId)"])
         guard outcome == .noPassword else {
             await env.audit(.confirmation, app: app.id, user: record.userId)
@@ -331,7 +334,9 @@ package struct EmailPasswordService: Sendable {
         let verdict = try await runRetiringOnFailure(token) { try await FunctionRunner(env: env).confirm(call, settings: local.confirmationFunction) }
         switch verdict {
         case .success:
-            guard try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now) != nil else { throw AuthError.invalidTokenData }
+            guard try await env.store.redeemConfirmationToken(id: token.id, now: env.clock.now, provingMailbox: false) != nil else {
+                throw AuthError.invalidTokenData
+            }
             env.logger.info("user confirmed", metadata: ["app": "\(app.id)", "user": "\(account.userId)"])
             await env.audit(.confirmation, app: app.id, user: account.userId, detail: ["by": "function"])
         case .pending:

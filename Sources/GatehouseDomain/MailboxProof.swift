@@ -10,10 +10,12 @@ import Foundation
 /// registered someone else's address first, or linked their own login to it, loses it when the owner shows up.
 ///
 /// The store applies a proof in the transaction of the step that made it (``GatehouseStore``), and nowhere else:
-/// every flow that proves a mailbox (a confirmation link or function, an emailed code, a reset by link, code or
-/// function, a hosted page) goes through this one rule.
+/// every flow that proves a mailbox (a confirmation link, an emailed code, a reset by link, code or function, a
+/// hosted page) goes through this one rule. A confirmation function's `success` is not one: it confirms the account
+/// and leaves the mailbox unproven (`SQLStore.confirmVouched`), as `confirmation: auto` does.
 package enum MailboxProof: Sendable, Hashable {
-    /// The link or confirmation function of the registration that set the account's password: the password stays
+    /// The link (or a token the confirmation function handed on) of the registration that set the account's
+    /// password: the password stays
     /// (it is the one the registration chose, and no other registration can have replaced it since, because a new
     /// registration supersedes the older links) — unless more than one registration named the address while it was
     /// pending (`contested`). Then nobody can tell whose password the newest registration set: the one that reads

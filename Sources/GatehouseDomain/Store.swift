@@ -92,11 +92,13 @@ package protocol GatehouseStore: RateCountStore {
     func oneTimeToken(id: String) async throws -> OneTimeTokenRecord?
     /// Makes an unused token unusable (it counts as superseded).
     func retireOneTimeToken(id: String, now: Date) async throws
-    /// Marks the token used if it is unused, not superseded and unexpired at `now`, and confirms its account
-    /// (``MailboxProof/registrationConfirmed``); one atomic conditional update, so of many concurrent calls exactly
-    /// one returns non-nil: whether the registration's password was confirmed, or none (a contested registration).
-    func redeemConfirmationToken(id: String, now: Date) async throws -> MailboxProof.Confirmation?
-    /// As ``redeemConfirmationToken(id:now:)``, then sets the new password hash and revokes every session of
+    /// Marks the token used if it is unused, not superseded and unexpired at `now`, and confirms its account; one
+    /// atomic conditional update, so of many concurrent calls exactly one returns non-nil: whether the registration's
+    /// password was confirmed, or none (a contested registration). `provingMailbox`: the token came back from the
+    /// mailbox (a link, or a token the confirmation function handed on), which is ``MailboxProof/registrationConfirmed``;
+    /// false for a confirmation function's `success`, which confirms the account and leaves its mailbox unproven.
+    func redeemConfirmationToken(id: String, now: Date, provingMailbox: Bool) async throws -> MailboxProof.Confirmation?
+    /// As ``redeemConfirmationToken(id:now:provingMailbox:)``, then sets the new password hash and revokes every session of
     /// the user, in the same transaction.
     func redeemPasswordResetToken(id: String, newPasswordHash: String, now: Date) async throws -> Bool
 

@@ -131,6 +131,33 @@ final class WebhookReceiver: Sendable {
         }
     }
 
+    /// A confirmation function's `success` vouches for the registrant; it proves nothing about the mailbox (a function
+    /// may answer on the domain alone, as this receiver does). So a squatter it confirmed keeps nothing once the
+    /// owner proves the mailbox: the owner's first reset discards the squatter's API key and sessions, whether the
+    /// function ran inside the request or after the answer.
+    @Test(arguments: [true, false]) func aConfirmationFunctionsSuccessProvesNoMailbox(reveal: Bool) async throws {
+        try await WebhookReceiver.with(secret: Self.secret) { receiver in
+            var config = Self.configuration(receiver, reveal: reveal)
+            config.apps[0].localUserpass?.reset = .email
+            try await withGatehouse(config, clock: ManualClock(Date())) { gatehouse, client in
+                #expect(try await client.register("success-owner@example.com", "the squatter's password").status == .created)
+                await gatehouse.env.background.drain()
+                let confirmed = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "success-owner@example.com"))
+                #expect(confirmed.confirmedAt != nil && confirmed.mailboxProvenAt == nil)
+                let squatter = try await client.login("success-owner@example.com", "the squatter's password").decode(LoginResponse.self)
+                let key = try await client.createKey("backdoor", refreshToken: squatter.refreshToken)
+
+                #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "success-owner@example.com")).status == .ok)
+                let link = try await client.latestLink("success-owner@example.com")
+                let reset = ResetPasswordRequest(password: "the owner's password", token: link.token, tokenId: link.tokenId)
+                #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+                #expect(try await client.loginWithKey(try #require(key.key)).status == .unauthorized)
+                #expect(try await client.call(Path.session, bearer: squatter.refreshToken).status == .unauthorized)
+                #expect(try await client.login("success-owner@example.com", "the owner's password").decode(LoginResponse.self).userId == squatter.userId)
+            }
+        }
+    }
+
     @Test func anUnreachableSlowOrMalformedFunctionCreatesNothing() async throws {
         try await withReceiver(timeout: 4) { receiver, gatehouse, client in
             for email in ["slow@example.com", "garbage@example.com", "error@example.com"] {

@@ -359,12 +359,36 @@ struct SQLStore: GatehouseStore {
         return used
     }
 
-    func redeemConfirmationToken(id: String, now: Date) async throws -> MailboxProof.Confirmation? {
+    func redeemConfirmationToken(id: String, now: Date, provingMailbox: Bool) async throws -> MailboxProof.Confirmation? {
         try await db.transaction { tx in
             guard let token = try await Self.consume(id, kind: .confirmation, now: now, tx) else { return nil }
-            let hash = try await Self.proveMailbox(userId: token.userId, email: token.email, .registrationConfirmed, now: now, tx)
+            let hash = if provingMailbox {
+                try await Self.proveMailbox(userId: token.userId, email: token.email, .registrationConfirmed, now: now, tx)
+            } else {
+                try await Self.confirmVouched(userId: token.userId, email: token.email, now: now, tx)
+            }
             return hash == "" ? .noPassword : .passwordConfirmed
         }
+    }
+
+    /// A confirmation function's `success`: the app vouches for the registrant, which proves nothing about the
+    /// mailbox. The account is confirmed and stays unproven (the owner's first proof still resets trust); a contested
+    /// registration's password is not confirmed, since nobody can tell whose it is.
+    /// - Returns: the password hash the account has afterwards (empty: none); nil when no account was confirmed.
+    private static func confirmVouched(userId: String, email: String?, now: Date, _ tx: any SQLExecutor) async throws -> String? {
+        let update = """
+            UPDATE email_accounts SET confirmed_at = COALESCE(confirmed_at, $2),
+                password_set_at = CASE WHEN contested_at IS NOT NULL AND password_hash <> '' THEN $2 ELSE password_set_at END,
+                password_hash = CASE WHEN contested_at IS NOT NULL THEN '' ELSE password_hash END, contested_at = NULL
+            WHERE user_id = $1
+            """
+        let rows = if let email {
+            try await tx.query(update + " AND email = $3 RETURNING password_hash", .text(userId), SQLValue(now), .text(email))
+        } else {
+            // A token made before tokens recorded their address: the user's accounts, as such tokens always did.
+            try await tx.query(update + " RETURNING password_hash", .text(userId), SQLValue(now))
+        }
+        return try rows.first?.text("password_hash")
     }
 
     func redeemPasswordResetToken(id: String, newPasswordHash: String, now: Date) async throws -> Bool {

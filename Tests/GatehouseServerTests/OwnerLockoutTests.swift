@@ -445,16 +445,7 @@ import Testing
         var config = testConfiguration()
         config.apps[0].localUserpass?.confirmation = .auto
         try await withGatehouse(config) { gatehouse, client in
-            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
-            let clock = gatehouse.env.clock
-            var (user, identity, account) = EmailPasswordService.newAccount(
-                userId: Secrets.objectID(at: clock.now), app: app, email: try #require(EmailAddress("imported@example.com")),
-                passwordHash: try await gatehouse.env.hasher.hash("the owner's old password", parameters: app.passwordHash),
-                confirmed: false, proven: false, now: clock.now
-            )
-            user.customData = ["plan": "gold"]
-            account.fromOldSystem = true
-            try await gatehouse.env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: nil)
+            let (user, account) = try await Self.importUnverified(gatehouse, "imported@example.com", "the owner's old password", customData: ["plan": "gold"])
 
             #expect(try await client.register("imported@example.com", "the stranger's password").status == .created)
             #expect(try await client.login("imported@example.com", "the stranger's password").status == .unauthorized)
@@ -474,7 +465,28 @@ import Testing
 
     // MARK: Lazy migration
 
-    @Test func theMigrateUserFunctionNeverSetsAFirstPasswordOnAnAccountGatehouseMade() async throws {
+    /// An account as an import writes an unverified address of the old system: pending, unproven, with the old
+    /// system's password (Argon2id here) and custom data.
+    static func importUnverified(
+        _ gatehouse: AuthServer, _ email: String, _ password: String, customData: [String: JSONValue] = [:]
+    ) async throws -> (UserRecord, EmailAccountRecord) {
+        let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+        let now = gatehouse.env.clock.now
+        var (user, identity, account) = EmailPasswordService.newAccount(
+            userId: Secrets.objectID(at: now), app: app, email: try #require(EmailAddress(email)),
+            passwordHash: try await gatehouse.env.hasher.hash(password, parameters: app.passwordHash), confirmed: false, proven: false, now: now
+        )
+        user.customData = customData
+        account.fromOldSystem = true
+        try await gatehouse.env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: nil)
+        return (user, account)
+    }
+
+    /// A native-auth app (email codes) whose migrate-user function vouches for any password; `asked` lists the
+    /// addresses it was asked about.
+    static func withVouchingOldSystem(
+        _ body: @escaping @Sendable (AuthServer, any TestClientProtocol, _ asked: @escaping @Sendable () -> [String]) async throws -> Void
+    ) async throws {
         let asked = NIOLockedValueBox<[String]>([])
         let functions = FunctionHandlers(migrateUser: { call in
             asked.withLockedValue { $0.append(call.email) }
@@ -482,46 +494,36 @@ import Testing
         })
         try await withOpenServer(nativeConfiguration(methods: [.emailOTP]), logger: quietLogger, functions: functions) { gatehouse in
             try await gatehouse.makeApplication().test(.router) { client in
-                // A code-only native sign-up: the account has no password.
-                _ = try await client.nativeTokens(try await client.nativeSignUp("cody@example.com"), username: "cody@example.com")
-                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "cody@example.com")?.passwordHash == "")
-                // The old system's password for the address (the function vouches for anything) does not open it.
-                #expect(try await client.login("cody@example.com", "old system's").status == .unauthorized)
-                #expect(asked.withLockedValue { $0 }.isEmpty)
-                // An account the old system brought (a reset request migrated it) still may be vouched for.
-                #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "olden@example.com")).status == .ok)
-                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "olden@example.com")?.fromOldSystem == true)
-                #expect(try await client.login("olden@example.com", "old system's").status == .ok)
+                try await body(gatehouse, client) { asked.withLockedValue { $0 } }
             }
+        }
+    }
+
+    @Test func theMigrateUserFunctionNeverSetsAFirstPasswordOnAnAccountGatehouseMade() async throws {
+        try await Self.withVouchingOldSystem { gatehouse, client, asked in
+            // A code-only native sign-up: the account has no password.
+            _ = try await client.nativeTokens(try await client.nativeSignUp("cody@example.com"), username: "cody@example.com")
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "cody@example.com")?.passwordHash == "")
+            // The old system's password for the address (the function vouches for anything) does not open it.
+            #expect(try await client.login("cody@example.com", "old system's").status == .unauthorized)
+            #expect(asked().isEmpty)
+            // An account the old system brought (a reset request migrated it) still may be vouched for.
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "olden@example.com")).status == .ok)
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "olden@example.com")?.fromOldSystem == true)
+            #expect(try await client.login("olden@example.com", "old system's").status == .ok)
         }
     }
 
     /// An imported unverified account's hash stood behind no proof: the owner's first proof (a code sign-in)
     /// discards it, and that ends the old system's say too — its leaked password does not log in afterwards.
     @Test func aProofThatDiscardsAnImportedPasswordEndsTheOldSystemsSay() async throws {
-        let asked = NIOLockedValueBox<[String]>([])
-        let functions = FunctionHandlers(migrateUser: { call in
-            asked.withLockedValue { $0.append(call.email) }
-            return .migrated(emailVerified: true, customData: [:])
-        })
-        try await withOpenServer(nativeConfiguration(methods: [.emailOTP]), logger: quietLogger, functions: functions) { gatehouse in
-            try await gatehouse.makeApplication().test(.router) { client in
-                let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
-                let now = gatehouse.env.clock.now
-                var (user, identity, account) = EmailPasswordService.newAccount(
-                    userId: Secrets.objectID(at: now), app: app, email: try #require(EmailAddress("unverified@example.com")),
-                    passwordHash: try await gatehouse.env.hasher.hash("the old system's password", parameters: app.passwordHash),
-                    confirmed: false, proven: false, now: now
-                )
-                account.fromOldSystem = true
-                try await gatehouse.env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: nil)
-
-                _ = try await PreRegistrationTests.codeSignIn(client, "unverified@example.com")
-                let proven = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "unverified@example.com"))
-                #expect(proven.passwordHash == "" && !proven.oldSystemMayVouch)
-                #expect(try await client.login("unverified@example.com", "the old system's password").status == .unauthorized)
-                #expect(asked.withLockedValue { $0 }.isEmpty)
-            }
+        try await Self.withVouchingOldSystem { gatehouse, client, asked in
+            _ = try await Self.importUnverified(gatehouse, "unverified@example.com", "the old system's password")
+            _ = try await PreRegistrationTests.codeSignIn(client, "unverified@example.com")
+            let proven = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "unverified@example.com"))
+            #expect(proven.passwordHash == "" && !proven.oldSystemMayVouch)
+            #expect(try await client.login("unverified@example.com", "the old system's password").status == .unauthorized)
+            #expect(asked().isEmpty)
         }
     }
 }

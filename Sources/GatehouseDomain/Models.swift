@@ -77,7 +77,8 @@ package struct EmailAccountRecord: Sendable, Hashable {
     /// still has a say is ``oldSystemMayVouch``.
     package var fromOldSystem = false
     /// When the password was last set by a change or a reset, or cleared by an email-change undo or by a first proof
-    /// of the mailbox that discards a password no proof stood behind (nil: as registered, imported or migrated).
+    /// of the mailbox that discards a password no proof stood behind, or left empty by the owner's proof of the
+    /// mailbox of an account without one (nil: as registered, imported or migrated).
     package var passwordSetAt: Date? = nil
     /// The signed-in session that set it (a password change); nil for a reset or one that came with the account.
     package var passwordSetBy: Provenance? = nil

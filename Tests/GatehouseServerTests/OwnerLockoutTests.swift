@@ -514,16 +514,23 @@ import Testing
         }
     }
 
-    /// An imported unverified account's hash stood behind no proof: the owner's first proof (a code sign-in)
-    /// discards it, and that ends the old system's say too — its leaked password does not log in afterwards.
-    @Test func aProofThatDiscardsAnImportedPasswordEndsTheOldSystemsSay() async throws {
+    /// Once the owner has shown up — proved the mailbox — the old system's password, which may have leaked, is no way
+    /// in: not for an imported unverified account, whose hash the owner's first code sign-in discards, nor for an
+    /// account a reset request migrated without a password, whose owner then signs in with codes only.
+    @Test func theOwnersProofOfTheMailboxEndsTheOldSystemsSay() async throws {
         try await Self.withVouchingOldSystem { gatehouse, client, asked in
             _ = try await Self.importUnverified(gatehouse, "unverified@example.com", "the old system's password")
-            _ = try await PreRegistrationTests.codeSignIn(client, "unverified@example.com")
-            let proven = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "unverified@example.com"))
-            #expect(proven.passwordHash == "" && !proven.oldSystemMayVouch)
-            #expect(try await client.login("unverified@example.com", "the old system's password").status == .unauthorized)
-            #expect(asked().isEmpty)
+            // Migrated by a reset request that nobody follows.
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: "migrated@example.com")).status == .ok)
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "migrated@example.com")?.oldSystemMayVouch == true)
+            let calls = asked().count
+            for address in ["unverified@example.com", "migrated@example.com"] {
+                _ = try await PreRegistrationTests.codeSignIn(client, address)
+                let proven = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: address))
+                #expect(proven.passwordHash == "" && !proven.oldSystemMayVouch, "\(address)")
+                #expect(try await client.login(address, "the old system's password").status == .unauthorized, "\(address)")
+            }
+            #expect(asked().count == calls)
         }
     }
 }

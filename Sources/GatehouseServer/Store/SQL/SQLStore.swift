@@ -453,9 +453,12 @@ struct SQLStore: GatehouseStore {
             """,
             .text(appId), .text(address), .text(hash), SQLValue(now)
         )
-        if hash != current {
-            // A reset set it, or the proof discarded a password no proof stood behind: no session did either, and
-            // the old system's say over the account ends (``EmailAccountRecord/oldSystemMayVouch``).
+        let byOwner = if case .ownerProven = proof { true } else { false }
+        if hash != current || (byOwner && hash.isEmpty) {
+            // A reset set it, or the proof discarded a password no proof stood behind, or the owner proved the
+            // mailbox of an account without a password: no session did any of it, and the old system's say over the
+            // account ends (``EmailAccountRecord/oldSystemMayVouch``): once the owner has shown up here, its old
+            // password, which may have leaked, is no way in.
             try await tx.query(
                 "UPDATE email_accounts SET password_set_at = $3, password_session = NULL, password_methods = NULL WHERE app_id = $1 AND email = $2",
                 .text(appId), .text(address), SQLValue(now)

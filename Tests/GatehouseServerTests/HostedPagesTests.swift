@@ -19,11 +19,13 @@ import Testing
         return (reply, cookie)
     }
 
-    /// POST a form with (or without) the CSRF cookie.
+    /// POST a form with (or without) the CSRF cookie, and the browser's headers `browser` (say `Origin`).
     func post(
-        _ client: some TestClientProtocol, _ path: String, _ fields: [String: String], cookie: String?, cookieName: String = "gh_csrf"
+        _ client: some TestClientProtocol, _ path: String, _ fields: [String: String], cookie: String?, cookieName: String = "gh_csrf",
+        browser: HTTPFields = [:]
     ) async throws -> Reply {
         var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+        headers.append(contentsOf: browser)
         if let cookie { headers[.cookie] = "\(cookieName)=\(cookie)" }
         let body = fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }.joined(separator: "&")
         return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body)) { response in
@@ -89,6 +91,28 @@ import Testing
             forged["csrf"] = "different"
             #expect(try await post(client, "/app/test-app/confirm", forged, cookie: csrf).status == .forbidden)
             #expect(try await client.login("csrf@example.com").status == .unauthorized)
+        }
+    }
+
+    /// Someone who planted the CSRF cookie in a victim's browser still cannot post a page's form from their own site:
+    /// the browser says where the form came from. The server's own page (which sends `Origin: null`, having no
+    /// referrer) and clients without those headers pass.
+    @Test func aFormPostedFromAnotherSiteIsRefusedWhateverTheCookie() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.register("planted@example.com")
+            let link = try await client.latestLink("planted@example.com")
+            let (_, csrf) = try await open(client, confirmPath(link))
+            let fields = ["token": link.token, "tokenId": link.tokenId, "csrf": csrf!]
+            let fetchSite = HTTPField.Name("Sec-Fetch-Site")!
+            for browser: HTTPFields in [[.origin: "https://evil.test"], [fetchSite: "cross-site"], [fetchSite: "same-site", .origin: "null"]] {
+                let refused = try await post(client, "/app/test-app/confirm", fields, cookie: csrf, browser: browser)
+                #expect(refused.status == .forbidden, "\(browser)")
+                #expect(refused.text.contains("not sent from this site"))
+            }
+            #expect(try await client.login("planted@example.com").status == .unauthorized)
+            let own = try await post(client, "/app/test-app/confirm", fields, cookie: csrf, browser: [fetchSite: "same-origin", .origin: "null"])
+            #expect(own.status == .ok, "\(own.text)")
+            #expect(try await client.login("planted@example.com").status == .ok)
         }
     }
 

@@ -340,6 +340,20 @@ struct HostedPages {
 
     static var fetchDestination: HTTPField.Name { HTTPField.Name("Sec-Fetch-Dest")! }
 
+    /// Whether a form POST may have come from this server's own page, by the headers browsers set and pages cannot:
+    /// not when `Sec-Fetch-Site` says `cross-site` or `same-site`, nor with an `Origin` other than the public URL's.
+    /// `Origin: null` passes: the pages' `Referrer-Policy: no-referrer` makes browsers send it for their own forms.
+    /// A second line behind the CSRF token (``PageCSRF``), for a browser in which someone planted its cookie; clients
+    /// that send neither header pass, as on the API routes (``CrossSiteGuard``).
+    static func postedFromThisSite(_ request: Request, publicURL: String) -> Bool {
+        switch request.headers[CrossSiteGuard<GatehouseRequestContext>.fetchSite]?.lowercased() {
+        case "cross-site", "same-site": return false
+        default: break
+        }
+        guard let origin = request.headers[.origin]?.lowercased(), origin != "null" else { return true }
+        return origin == BrowserOrigin.of(publicURL)
+    }
+
     private func page(
         _ context: GatehouseRequestContext,
         _ render: (AppSettings, String) async throws -> Page
@@ -355,7 +369,8 @@ struct HostedPages {
         }
     }
 
-    /// Runs a form POST: checks the CSRF token against the cookie, then renders HTML for every outcome.
+    /// Runs a form POST: refuses one a browser marks as sent from another site, checks the CSRF token against the
+    /// cookie, then renders HTML for every outcome.
     private func formPage(
         _ request: Request,
         _ context: GatehouseRequestContext,
@@ -363,6 +378,12 @@ struct HostedPages {
     ) async throws -> Response {
         guard let appId = context.parameters.get("appId"), let app = env.configuration.app(id: appId) else {
             return Page(status: .notFound, title: "Page not found", body: "<p>There is no such app here.</p>").response()
+        }
+        if !Self.postedFromThisSite(request, publicURL: env.publicURL) {
+            return Page(
+                status: .forbidden, title: "Please open the link again",
+                body: "<p>This form was not sent from this site. Open the link from your email again.</p>"
+            ).response()
         }
         do {
             let body = try await request.body.collect(upTo: context.maxUploadSize)

@@ -162,10 +162,10 @@ package struct SessionService: Sendable {
     /// Verifies a bearer token of the expected kind: signature, expiry, the session (alive, unexpired, and for
     /// refresh tokens the secret, through ``SessionRefresh``) and the user. Any failure is
     /// ``AuthError/invalidSession(_:)``.
-    package func authenticate(_ token: String, as kind: TokenClaims.Kind) async throws -> Caller {
+    package func authenticate(_ token: String, as kind: TokenClaims.Kind, refreshMode: SessionRefresh.Mode = .keep) async throws -> Caller {
         var app: AppSettings?
         do {
-            return try await verify(token, as: kind, app: &app)
+            return try await verify(token, as: kind, app: &app, refreshMode: refreshMode)
         } catch let refusal as SessionRefresh.Refusal {
             if refusal != .replayed {
                 try await SessionRefresh(env: env).refused(refusal.reason, counted: refusal != .notValid, app: app, via: nil)
@@ -198,15 +198,18 @@ package struct SessionService: Sendable {
         return try await verify(accessToken, as: .access, app: &app, identities: true)
     }
 
-    private func verify(_ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout AppSettings?) async throws -> Caller {
-        try await verify(token, as: kind, app: &verifiedApp, identities: false).caller
+    private func verify(
+        _ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout AppSettings?, refreshMode: SessionRefresh.Mode
+    ) async throws -> Caller {
+        try await verify(token, as: kind, app: &verifiedApp, identities: false, refreshMode: refreshMode).caller
     }
 
     private func verify(
-        _ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout AppSettings?, identities withIdentities: Bool
+        _ token: String, as kind: TokenClaims.Kind, app verifiedApp: inout AppSettings?, identities withIdentities: Bool,
+        refreshMode: SessionRefresh.Mode = .keep
     ) async throws -> (caller: Caller, identities: [IdentityRecord]) {
         if kind == .refresh, let presented = OpaqueToken(token) {
-            return (try await verifyNativeRefreshToken(presented, app: &verifiedApp), [])
+            return (try await verifyNativeRefreshToken(presented, app: &verifiedApp, mode: refreshMode), [])
         }
         let now = env.clock.now
         await env.keys.refreshIfNeeded(from: env.store, now: now)
@@ -239,7 +242,7 @@ package struct SessionService: Sendable {
         if kind == .refresh {
             guard let secret = claims.jti else { throw AuthError.invalidSession("invalid session") }
             let accepted = try await SessionRefresh(env: env).accept(
-                .init(clientAPISecret: secret), session: session, user: user, app: app, mode: .keep, via: "client api"
+                .init(clientAPISecret: secret), session: session, user: user, app: app, mode: refreshMode, via: "client api"
             )
             return (Caller(user: accepted.user, session: accepted.session, app: app), identities)
         }
@@ -248,8 +251,11 @@ package struct SessionService: Sendable {
 
     /// A native-auth refresh token presented to the Client API (its session, logout and API-key routes): the same
     /// session, so the same user in both protocols. Only the current secret is accepted; the Client API does not
-    /// rotate it. A spent one presented after the reuse window ends the session, as it does at the native `/token`.
-    private func verifyNativeRefreshToken(_ presented: OpaqueToken, app verifiedApp: inout AppSettings?) async throws -> Caller {
+    /// rotate it. A spent one presented after the reuse window ends the session, as it does at the native `/token`;
+    /// signing out (`mode` ``SessionRefresh/Mode/signOut``) takes any secret of the session.
+    private func verifyNativeRefreshToken(
+        _ presented: OpaqueToken, app verifiedApp: inout AppSettings?, mode: SessionRefresh.Mode
+    ) async throws -> Caller {
         guard let (session, user) = try await env.store.sessionWithUser(id: presented.id), let clientId = session.clientId,
             let app = env.configuration.app(id: session.appId)
         else { throw AuthError.invalidSession("invalid session") }
@@ -257,7 +263,7 @@ package struct SessionService: Sendable {
         // As at the native API: a client that is no longer configured has no sessions.
         let configured = app.nativeAuth.map { $0.enabled && $0.clientIds.contains(clientId) } ?? false
         let accepted = try await SessionRefresh(env: env).accept(
-            .init(presented), session: session, user: user, app: app, mode: .keep, clientAllowed: configured, via: "client api"
+            .init(presented), session: session, user: user, app: app, mode: mode, clientAllowed: configured, via: "client api"
         )
         return Caller(user: accepted.user, session: accepted.session, app: app)
     }
@@ -307,9 +313,10 @@ package struct SessionService: Sendable {
         return try accessToken(for: caller.user, session: caller.session, app: caller.app)
     }
 
-    /// `DELETE auth/session`: revokes the refresh token's session at once.
+    /// `DELETE auth/session`: revokes the refresh token's session at once — for a native session, whichever of its
+    /// secrets is presented (``SessionRefresh/Mode/signOut``).
     package func logOut(_ refreshToken: String) async throws {
-        let caller = try await authenticate(refreshToken, as: .refresh)
+        let caller = try await authenticate(refreshToken, as: .refresh, refreshMode: .signOut)
         try await SessionRefresh(env: env).end(caller.session, app: caller.app.id, via: nil)
     }
 

@@ -51,6 +51,22 @@ import Testing
         }
     }
 
+    /// A thief rotated the stolen token ahead; the owner's client signs out through the Client API with the token it
+    /// still holds, inside the reuse window. The session ends: the thief's newer token and access token stop working.
+    @Test func signingOutWithASpentTokenEndsTheSessionAThiefRotatedAhead() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(nativeConfiguration(), clock: clock) { _, client in
+            let owners = try #require(try await signedIn(client, "rotated@example.com").refreshToken)
+            let thiefs = try await refresh(client, owners).decode(NativeAuthTokenResponse.self)
+            clock.advance(by: 5)
+            #expect(try await client.call(Path.session, .delete, bearer: owners).status == .noContent)
+            expectNativeError(try await refresh(client, try #require(thiefs.refreshToken)), .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+            #expect(try await client.call(Path.profile, .get, bearer: thiefs.accessToken).status == .unauthorized)
+            // Any other use of the spent token through the Client API is still refused, and ends nothing more.
+            #expect(try await client.call(Path.session, bearer: owners).status == .unauthorized)
+        }
+    }
+
     @Test func racingRefreshesRotateOnceAndAgree() async throws {
         try await withGatehouse(nativeConfiguration()) { gatehouse, client in
             let rt1 = try #require(try await signedIn(client, "t@example.com").refreshToken)

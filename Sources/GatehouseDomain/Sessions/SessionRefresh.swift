@@ -39,9 +39,14 @@ package struct SessionRefresh: Sendable {
     package enum Mode: Sendable {
         /// The native `/token` refresh: the secret rotates, and the previous one may be retried within the window.
         case rotate
-        /// Every other use (the Client API's session, logout and API-key routes): only the current secret is accepted,
-        /// it does not rotate, and the session's last use is recorded (at most once per ``touchGranularity(_:)``).
+        /// Every other use (the Client API's session and API-key routes): only the current secret is accepted, it
+        /// does not rotate, and the session's last use is recorded (at most once per ``touchGranularity(_:)``).
         case keep
+        /// Signing out (the Client API's `DELETE auth/session`): any secret of the session, current or spent by a
+        /// rotation, is accepted, so that the caller ends the session. Refusing a spent one within the reuse window
+        /// would leave alive a session a thief rotated ahead, while the owner's client, told 401, forgets its token
+        /// and never presents it again. (The native revoke ends the session for any of its secrets too.)
+        case signOut
     }
 
     /// A presentation that was accepted: the session, its user, and after a rotation the secret to hand out.
@@ -98,6 +103,8 @@ package struct SessionRefresh: Sendable {
         }
         guard let user else { throw Refusal.ended(.userGone) }
         switch (classified, mode) {
+        case (_, .signOut):
+            return Accepted(session: session, user: user, nextSecret: nil)
         case (.spent, _), (.previous, .keep):
             if isReplay(classified, session: session, app: app) { try await endReplayed(session, app: app.id, via: via) }
             throw Refusal.alreadyUsed

@@ -87,6 +87,10 @@ package enum StoreError: Error, Hashable, Sendable {
     /// the user deleted or disabled, or its API key disabled or deleted) after its credential was read. Nothing of
     /// the write happened. ``SessionGate`` answers it as the credential's refusal.
     case sessionEnded
+    /// A credential a stale anonymous session added under the anonymous user's exemption from the recent proof was not
+    /// written: the user gained another way in since it was read (``OwnerHold/whileOnlyAnonymous``). Nothing of the
+    /// write happened; answered as the recent proof's refusal.
+    case recentProofRequired
 
     /// Seconds a client is told to wait (`Retry-After`) when the database is away.
     package static let retryAfterSeconds = 5
@@ -95,7 +99,7 @@ package enum StoreError: Error, Hashable, Sendable {
     package var isInfrastructure: Bool {
         switch self {
         case .unavailable, .outcomeUnknown: true
-        case .conflict, .sessionEnded: false
+        case .conflict, .sessionEnded, .recentProofRequired: false
         }
     }
 }

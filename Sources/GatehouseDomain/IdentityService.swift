@@ -34,23 +34,28 @@ package struct IdentityService: Sendable {
     /// is no one's user yet, so it moves to the caller (and its empty user goes), as App Services does.
     ///
     /// The identity is written only while the caller's session holds: a link asked for as every session of the user
-    /// ends (a reset, the first proof of the mailbox) gets ``AuthError/invalidSession(_:)`` and adds nothing.
-    package func link(_ identity: ExternalIdentity, to manager: AccountManager) async throws {
+    /// ends (a reset, the first proof of the mailbox) gets ``AuthError/invalidSession(_:)`` and adds nothing; one
+    /// that passed the recent proof only as an anonymous user (`proof`) gets ``AuthError/reauthenticationRequired``
+    /// if the user gained another way in meanwhile.
+    package func link(_ identity: ExternalIdentity, to manager: AccountManager, proof: SessionGate.RecentProof) async throws {
+        let owner = OwnerHold(epoch: manager.caller.user.sessionEpoch, whileOnlyAnonymous: proof == .anonymousUser)
         do {
-            try await attach(identity, to: manager.caller)
+            try await attach(identity, to: manager.caller, owner: owner)
         } catch StoreError.sessionEnded {
             throw AuthError.invalidSession("invalid session")
+        } catch StoreError.recentProofRequired {
+            throw AuthError.reauthenticationRequired
         }
     }
 
-    private func attach(_ identity: ExternalIdentity, to caller: SessionService.Caller) async throws {
+    private func attach(_ identity: ExternalIdentity, to caller: SessionService.Caller, owner: OwnerHold) async throws {
         let app = caller.app
         for _ in 0..<2 {
             if let existing = try await env.store.identity(appId: app.id, providerType: identity.providerType, externalId: identity.externalId) {
                 if existing.userId == caller.user.id { return }
                 if identity.providerType == EmailPasswordService.providerType,
                     try await env.store.adoptIdentity(
-                        id: existing.id, from: existing.userId, to: caller.user.id, toEpoch: caller.user.sessionEpoch, at: env.clock.now,
+                        id: existing.id, from: existing.userId, to: caller.user.id, owner: owner, at: env.clock.now,
                         addedBy: Self.provenance(identity, caller: caller)
                     )
                 {
@@ -63,7 +68,7 @@ package struct IdentityService: Sendable {
             do {
                 var record = record(identity, userId: caller.user.id, app: app)
                 record.addedBy = Self.provenance(identity, caller: caller)
-                try await env.store.addIdentity(record, ownerEpoch: caller.user.sessionEpoch)
+                try await env.store.addIdentity(record, owner: owner)
                 env.logger.info("identity linked", metadata: ["app": "\(app.id)", "user": "\(caller.user.id)", "provider": "\(identity.providerType)"])
                 await linked(identity, to: caller)
                 return

@@ -127,7 +127,7 @@ package struct LoginService: Sendable {
     /// has no credential to prove again; once upgraded, its sessions are held to the window like any other.
     package func link(_ credential: LoginCredential, to manager: AccountManager) async throws -> String {
         let app = manager.caller.app
-        try await SessionGate(env: env).requireRecentProof(manager.caller, exemptingAnonymousUsers: true)
+        let proof = try await SessionGate(env: env).requireRecentProof(manager.caller, exemptingAnonymousUsers: true)
         try requireEnabled(credential.providerType, app: app)
         let identity: ExternalIdentity
         if case .emailPassword(let username, let password) = credential {
@@ -144,7 +144,7 @@ package struct LoginService: Sendable {
             default: identity = try await self.identity(credential, app: app)
             }
         }
-        try await IdentityService(env: env).link(identity, to: manager)
+        try await IdentityService(env: env).link(identity, to: manager, proof: proof)
         return try SessionService(env: env).accessToken(for: manager.caller.user, session: manager.caller.session, app: app)
     }
 

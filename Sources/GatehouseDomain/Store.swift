@@ -58,16 +58,16 @@ package protocol GatehouseStore: RateCountStore {
     /// Adds an identity to an existing user. Throws ``StoreError/conflict`` when the identity exists.
     ///
     /// Like every credential added to an existing user (API keys too), it is written with the user's row locked and,
-    /// when `ownerEpoch` is given (a session adds it), only while none of the user's sessions ended since that session
-    /// was read (``UserRecord/sessionEpoch``): otherwise ``StoreError/sessionEnded`` and nothing is written. So a link
-    /// asked for while the owner proves the mailbox (which ends every session and discards every other identity)
-    /// is not left behind.
-    func addIdentity(_ identity: IdentityRecord, ownerEpoch: Int?) async throws
+    /// when `owner` is given (a session adds it), only while it holds (``OwnerHold``): otherwise
+    /// ``StoreError/sessionEnded`` or ``StoreError/recentProofRequired``, and nothing is written. So a link asked for
+    /// while the owner proves the mailbox (which ends every session and discards every other identity) is not left
+    /// behind.
+    func addIdentity(_ identity: IdentityRecord, owner: OwnerHold?) async throws
     /// Moves identity `id` (with its email account) from user `from` to user `to` and deletes `from`, if `from` has
     /// no other identity and never had a session; one transaction. The identity counts as linked `at` (profiles list
-    /// identities in link order). False, changing nothing, otherwise. As ``addIdentity(_:ownerEpoch:)``, only while
-    /// `to`'s sessions were not ended since `toEpoch` (``StoreError/sessionEnded``).
-    func adoptIdentity(id: String, from: String, to: String, toEpoch: Int, at: Date, addedBy: Provenance) async throws -> Bool
+    /// identities in link order). False, changing nothing, otherwise. As ``addIdentity(_:owner:)``, only while `owner`
+    /// holds for `to`.
+    func adoptIdentity(id: String, from: String, to: String, owner: OwnerHold, at: Date, addedBy: Provenance) async throws -> Bool
     /// Whether the old system already handed `email` over: a lazy migration or an import made an account of it (kept
     /// when that account moves to another address, gets a password or is deleted).
     func migratedAddress(appId: String, email: String) async throws -> Bool
@@ -293,4 +293,20 @@ package enum APIKeyWrite: Sendable, Hashable {
     case created
     /// The owner already has `limit` keys.
     case limitReached
+}
+
+/// What a credential a session adds to its user is written under, checked with the user's row locked in the write.
+package struct OwnerHold: Sendable, Hashable {
+    /// The user's ``UserRecord/sessionEpoch`` as the adding session read it: the write happens only while none of
+    /// the user's sessions ended since.
+    package var epoch: Int
+    /// The session passed the recent proof only as an anonymous user
+    /// (``SessionGate/RecentProof/anonymousUser``): the write happens only while the user still holds nothing but
+    /// anonymous identities.
+    package var whileOnlyAnonymous: Bool
+
+    package init(epoch: Int, whileOnlyAnonymous: Bool = false) {
+        self.epoch = epoch
+        self.whileOnlyAnonymous = whileOnlyAnonymous
+    }
 }

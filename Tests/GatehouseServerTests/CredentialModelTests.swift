@@ -46,7 +46,7 @@ import Testing
                 data: [:], createdAt: Date(timeIntervalSince1970: 1_800_000_000),
                 addedBy: Provenance(session: holder.sessionId, methods: [.password, .federated])
             )
-            try await gatehouse.env.store.addIdentity(provider, ownerEpoch: nil)
+            try await gatehouse.env.store.addIdentity(provider, owner: nil)
         case .apiKey:
             _ = try await client.createKey("holder-key", refreshToken: holder.login.refreshToken)
         }
@@ -131,7 +131,7 @@ import Testing
                     try await gatehouse.env.store.addIdentity(IdentityRecord(
                         id: Secrets.objectID(), userId: holder.userId, appId: "auto-app", providerType: "oauth2-google", externalId: "google-sub-2",
                         data: [:], createdAt: Date(), addedBy: Provenance(session: sessionId, methods: [.password, .federated])
-                    ), ownerEpoch: nil)
+                    ), owner: nil)
                 case .apiKey:
                     let key = APIKeyRecord(
                         id: Secrets.objectID(), appId: "auto-app", userId: holder.userId, name: "planted", keyHash: Secrets.sha256("x"), disabled: false,

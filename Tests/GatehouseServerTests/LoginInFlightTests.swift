@@ -220,7 +220,7 @@ import Testing
                 case .newIdentity:
                     // Its session was read (the manager); its provider's answer comes after the reset.
                     await held.wait()
-                    try await IdentityService(env: env).link(ExternalIdentity(providerType: "custom-token", externalId: "planted", data: [:]), to: manager)
+                    try await IdentityService(env: env).link(ExternalIdentity(providerType: "custom-token", externalId: "planted", data: [:]), to: manager, proof: .proven)
                 }
             }
             if linked == .registeredAddress { try await hasher.holding(link) }
@@ -237,6 +237,32 @@ import Testing
             #expect(identities.map(\.externalId) == ["vic@example.com"])
             #expect(try await gatehouse.env.store.identity(appId: "auto-app", providerType: "local-userpass", externalId: "spare@example.com")?.userId == spare.userId)
             #expect(try await client.login("vic@example.com", "the owner's password", app: "auto-app").status == .ok)
+        }
+    }
+
+    /// An anonymous user's stale session may link only while the user is anonymous — a condition read before the
+    /// link is written. Two links that both read it (the owner's upgrade and a thief's link with a stolen stale
+    /// refresh token, at once): the first writes, and the second, checked again with the user's row locked, adds
+    /// nothing and is refused as the recent proof refuses.
+    @Test func ofTwoLinksOnAnAnonymousUsersExemptionOnlyTheFirstIsWritten() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let anonymous = try await client.call(Path.app() + "/auth/providers/anon-user/login", body: "{}").decode(LoginResponse.self)
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            clock.advance(by: TimeInterval(app.recentProofWindow + 1))
+            let manager = try await SessionService(env: gatehouse.env).authenticate(anonymous.accessToken, as: .access).manager(to: "link")
+            let gate = SessionGate(env: gatehouse.env)
+            let (owners, thiefs) = (try await gate.requireRecentProof(manager.caller, exemptingAnonymousUsers: true),
+                                    try await gate.requireRecentProof(manager.caller, exemptingAnonymousUsers: true))
+            #expect(owners == .anonymousUser && thiefs == .anonymousUser)
+
+            let links = IdentityService(env: gatehouse.env)
+            try await links.link(ExternalIdentity(providerType: "custom-token", externalId: "the owner", data: [:]), to: manager, proof: owners)
+            await #expect(throws: AuthError.reauthenticationRequired) {
+                try await links.link(ExternalIdentity(providerType: "custom-token", externalId: "the thief", data: [:]), to: manager, proof: thiefs)
+            }
+            let identities = try await gatehouse.env.store.identities(userId: anonymous.userId)
+            #expect(identities.map(\.providerType) == ["anon-user", "custom-token"] && identities.last?.externalId == "the owner")
         }
     }
 

@@ -130,11 +130,11 @@ import Testing
             try await store.addIdentity(IdentityRecord(
                 id: Secrets.objectID(), userId: login.userId, appId: "test-app", providerType: "custom-token", externalId: "ext-1",
                 data: ["name": .string("Ida")], createdAt: clock.now
-            ), ownerEpoch: nil)
+            ), owner: nil)
             try await store.addIdentity(IdentityRecord(
                 id: Secrets.objectID(), userId: other.userId, appId: "test-app", providerType: "custom-token", externalId: "ext-2",
                 data: ["name": .string("Joe")], createdAt: clock.now
-            ), ownerEpoch: nil)
+            ), owner: nil)
             let sid = try #require(try jwtPayload(login.accessToken)["sid"] as? String)
             let together = try #require(try await store.sessionWithUserAndIdentities(id: sid))
             let apart = try #require(try await store.sessionWithUser(id: sid))

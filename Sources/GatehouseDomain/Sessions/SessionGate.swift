@@ -135,14 +135,27 @@ package struct SessionGate: Sendable {
     /// upgrade or deletes itself. The exemption is the user's, not the session's: once the user holds another way in,
     /// its anonymous sessions are held to the window like any other, or a stolen refresh token of the session that
     /// upgraded would add a way in, or delete the account, for the 60 days it lives.
-    package func requireRecentProof(_ caller: SessionService.Caller, exemptingAnonymousUsers: Bool = false) async throws {
-        if isRecentlyProven(caller) { return }
+    ///
+    /// - Returns: how the caller passed. ``RecentProof/anonymousUser`` was read outside the write that follows: that
+    ///   write must check it again with the user's row locked (``GatehouseStore/addIdentity(_:owner:)``), or an upgrade
+    ///   racing a stolen stale session's link would let both through.
+    @discardableResult
+    package func requireRecentProof(_ caller: SessionService.Caller, exemptingAnonymousUsers: Bool = false) async throws -> RecentProof {
+        if isRecentlyProven(caller) { return .proven }
         if exemptingAnonymousUsers, caller.kind == .anonymous,
             try await env.store.identities(userId: caller.user.id).allSatisfy({ $0.providerType == AnonymousService.providerType })
         {
-            return
+            return .anonymousUser
         }
         throw AuthError.reauthenticationRequired
+    }
+
+    /// How a caller met ``requireRecentProof(_:exemptingAnonymousUsers:)``.
+    package enum RecentProof: Sendable, Hashable {
+        /// Its session was proven within the window.
+        case proven
+        /// Its user held nothing but anonymous identities when read.
+        case anonymousUser
     }
 
     /// Proves the password of the manager's own account in its session, checked as a login is (its limits and

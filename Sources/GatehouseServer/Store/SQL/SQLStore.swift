@@ -182,16 +182,16 @@ struct SQLStore: GatehouseStore {
         try await db.query("UPDATE identities SET data = $1 WHERE id = $2", .text(try JSONColumn.encode(data)), .text(id))
     }
 
-    func addIdentity(_ identity: IdentityRecord, ownerEpoch: Int?) async throws {
+    func addIdentity(_ identity: IdentityRecord, owner: OwnerHold?) async throws {
         try await db.transaction { tx in
-            try await Self.holdOwner(identity.userId, epoch: ownerEpoch, tx)
+            try await Self.holdOwner(identity.userId, owner, tx)
             try await Self.insertIdentity(identity, tx)
         }
     }
 
-    func adoptIdentity(id: String, from: String, to: String, toEpoch: Int, at now: Date, addedBy: Provenance) async throws -> Bool {
+    func adoptIdentity(id: String, from: String, to: String, owner: OwnerHold, at now: Date, addedBy: Provenance) async throws -> Bool {
         try await db.transaction { tx in
-            try await Self.holdOwner(to, epoch: toEpoch, tx)
+            try await Self.holdOwner(to, owner, tx)
             // One conditional UPDATE decides: of racing links, one moves the identity and the others find it gone.
             let moved = try await tx.query(
                 """
@@ -708,6 +708,19 @@ struct SQLStore: GatehouseStore {
         }
         guard try await !tx.query("UPDATE users SET session_epoch = session_epoch WHERE id = $1\(condition) RETURNING id", binds).isEmpty
         else { throw StoreError.sessionEnded }
+    }
+
+    /// ``holdOwner(_:epoch:_:)`` for an ``OwnerHold`` (nil: no session adds it), and its anonymous condition, read with
+    /// the user's row locked: of an upgrade and a stale anonymous session's link racing, the second finds a way in
+    /// that is not anonymous and writes nothing.
+    static func holdOwner(_ userId: String, _ owner: OwnerHold?, _ tx: any SQLExecutor) async throws {
+        try await holdOwner(userId, epoch: owner?.epoch, tx)
+        if owner?.whileOnlyAnonymous == true {
+            let other = try await tx.query(
+                "SELECT 1 FROM identities WHERE user_id = $1 AND provider_type <> $2 LIMIT 1", .text(userId), .text(AnonymousService.providerType)
+            )
+            guard other.isEmpty else { throw StoreError.recentProofRequired }
+        }
     }
 
     func setUserDisabled(appId: String, userId: String, disabled: Bool, now: Date) async throws -> Bool {

@@ -363,12 +363,20 @@ package struct SessionService: Sendable {
     /// Like a credential change it asks for a recent proof of the session
     /// (``SessionGate/requireRecentProof(_:exemptingAnonymousUsers:)``): it cannot be undone, and a stolen refresh token
     /// (good for 60 days) must not be enough. An anonymous user (one never upgraded) may always delete itself: it has
-    /// nothing to prove again.
+    /// nothing to prove again — checked again inside the deletion, so that a stale session racing the upgrade never
+    /// deletes the upgraded user.
     package func deleteUser(_ accessToken: String) async throws {
         let caller = try await authenticate(accessToken, as: .access).manager(to: "delete the user").caller
-        try await SessionGate(env: env).requireRecentProof(caller, exemptingAnonymousUsers: true)
+        let proof = try await SessionGate(env: env).requireRecentProof(caller, exemptingAnonymousUsers: true)
         let notices = try await AccountService(env: env).notices(.accountDeleted, user: caller.user.id, app: caller.app)
-        try await env.store.deleteUser(id: caller.user.id, notices: notices)
+        do {
+            let owner = OwnerHold(epoch: caller.user.sessionEpoch, whileOnlyAnonymous: proof == .anonymousUser)
+            try await env.store.deleteUser(id: caller.user.id, notices: notices, owner: owner)
+        } catch StoreError.sessionEnded {
+            throw AuthError.invalidSession("invalid session")
+        } catch StoreError.recentProofRequired {
+            throw AuthError.reauthenticationRequired
+        }
         env.logger.info("user deleted", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)"])
         await env.audit(.userDeleted, app: caller.app.id, user: caller.user.id)
     }

@@ -77,8 +77,9 @@ package protocol GatehouseStore: RateCountStore {
     func user(id: String) async throws -> UserRecord?
     func identities(userId: String) async throws -> [IdentityRecord]
     /// Removes the user with every identity, account, session, token and API key, and queues `notices`; one
-    /// transaction.
-    func deleteUser(id: String, notices: [OutboxMessage]) async throws
+    /// transaction. When `owner` is given (the user's own session deletes it), only while it holds (``OwnerHold``):
+    /// otherwise ``StoreError/sessionEnded`` or ``StoreError/recentProofRequired``, and nothing is deleted.
+    func deleteUser(id: String, notices: [OutboxMessage], owner: OwnerHold?) async throws
     /// Replaces the user's custom data. Returns false when the user does not exist in that app.
     func setCustomData(appId: String, userId: String, data: [String: JSONValue]) async throws -> Bool
     /// Replaces a password hash if it is still `old` (a rehash must not undo a concurrent reset).

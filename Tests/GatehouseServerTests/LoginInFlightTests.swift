@@ -266,6 +266,38 @@ import Testing
         }
     }
 
+    /// The same race for a deletion: a stale anonymous session's `DELETE auth/delete` that read the exemption before
+    /// the owner's upgrade was written deletes nothing; before any upgrade it deletes the anonymous user.
+    @Test func aDeletionOnAnAnonymousUsersExemptionNeverDeletesTheUpgradedUser() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            func anonymousUser() async throws -> (LoginResponse, SessionService.Caller) {
+                let anonymous = try await client.call(Path.app() + "/auth/providers/anon-user/login", body: "{}").decode(LoginResponse.self)
+                return (anonymous, try await SessionService(env: gatehouse.env).authenticate(anonymous.accessToken, as: .access))
+            }
+            let (upgraded, caller) = try await anonymousUser()
+            let (alone, _) = try await anonymousUser()
+            clock.advance(by: TimeInterval(app.recentProofWindow + 1))
+            #expect(try await SessionGate(env: gatehouse.env).requireRecentProof(caller, exemptingAnonymousUsers: true) == .anonymousUser)
+            // The upgrade lands between the deletion's read and its write.
+            try await gatehouse.env.store.addIdentity(
+                IdentityRecord(id: Secrets.objectID(at: clock.now), userId: upgraded.userId, appId: "test-app", providerType: "custom-token",
+                               externalId: "the owner", data: [:], createdAt: clock.now),
+                owner: nil
+            )
+            let hold = OwnerHold(epoch: caller.user.sessionEpoch, whileOnlyAnonymous: true)
+            await #expect(throws: StoreError.recentProofRequired) {
+                try await gatehouse.env.store.deleteUser(id: upgraded.userId, notices: [], owner: hold)
+            }
+            #expect(try await gatehouse.env.store.user(id: upgraded.userId) != nil)
+            // Through the API: refused for the upgraded user, allowed for one still anonymous.
+            #expect(try await client.call(Path.delete, .delete, bearer: upgraded.accessToken).status == .forbidden)
+            #expect(try await client.call(Path.delete, .delete, bearer: alone.accessToken).status == .noContent)
+            #expect(try await gatehouse.env.store.user(id: alone.userId) == nil)
+        }
+    }
+
     /// Requests at once cannot pass the per-user key limit between them. SQLite runs write transactions one at a time,
     /// so there the count is exact whatever the store does; on PostgreSQL the test fails without the owner's row lock
     /// (eight of ten passed).

@@ -272,7 +272,7 @@ import Testing
                 try await gatehouse.env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: nil)
                 made.append(user)
             }
-            try await gatehouse.env.store.deleteUser(id: made[0].id, notices: [])
+            try await gatehouse.env.store.deleteUser(id: made[0].id, notices: [], owner: nil)
             #expect(try await gatehouse.env.store.migratedAddress(appId: "test-app", email: "gone@example.com"))
         }
         let lines = try await Self.export(source, clock: clock, sessions: false)

@@ -246,8 +246,9 @@ struct SQLStore: GatehouseStore {
             .map { try Self.identity($0) }
     }
 
-    func deleteUser(id: String, notices: [OutboxMessage]) async throws {
+    func deleteUser(id: String, notices: [OutboxMessage], owner: OwnerHold?) async throws {
         try await db.transaction { tx in
+            if let owner { try await Self.holdOwner(id, owner, tx) }
             try await Self.deleteUser(id: id, tx)
             for mail in notices { try await Self.insertMail(mail, tx) }
         }

@@ -367,15 +367,11 @@ package struct SessionService: Sendable {
     /// deletes the upgraded user.
     package func deleteUser(_ accessToken: String) async throws {
         let caller = try await authenticate(accessToken, as: .access).manager(to: "delete the user").caller
-        let proof = try await SessionGate(env: env).requireRecentProof(caller, exemptingAnonymousUsers: true)
+        let gate = SessionGate(env: env)
+        let proof = try await gate.requireRecentProof(caller, exemptingAnonymousUsers: true)
         let notices = try await AccountService(env: env).notices(.accountDeleted, user: caller.user.id, app: caller.app)
-        do {
-            let owner = OwnerHold(epoch: caller.user.sessionEpoch, whileOnlyAnonymous: proof == .anonymousUser)
+        try await gate.holdingOwner(caller, proof) { owner in
             try await env.store.deleteUser(id: caller.user.id, notices: notices, owner: owner)
-        } catch StoreError.sessionEnded {
-            throw AuthError.invalidSession("invalid session")
-        } catch StoreError.recentProofRequired {
-            throw AuthError.reauthenticationRequired
         }
         env.logger.info("user deleted", metadata: ["app": "\(caller.app.id)", "user": "\(caller.user.id)"])
         await env.audit(.userDeleted, app: caller.app.id, user: caller.user.id)

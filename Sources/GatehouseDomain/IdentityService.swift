@@ -38,13 +38,8 @@ package struct IdentityService: Sendable {
     /// that passed the recent proof only as an anonymous user (`proof`) gets ``AuthError/reauthenticationRequired``
     /// if the user gained another way in meanwhile.
     package func link(_ identity: ExternalIdentity, to manager: AccountManager, proof: SessionGate.RecentProof) async throws {
-        let owner = OwnerHold(epoch: manager.caller.user.sessionEpoch, whileOnlyAnonymous: proof == .anonymousUser)
-        do {
+        try await SessionGate(env: env).holdingOwner(manager.caller, proof) { owner in
             try await attach(identity, to: manager.caller, owner: owner)
-        } catch StoreError.sessionEnded {
-            throw AuthError.invalidSession("invalid session")
-        } catch StoreError.recentProofRequired {
-            throw AuthError.reauthenticationRequired
         }
     }
 

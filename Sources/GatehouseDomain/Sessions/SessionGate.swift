@@ -150,6 +150,21 @@ package struct SessionGate: Sendable {
         throw AuthError.reauthenticationRequired
     }
 
+    /// Runs `write`, a change a session makes to its own user, under the ``OwnerHold`` that `caller` and `proof` ask
+    /// for, and answers the hold's refusals as the gate answers them: every session ended since the caller was read,
+    /// ``AuthError/invalidSession(_:)``; the anonymous exemption no longer holding, ``AuthError/reauthenticationRequired``.
+    package func holdingOwner<T: Sendable>(
+        _ caller: SessionService.Caller, _ proof: RecentProof, _ write: (OwnerHold) async throws -> T
+    ) async throws -> T {
+        do {
+            return try await write(OwnerHold(epoch: caller.user.sessionEpoch, whileOnlyAnonymous: proof == .anonymousUser))
+        } catch StoreError.sessionEnded {
+            throw AuthError.invalidSession("invalid session")
+        } catch StoreError.recentProofRequired {
+            throw AuthError.reauthenticationRequired
+        }
+    }
+
     /// How a caller met ``requireRecentProof(_:exemptingAnonymousUsers:)``.
     package enum RecentProof: Sendable, Hashable {
         /// Its session was proven within the window.

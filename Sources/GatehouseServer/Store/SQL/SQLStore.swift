@@ -1235,13 +1235,15 @@ struct SQLStore: GatehouseStore {
                 SQLValue(account.passwordSetBy?.session), SQLValue(account.passwordSetBy.map { AuthenticationMethod.text($0.methods) }),
             ]
         }
-        // An address the old system hands over is remembered for good (``migratedAddress(appId:email:)``): one
-        // statement for the batch, as above.
-        try await insertRows(
-            into: "migrated_addresses (app_id, email, migrated_at)", accounts.filter(\.0.fromOldSystem), tx,
-            then: " ON CONFLICT DO NOTHING"
-        ) { account, createdAt in
-            [.text(account.appId), .text(account.email), SQLValue(createdAt)]
+        // An address the old system hands over is remembered for good: one statement for the batch, as above.
+        try await recordMigratedAddresses(accounts.filter(\.0.fromOldSystem).map { ($0.0.appId, $0.0.email, $0.createdAt) }, tx)
+    }
+
+    /// Records addresses the old system handed over (``migratedAddress(appId:email:)``) in one statement; one already
+    /// recorded keeps its first date.
+    static func recordMigratedAddresses(_ addresses: [(appId: String, email: String, at: Date)], _ tx: any SQLExecutor) async throws {
+        try await insertRows(into: "migrated_addresses (app_id, email, migrated_at)", addresses, tx, then: " ON CONFLICT DO NOTHING") {
+            [.text($0.appId), .text($0.email), SQLValue($0.at)]
         }
     }
 

@@ -264,10 +264,7 @@ struct UserTransfer {
                             throw TransferError("migrated address \"\(address.email)\" is not a normalized (trimmed, lowercase) email address")
                         }
                         // The accounts from the old system imported above recorded theirs already.
-                        try await tx.query(
-                            "INSERT INTO migrated_addresses (app_id, email, migrated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                            .text(address.appId), .text(address.email), SQLValue(address.migratedAt.date)
-                        )
+                        try await SQLStore.recordMigratedAddresses([(address.appId, address.email, address.migratedAt.date)], tx)
                         summary.migratedAddresses += 1
                     case .end:
                         guard let end = line.end, end.users == summary.users, end.signingKeys == summary.signingKeys,

@@ -111,10 +111,19 @@ package struct APIKeyService: Sendable {
         // Turning a key back on adds a way in again, as creating one does: it asks for a recent proof, and the owner
         // hears of it. (Disabling is the owner's remedy for a key they did not make: it asks for nothing.)
         let reenabled = !disabled && key.disabled
-        if reenabled { try await SessionGate(env: env).requireRecentProof(caller) }
-        guard try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: disabled, now: env.clock.now) else {
-            throw AuthError.apiKeyNotFound
+        let changed: Bool
+        if reenabled {
+            // Held to the caller's sessions (``OwnerHold``): a re-enable read before the owner's reset does not land
+            // after it.
+            let gate = SessionGate(env: env)
+            let proof = try await gate.requireRecentProof(caller)
+            changed = try await gate.holdingOwner(caller, proof) { owner in
+                try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: false, owner: owner, now: env.clock.now)
+            }
+        } else {
+            changed = try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: disabled, owner: nil, now: env.clock.now)
         }
+        guard changed else { throw AuthError.apiKeyNotFound }
         await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, user: caller.user.id, detail: ["apiKey": key.id])
         if reenabled {
             let what = AccountService.describe(providerType: Self.providerType, detail: "\(key.name), disabled before,")
@@ -161,7 +170,7 @@ package struct APIKeyService: Sendable {
     package func setServerKeyDisabled(appId: String, id: String, disabled: Bool) async throws -> Bool {
         let app = try env.app(appId)
         guard try await serverKey(app: app, id: id) != nil else { return false }
-        guard try await env.store.setAPIKeyDisabled(appId: app.id, id: id.lowercased(), disabled: disabled, now: env.clock.now) else {
+        guard try await env.store.setAPIKeyDisabled(appId: app.id, id: id.lowercased(), disabled: disabled, owner: nil, now: env.clock.now) else {
             return false
         }
         await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, detail: ["apiKey": id.lowercased(), "server": "true"])

@@ -195,7 +195,10 @@ package protocol GatehouseStore: RateCountStore {
     /// identity).
     func apiKeyLogin(appId: String, keyHash: [UInt8]) async throws -> (key: APIKeyRecord, user: UserRecord)?
     /// Enables or disables the key; disabling also revokes the sessions logged in with it. False when no such key.
-    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, now: Date) async throws -> Bool
+    /// When `owner` is given (the key's owner's session turns it back on, a way in added again), only while it holds
+    /// for the key's user (``OwnerHold``): otherwise ``StoreError/sessionEnded``, and nothing changes. So a re-enable
+    /// read before the owner's reset does not land after it.
+    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, owner: OwnerHold?, now: Date) async throws -> Bool
     /// Deletes the key with its identity and revokes the sessions logged in with it; a server key's user goes too.
     /// False when no such key.
     func deleteAPIKey(appId: String, id: String, now: Date) async throws -> Bool

@@ -153,7 +153,7 @@ import Testing
             case .deleteUser:
                 #expect(try await client.call(Path.delete, .delete, bearer: owner.accessToken).status == .noContent)
             case .disableKey:
-                #expect(try await gatehouse.env.store.setAPIKeyDisabled(appId: "test-app", id: try #require(keyId), disabled: true, now: now))
+                #expect(try await gatehouse.env.store.setAPIKeyDisabled(appId: "test-app", id: try #require(keyId), disabled: true, owner: nil, now: now))
             case .deleteKey:
                 #expect(try await gatehouse.env.store.deleteAPIKey(appId: "test-app", id: try #require(keyId), now: now))
             }
@@ -188,6 +188,26 @@ import Testing
                 try await APIKeyService(env: gatehouse.env).create(caller: caller, name: "kept")
             }
             #expect(try await gatehouse.env.store.apiKeys(appId: "auto-app", userId: caller.user.id).isEmpty)
+        }
+    }
+
+    /// A thief with the owner's session turns a key the owner disabled back on as the owner resets the password
+    /// (which ends every session and keeps the owner's keys). A re-enable whose session was read before the reset does
+    /// not land after it: the key stays off.
+    @Test func aKeyTurnedBackOnAsTheOwnerResetsStaysOff() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("kai@example.com")
+            let created = try await client.call(Path.apiKeys, body: #"{"name":"build"}"#, bearer: owner.refreshToken)
+            let keyId = try #require((try JSONSerialization.jsonObject(with: created.body) as? [String: Any])?["_id"] as? String)
+            #expect(try await client.call(Path.apiKey(keyId, "disable"), .put, bearer: owner.refreshToken).status == .noContent)
+            let thief = try await APIKeyService(env: gatehouse.env).caller(refreshToken: owner.refreshToken)
+
+            try await reset(client, "kai@example.com", to: "the owner's new password")
+
+            await #expect(throws: AuthError.invalidSession("invalid session")) {
+                try await APIKeyService(env: gatehouse.env).setDisabled(caller: thief, id: keyId, disabled: false)
+            }
+            #expect(try await gatehouse.env.store.apiKey(appId: "test-app", id: keyId)?.disabled == true)
         }
     }
 

@@ -829,8 +829,15 @@ struct SQLStore: GatehouseStore {
         return (key, user)
     }
 
-    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, now: Date) async throws -> Bool {
+    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, owner: OwnerHold?, now: Date) async throws -> Bool {
         try await db.transaction { tx in
+            if let owner {
+                // The owner's row first, then the key's, in the order a key's creation takes them.
+                guard let user = try await tx.query("SELECT user_id FROM api_keys WHERE app_id = $1 AND id = $2", .text(appId), .text(id))
+                    .first?.optionalText("user_id")
+                else { return false }
+                try await Self.holdOwner(user, owner, tx)
+            }
             let updated = try await tx.query(
                 "UPDATE api_keys SET disabled = $3 WHERE app_id = $1 AND id = $2 RETURNING id", .text(appId), .text(id), SQLValue(disabled)
             )

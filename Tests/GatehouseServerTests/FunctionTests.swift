@@ -16,6 +16,13 @@ final class WebhookReceiver: Sendable {
 
     var url: String { "http://127.0.0.1:\(port)/hook" }
     var log: URL { directory.appendingPathComponent("calls.jsonl") }
+    /// The file whose creation lets the receiver's held calls (a `held…` username) answer `success`.
+    var releaseFile: URL { directory.appendingPathComponent("release") }
+
+    /// Lets every held call answer, now and from now on.
+    func release() throws {
+        try Data().write(to: releaseFile)
+    }
 
     struct Call: Decodable {
         var verified: Bool
@@ -39,7 +46,10 @@ final class WebhookReceiver: Sendable {
         let directory = try temporaryDirectory()
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Tools/webhook_receiver.py")
         do {
-            let (child, port) = try await startListeningTool(script.path, ["--secret", secret, "--log", directory.appendingPathComponent("calls.jsonl").path, "--slow", "8"])
+            let (child, port) = try await startListeningTool(script.path, [
+                "--secret", secret, "--log", directory.appendingPathComponent("calls.jsonl").path, "--slow", "8",
+                "--release", directory.appendingPathComponent("release").path,
+            ])
             return WebhookReceiver(child: child, directory: directory, port: port)
         } catch {
             try? FileManager.default.removeItem(at: directory)
@@ -154,6 +164,37 @@ final class WebhookReceiver: Sendable {
                 #expect(try await client.loginWithKey(try #require(key.key)).status == .unauthorized)
                 #expect(try await client.call(Path.session, bearer: squatter.refreshToken).status == .unauthorized)
                 #expect(try await client.login("success-owner@example.com", "the owner's password").decode(LoginResponse.self).userId == squatter.userId)
+            }
+        }
+    }
+
+    /// Two registrations name one address of an app that hides existence, and the confirmation function says `success`
+    /// for each after both were answered: the registration is contested (the second replaced the first), so nobody
+    /// can tell whose password is the owner's, and the function's `success` confirms neither. The owner's reset still
+    /// works.
+    @Test func aConfirmationFunctionsSuccessConfirmsNoPasswordOfAContestedRegistration() async throws {
+        try await WebhookReceiver.with(secret: Self.secret) { receiver in
+            var config = Self.configuration(receiver, reveal: false)
+            config.apps[0].localUserpass?.reset = .email
+            try await withGatehouse(config, clock: ManualClock(Date())) { gatehouse, client in
+                let address = "held-owner@example.com"
+                #expect(try await client.register(address, "the owner's password").status == .created)
+                #expect(try await client.register(address, "the squatter's password").status == .created)
+                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: address)?.contestedAt != nil)
+                try receiver.release()
+                await gatehouse.env.background.drain()
+                #expect(try receiver.calls.filter { $0.body?["type"] == "confirmation" }.count == 2)
+
+                let account = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: address))
+                #expect(account.confirmedAt != nil && account.mailboxProvenAt == nil && account.passwordHash.isEmpty)
+                for password in ["the owner's password", "the squatter's password"] {
+                    #expect(try await client.login(address, password).status == .unauthorized, "\(password)")
+                }
+                #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: address)).status == .ok)
+                let link = try await client.latestLink(address)
+                let reset = ResetPasswordRequest(password: "the owner's new password", token: link.token, tokenId: link.tokenId)
+                #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+                #expect(try await client.login(address, "the owner's new password").status == .ok)
             }
         }
     }

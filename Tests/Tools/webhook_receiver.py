@@ -4,7 +4,8 @@ Webhooks library (`standardwebhooks` on PyPI), an implementation independent of 
 call asks:
 
 - confirmation and reset calls: by the local part of `username` — `success…`, `pending…`, `fail…` answer that
-  status; `slow…` waits --slow seconds first; `garbage…` answers 200 with a body that is not JSON; `error…` 500.
+  status; `slow…` waits --slow seconds first; `held…` waits until the file --release exists, then answers `success`
+  (a test decides when a function answers); `garbage…` answers 200 with a body that is not JSON; `error…` 500.
 - login calls: by `payload.answer` — `user` answers {"id": payload.externalId, "name": payload.name}; `both`
   {"id": payload.externalId, "error": "suspended"}; `refuse` {"error": "not on the guest list"}; `slow`, `garbage`, `error` as above.
 - migrateUser calls: by the local part of `email` — `migrate…` and `racer…` (which waits 0.5 s first, so that
@@ -20,6 +21,7 @@ Prints `READY <port>` once listening on 127.0.0.1; exits when its standard input
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -33,6 +35,7 @@ def main():
     parser.add_argument("--secret", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--slow", type=float, default=3.0)
+    parser.add_argument("--release", help="the file whose creation lets `held…` calls answer")
     args = parser.parse_args()
     webhook = Webhook(args.secret)
     lock = threading.Lock()
@@ -74,6 +77,11 @@ def main():
             if wish.startswith("slow"):
                 time.sleep(args.slow)
                 return self.answer(200, {"status": "success", "id": "late"})
+            if wish.startswith("held"):
+                deadline = time.monotonic() + 30
+                while not os.path.exists(args.release) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                return self.answer(200, {"status": "success"})
             if wish.startswith("garbage"):
                 return self.answer(200, b"<html>not json</html>")
             if wish.startswith("error"):

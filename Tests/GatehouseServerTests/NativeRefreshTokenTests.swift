@@ -67,6 +67,31 @@ import Testing
         }
     }
 
+    /// After the reuse window a spent token is a copy someone held. Signing out with it, through either protocol,
+    /// still ends the session (the thief's newer token with it), and the audit log records the replay, not a logout.
+    @Test(arguments: ["client api", "native auth"]) func signingOutWithATokenSpentLongAgoIsRecordedAsAReplay(_ via: String) async throws {
+        let clock = ManualClock()
+        try await withGatehouse(nativeConfiguration(), clock: clock) { gatehouse, client in
+            let signedUp = try await signedIn(client, "late@example.com")
+            let owners = try #require(signedUp.refreshToken)
+            let thiefs = try await refresh(client, owners).decode(NativeAuthTokenResponse.self)
+            clock.advance(by: 120)
+            if via == "client api" {
+                let signOut = try await client.call(Path.session, .delete, bearer: owners)
+                #expect(signOut.status == .unauthorized)
+                #expect(signOut.error?.error == "invalid session: the refresh token was already used")
+            } else {
+                #expect(try await client.native(.revoke, ["token": owners]).status == .ok)
+            }
+            expectNativeError(try await refresh(client, try #require(thiefs.refreshToken)), .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+            #expect(try await client.call(Path.profile, .get, bearer: thiefs.accessToken).status == .unauthorized)
+            let user = try jwtPayload(signedUp.accessToken)["sub"] as? String
+            let events = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: user, afterSeq: nil, limit: 100)
+            #expect(events.filter { $0.kind == AuditKind.refreshTokenReused.rawValue }.map { $0.detail["via"] } == [via])
+            #expect(!events.contains { $0.kind == AuditKind.logout.rawValue })
+        }
+    }
+
     @Test func racingRefreshesRotateOnceAndAgree() async throws {
         try await withGatehouse(nativeConfiguration()) { gatehouse, client in
             let rt1 = try #require(try await signedIn(client, "t@example.com").refreshToken)

@@ -246,17 +246,18 @@ extension NativeAuthService {
         let text = try request.required(\.token, "token")
         // Each presented token is checked against the database: counted per address first.
         try await env.checkRateLimit(.refresh, app: client.app)
-        guard let session = try await sessionToRevoke(text, client: client) else { return }
-        try await SessionRefresh(env: env).end(session, app: client.app.id, via: "native auth")
+        guard let (session, presented) = try await sessionToRevoke(text, client: client) else { return }
+        try await SessionRefresh(env: env).signOut(session, presenting: presented, app: client.app, via: "native auth")
     }
 
-    /// The live session `text` stands for, if it was issued to `client`.
-    private func sessionToRevoke(_ text: String, client: Client) async throws -> SessionRecord? {
+    /// The live session `text` stands for, if it was issued to `client`, and which of its secrets `text` is (an
+    /// access token counts as the current one).
+    private func sessionToRevoke(_ text: String, client: Client) async throws -> (SessionRecord, SessionRefresh.Classified)? {
         guard let presented = OpaqueToken(text) else {
             // Not a refresh token: an access token, whose session ends with it.
             do {
                 let caller = try await SessionService(env: env).authenticate(text, as: .access)
-                return caller.app.id == client.app.id && caller.session.clientId == client.id ? caller.session : nil
+                return caller.app.id == client.app.id && caller.session.clientId == client.id ? (caller.session, .current) : nil
             } catch is AuthError {
                 return nil
             }
@@ -264,6 +265,7 @@ extension NativeAuthService {
         guard let session = try await env.store.session(id: presented.id), session.appId == client.app.id,
             session.clientId == client.id, session.revokedAt == nil
         else { return nil }
-        return try await SessionRefresh(env: env).classify(presented.hash, in: session) == .unknown ? nil : session
+        let classified = try await SessionRefresh(env: env).classify(presented.hash, in: session)
+        return classified == .unknown ? nil : (session, classified)
     }
 }

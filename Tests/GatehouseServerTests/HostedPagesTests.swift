@@ -13,7 +13,7 @@ import Testing
     /// GET a page; returns the reply and the CSRF value from its cookie and form.
     func open(_ client: some TestClientProtocol, _ path: String) async throws -> (Reply, csrf: String?) {
         let reply = try await client.call(path, .get)
-        let cookie = reply.headers[.setCookie].flatMap { $0.firstMatch(of: /gh_csrf=([^;]+)/) }.map { String($0.output.1) }
+        let cookie = reply.headers[.setCookie].flatMap { $0.firstMatch(of: /gh_csrf(?:-[0-9a-f]{16})?=([^;]+)/) }.map { String($0.output.1) }
         let field = reply.text.firstMatch(of: /name="csrf" value="([^"]+)"/).map { String($0.output.1) }
         if let cookie, let field { #expect(cookie == field) }
         return (reply, cookie)
@@ -156,7 +156,7 @@ import Testing
         }
     }
 
-    @Test func behindHTTPSTheCookieIsAHostCookie() async throws {
+    @Test func behindHTTPSTheCookieIsAHostCookieOfTheApp() async throws {
         var configuration = testConfiguration()
         configuration.server.publicURL = "https://auth.example.com"
         try await withGatehouse(configuration) { _, client in
@@ -164,13 +164,15 @@ import Testing
             let link = try await client.latestLink("host@example.com")
             let reply = try await client.call(confirmPath(link), .get)
             let setCookie = try #require(reply.headers[.setCookie])
-            #expect(setCookie.hasPrefix("__Host-gh_csrf="))
+            let cookie = try #require(setCookie.firstMatch(of: /^(__Host-gh_csrf-[0-9a-f]{16})=([^;]+)/))
+            let (name, token) = (String(cookie.output.1), String(cookie.output.2))
             #expect(setCookie.contains("; Path=/;") && setCookie.contains("; Secure") && !setCookie.contains("Domain"))
-            let token = try #require(setCookie.firstMatch(of: /__Host-gh_csrf=([^;]+)/).map { String($0.output.1) })
             let fields = ["token": link.token, "tokenId": link.tokenId, "csrf": token]
-            // The plain name is not read there: a cookie any subdomain could set does not count.
+            // Neither the plain name nor the app-less host name is read there: a cookie any subdomain could set does
+            // not count, nor one of no app.
             #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token).status == .forbidden)
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token, cookieName: "__Host-gh_csrf").status == .ok)
+            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token, cookieName: "__Host-gh_csrf").status == .forbidden)
+            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token, cookieName: name).status == .ok)
         }
     }
 

@@ -318,8 +318,7 @@ struct HostedPages {
         }
     }
 
-    /// Runs a GET page: resolves the app, sets a fresh CSRF cookie, renders HTML for every outcome.
-    /// ``page(_:_:)`` for a page that opens an emailed link, which counts against the client's `code` limit (it says
+    /// ``page(_:_:_:)`` for a page that opens an emailed link, which counts against the client's `code` limit (it says
     /// whether a token is valid). A browser opens such a link as a document; what it fetches for another site's page
     /// (an image, a frame, a script: `Sec-Fetch-Dest` other than `document`) is refused before the link is read or
     /// counted, so that no page on another site can spend its visitors' allowance by embedding links. Clients that
@@ -335,7 +334,7 @@ struct HostedPages {
                 body: "<p>This link opens only as a page of its own. Open it from your email.</p>"
             ).response()
         }
-        return try await page(context, render)
+        return try await page(request, context, render)
     }
 
     static var fetchDestination: HTTPField.Name { HTTPField.Name("Sec-Fetch-Dest")! }
@@ -354,16 +353,20 @@ struct HostedPages {
         return origin == BrowserOrigin.of(publicURL)
     }
 
+    /// Runs a GET page: resolves the app, gives its form the browser's CSRF value (``PageCSRF/token(reusing:appId:now:)``:
+    /// the cookie it has, or a fresh one it is sent), renders HTML for every outcome.
     private func page(
+        _ request: Request,
         _ context: GatehouseRequestContext,
         _ render: (AppSettings, String) async throws -> Page
     ) async throws -> Response {
         guard let appId = context.parameters.get("appId"), let app = env.configuration.app(id: appId) else {
             return Page(status: .notFound, title: "Page not found", body: "<p>There is no such app here.</p>").response()
         }
-        let token = csrf.make(appId: app.id, now: env.clock.now)
+        let held = request.cookies[csrf.cookieName(appId: app.id)]?.value
+        let token = csrf.token(reusing: held, appId: app.id, now: env.clock.now)
         do {
-            return try await render(app, token).response(headers: [.setCookie: csrf.cookie(token, appId: app.id)])
+            return try await render(app, token).response(headers: token == held ? [:] : [.setCookie: csrf.cookie(token, appId: app.id)])
         } catch {
             return failure(error, context: context)
         }
@@ -391,7 +394,7 @@ struct HostedPages {
             if form.contains(where: { BodyGuard.containsNUL($0.key) || BodyGuard.containsNUL($0.value) }) {
                 return Page(status: .badRequest, title: "Check the form", body: "<p>The form held characters that cannot be used.</p>").response()
             }
-            let cookie = request.cookies[csrf.cookieName]?.value ?? ""
+            let cookie = request.cookies[csrf.cookieName(appId: app.id)]?.value ?? ""
             guard csrf.accepts(cookie: cookie, field: form["csrf"] ?? "", appId: app.id, now: env.clock.now) else {
                 return Page(
                     status: .forbidden, title: "Please open the link again",

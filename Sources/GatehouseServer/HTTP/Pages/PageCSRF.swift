@@ -8,8 +8,13 @@ import GatehouseDomain
 /// - read this origin's cookie or the page holding the form, so it cannot put this browser's value in the field
 ///   (the cookie is also `HttpOnly`: no script reads it);
 /// - make this browser send the cookie with its POST: the cookie is `SameSite=Strict`;
-/// - set the cookie: behind an `https` public URL it is `__Host-gh_csrf` (`Secure`, `Path=/`, no `Domain`), which
-///   no other host, sibling subdomains included, and no plain-HTTP page can set or overwrite.
+/// - set the cookie: behind an `https` public URL it is `__Host-gh_csrf-<app>` (`Secure`, `Path=/`, no `Domain`),
+///   which no other host, sibling subdomains included, and no plain-HTTP page can set or overwrite.
+///
+/// A browser keeps one value per app (behind https the cookie's name carries the app, ``cookieName(appId:)``; on
+/// plain HTTP its path does) and a page reuses the value the browser holds while it has at least half of
+/// ``maxAge`` left (``token(reusing:appId:now:)``): a page of another app, or a second page of this one in another
+/// tab, leaves the forms already open working.
 ///
 /// The value is also `kid.issued.nonce.mac`, the MAC keyed by a secret derived from signing key `kid`
 /// (``SigningKeys/macKey(kid:purpose:)``) over the app and the time: a value passes only for the app it was made for,
@@ -30,7 +35,19 @@ struct PageCSRF {
     static let maxAge: TimeInterval = 3600
     private static let purpose = "hosted-page-csrf"
 
-    var cookieName: String { secure ? "__Host-gh_csrf" : "gh_csrf" }
+    /// The cookie of `appId`'s pages: `gh_csrf` on plain HTTP (scoped by its path); behind https, where `__Host-`
+    /// cookies must have `Path=/`, `__Host-gh_csrf-` and the first 16 hex digits of the app id's SHA-256 (app ids may
+    /// hold characters a cookie name cannot).
+    func cookieName(appId: String) -> String {
+        secure ? "__Host-gh_csrf-" + Secrets.hex(Array(Secrets.sha256(appId).prefix(8))) : "gh_csrf"
+    }
+
+    /// The value for a page of `appId`: `held` (the browser's cookie) while it is a value made here for the app with
+    /// at least half of ``maxAge`` left, so that every open form of the browser keeps passing; else a fresh one.
+    func token(reusing held: String?, appId: String, now: Date) -> String {
+        if let held, accepts(cookie: held, field: held, appId: appId, now: now.addingTimeInterval(Self.maxAge / 2)) { return held }
+        return make(appId: appId, now: now)
+    }
 
     /// A fresh token for a page of `appId`.
     func make(appId: String, now: Date) -> String {
@@ -44,8 +61,8 @@ struct PageCSRF {
     func cookie(_ token: String, appId: String) -> String {
         let maxAge = "Max-Age=\(Int(Self.maxAge))"
         return secure
-            ? "\(cookieName)=\(token); Path=/; Secure; HttpOnly; SameSite=Strict; \(maxAge)"
-            : "\(cookieName)=\(token); Path=/app/\(appId); HttpOnly; SameSite=Strict; \(maxAge)"
+            ? "\(cookieName(appId: appId))=\(token); Path=/; Secure; HttpOnly; SameSite=Strict; \(maxAge)"
+            : "\(cookieName(appId: appId))=\(token); Path=/app/\(appId); HttpOnly; SameSite=Strict; \(maxAge)"
     }
 
     /// True when the cookie and the form field hold the same token, made here for `appId` within ``maxAge``. An

@@ -254,14 +254,14 @@ import Testing
             let (page, csrf) = try await pages.open(client, "/app/test-app/email/undo?token=\(link.token)&tokenId=\(link.tokenId)")
             #expect(page.status == .ok)
             #expect(try await client.login("page-new@example.com").status == .ok)
-            let undone = try await pages.post(client, "/app/test-app/email/undo", ["token": link.token, "tokenId": link.tokenId, "csrf": try #require(csrf)], cookie: csrf)
+            let undone = try await client.postForm("/app/test-app/email/undo", ["token": link.token, "tokenId": link.tokenId, "csrf": try #require(csrf)], cookie: csrf)
             #expect(undone.status == .ok)
             #expect(undone.text.contains("action=\"../reset\""))
             #expect(try await client.login("page-new@example.com").status == .unauthorized)
             let token = try #require(undone.text.firstMatch(of: /name="token" value="([^"]+)"/)?.output.1)
             let tokenId = try #require(undone.text.firstMatch(of: /name="tokenId" value="([^"]+)"/)?.output.1)
-            let set = try await pages.post(
-                client, "/app/test-app/reset",
+            let set = try await client.postForm(
+                "/app/test-app/reset",
                 ["token": String(token), "tokenId": String(tokenId), "password": "back in control", "passwordConfirmation": "back in control", "csrf": csrf!],
                 cookie: csrf
             )

@@ -40,20 +40,6 @@ import Testing
         return (name, field, true)
     }
 
-    func post(
-        _ client: some TestClientProtocol, _ path: String, _ fields: [String: String], cookie: String?, cookieName: String,
-        alsoHolding jar: [String: String] = [:]
-    ) async throws -> Reply {
-        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
-        var cookies = jar
-        if let cookie { cookies[cookieName] = cookie }
-        if !cookies.isEmpty { headers[.cookie] = cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ") }
-        let body = fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }.joined(separator: "&")
-        return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body)) { response in
-            Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
-        }
-    }
-
     @Test(arguments: [false, true])
     func aValueMadeForOneBrowserFailsWithAnothersCookieAndWithoutOne(https: Bool) async throws {
         var configuration = testConfiguration()
@@ -71,17 +57,17 @@ import Testing
             for (field, cookie) in [(first, second), (second, first), (first, nil), (first, "")] as [(String, String?)] {
                 var fields = form
                 fields["csrf"] = field
-                let reply = try await post(client, "/app/test-app/confirm", fields, cookie: cookie, cookieName: cookieName)
+                let reply = try await client.postForm("/app/test-app/confirm", fields, cookie: cookie, cookieName: cookieName)
                 #expect(reply.status == .forbidden, "field from one browser, cookie \(cookie == nil ? "missing" : "of another")")
             }
             // A cookie with no field fails too.
-            #expect(try await post(client, "/app/test-app/confirm", form, cookie: first, cookieName: cookieName).status == .forbidden)
+            #expect(try await client.postForm("/app/test-app/confirm", form, cookie: first, cookieName: cookieName).status == .forbidden)
             #expect(try await client.login("two@example.com").status == .unauthorized)
 
             // Each browser's own pair passes.
             var fields = form
             fields["csrf"] = second
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: second, cookieName: cookieName).status == .ok)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: second, cookieName: cookieName).status == .ok)
             #expect(try await client.login("two@example.com").status == .ok)
         }
     }
@@ -100,7 +86,7 @@ import Testing
             #expect(!second.set && second.value == first.value)
 
             let fields = ["token": link.token, "tokenId": link.tokenId, "csrf": first.value]
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: first.value, cookieName: first.name).status == .ok)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: first.value, cookieName: first.name).status == .ok)
             #expect(try await client.login("tabs@example.com").status == .ok)
         }
     }
@@ -124,10 +110,10 @@ import Testing
             let jar = [mine.name: mine.value, other.name: other.value]
 
             var fields = ["token": link.token, "tokenId": link.tokenId, "csrf": other.value]
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: other.value, cookieName: mine.name).status == .forbidden)
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: nil, cookieName: mine.name, alsoHolding: jar).status == .forbidden)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: other.value, cookieName: mine.name).status == .forbidden)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: nil, cookieName: mine.name, alsoHolding: jar).status == .forbidden)
             fields["csrf"] = mine.value
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: nil, cookieName: mine.name, alsoHolding: jar).status == .ok)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: nil, cookieName: mine.name, alsoHolding: jar).status == .ok)
             #expect(try await client.login("apps@example.com").status == .ok)
         }
     }

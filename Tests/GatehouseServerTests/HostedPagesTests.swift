@@ -19,20 +19,6 @@ import Testing
         return (reply, cookie)
     }
 
-    /// POST a form with (or without) the CSRF cookie, and the browser's headers `browser` (say `Origin`).
-    func post(
-        _ client: some TestClientProtocol, _ path: String, _ fields: [String: String], cookie: String?, cookieName: String = "gh_csrf",
-        browser: HTTPFields = [:]
-    ) async throws -> Reply {
-        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
-        headers.append(contentsOf: browser)
-        if let cookie { headers[.cookie] = "\(cookieName)=\(cookie)" }
-        let body = fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }.joined(separator: "&")
-        return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body)) { response in
-            Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
-        }
-    }
-
     func confirmPath(_ link: (token: String, tokenId: String)) -> String {
         "/app/test-app/confirm?token=\(link.token)&tokenId=\(link.tokenId)"
     }
@@ -47,7 +33,7 @@ import Testing
             // A mail scanner's GET changed nothing.
             #expect(try await client.login("page@example.com").status == .unauthorized)
 
-            let done = try await post(client, "/app/test-app/confirm", ["token": link.token, "tokenId": link.tokenId, "csrf": csrf!], cookie: csrf)
+            let done = try await client.postForm("/app/test-app/confirm", ["token": link.token, "tokenId": link.tokenId, "csrf": csrf!], cookie: csrf)
             #expect(done.status == .ok)
             #expect(done.text.contains("Your email is confirmed"))
             #expect(try await client.login("page@example.com").status == .ok)
@@ -84,12 +70,12 @@ import Testing
             let (_, csrf) = try await open(client, confirmPath(link))
             let fields = ["token": link.token, "tokenId": link.tokenId, "csrf": csrf!]
             for cookie in [nil, "0000", String(repeating: "a", count: 64)] {
-                let reply = try await post(client, "/app/test-app/confirm", fields, cookie: cookie)
+                let reply = try await client.postForm("/app/test-app/confirm", fields, cookie: cookie)
                 #expect(reply.status == .forbidden)
             }
             var forged = fields
             forged["csrf"] = "different"
-            #expect(try await post(client, "/app/test-app/confirm", forged, cookie: csrf).status == .forbidden)
+            #expect(try await client.postForm("/app/test-app/confirm", forged, cookie: csrf).status == .forbidden)
             #expect(try await client.login("csrf@example.com").status == .unauthorized)
         }
     }
@@ -105,12 +91,12 @@ import Testing
             let fields = ["token": link.token, "tokenId": link.tokenId, "csrf": csrf!]
             let fetchSite = HTTPField.Name("Sec-Fetch-Site")!
             for browser: HTTPFields in [[.origin: "https://evil.test"], [fetchSite: "cross-site"], [fetchSite: "same-site", .origin: "null"]] {
-                let refused = try await post(client, "/app/test-app/confirm", fields, cookie: csrf, browser: browser)
+                let refused = try await client.postForm("/app/test-app/confirm", fields, cookie: csrf, browser: browser)
                 #expect(refused.status == .forbidden, "\(browser)")
                 #expect(refused.text.contains("not sent from this site"))
             }
             #expect(try await client.login("planted@example.com").status == .unauthorized)
-            let own = try await post(client, "/app/test-app/confirm", fields, cookie: csrf, browser: [fetchSite: "same-origin", .origin: "null"])
+            let own = try await client.postForm("/app/test-app/confirm", fields, cookie: csrf, browser: [fetchSite: "same-origin", .origin: "null"])
             #expect(own.status == .ok, "\(own.text)")
             #expect(try await client.login("planted@example.com").status == .ok)
         }
@@ -137,22 +123,22 @@ import Testing
                 ["unknown-kid", parts[1], parts[2], parts[3]].joined(separator: "."),
             ] {
                 fields["csrf"] = planted
-                #expect(try await post(client, "/app/test-app/confirm", fields, cookie: planted).status == .forbidden)
+                #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: planted).status == .forbidden)
             }
             // A token made by a page of another app does not pass on this one.
             let (_, otherApp) = try await open(client, "/app/auto-app/reset")
             fields["csrf"] = otherApp!
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: otherApp).status == .forbidden)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: otherApp).status == .forbidden)
             // Past its hour it is refused; a fresh page makes a new one that works.
             clock.advance(by: PageCSRF.maxAge + 1)
             fields["csrf"] = token
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token).status == .forbidden)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: token).status == .forbidden)
             #expect(try await client.login("planted@example.com").status == .unauthorized)
             // (The link itself has expired by now: a new email, asked for with the fresh page's token, is the way on.)
             let (_, fresh) = try await open(client, confirmPath(link))
             let resend = ["email": "planted@example.com", "csrf": fresh!]
-            #expect(try await post(client, "/app/test-app/confirm/send", resend, cookie: token).status == .forbidden)
-            #expect(try await post(client, "/app/test-app/confirm/send", resend, cookie: fresh).status == .ok)
+            #expect(try await client.postForm("/app/test-app/confirm/send", resend, cookie: token).status == .forbidden)
+            #expect(try await client.postForm("/app/test-app/confirm/send", resend, cookie: fresh).status == .ok)
         }
     }
 
@@ -170,9 +156,9 @@ import Testing
             let fields = ["token": link.token, "tokenId": link.tokenId, "csrf": token]
             // Neither the plain name nor the app-less host name is read there: a cookie any subdomain could set does
             // not count, nor one of no app.
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token).status == .forbidden)
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token, cookieName: "__Host-gh_csrf").status == .forbidden)
-            #expect(try await post(client, "/app/test-app/confirm", fields, cookie: token, cookieName: name).status == .ok)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: token).status == .forbidden)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: token, cookieName: "__Host-gh_csrf").status == .forbidden)
+            #expect(try await client.postForm("/app/test-app/confirm", fields, cookie: token, cookieName: name).status == .ok)
         }
     }
 
@@ -198,12 +184,12 @@ import Testing
             let (expired, csrf) = try await open(client, confirmPath(second))
             #expect(expired.text.contains("This link has expired"))
             // The form on it sends a new email.
-            let resent = try await post(client, "/app/test-app/confirm/send", ["email": "old@example.com", "csrf": csrf!], cookie: csrf)
+            let resent = try await client.postForm("/app/test-app/confirm/send", ["email": "old@example.com", "csrf": csrf!], cookie: csrf)
             #expect(resent.text.contains("Check your email"))
             let third = try await client.latestLink("old@example.com")
             #expect(third.tokenId != second.tokenId)
             // The same neutral answer for an unknown address, and no email.
-            let unknown = try await post(client, "/app/test-app/confirm/send", ["email": "nobody@example.com", "csrf": csrf!], cookie: csrf)
+            let unknown = try await client.postForm("/app/test-app/confirm/send", ["email": "nobody@example.com", "csrf": csrf!], cookie: csrf)
             #expect(unknown.text.contains("Check your email"))
             #expect(try await client.mailbox("nobody@example.com").isEmpty)
         }
@@ -220,7 +206,7 @@ import Testing
             #expect(form.text.contains("autocomplete=\"new-password\""))
 
             var fields = ["token": link.token, "tokenId": link.tokenId, "csrf": csrf!, "password": "short", "passwordConfirmation": "short"]
-            let short = try await post(client, "/app/test-app/reset", fields, cookie: csrf)
+            let short = try await client.postForm("/app/test-app/reset", fields, cookie: csrf)
             #expect(short.status == .badRequest)
             #expect(short.text.contains("id=\"password-error\" role=\"alert\""))
             #expect(short.text.contains("Password must be at least 8 characters."))
@@ -228,16 +214,16 @@ import Testing
 
             fields["password"] = "a brand new secret"
             fields["passwordConfirmation"] = "a different secret"
-            let mismatch = try await post(client, "/app/test-app/reset", fields, cookie: csrf)
+            let mismatch = try await client.postForm("/app/test-app/reset", fields, cookie: csrf)
             #expect(mismatch.text.contains("The two passwords are not the same."))
 
             fields["passwordConfirmation"] = "a brand new secret"
-            let done = try await post(client, "/app/test-app/reset", fields, cookie: csrf)
+            let done = try await client.postForm("/app/test-app/reset", fields, cookie: csrf)
             #expect(done.status == .ok)
             #expect(done.text.contains("Your password is changed"))
             #expect(try await client.login("reset-page@example.com", "a brand new secret").status == .ok)
 
-            let used = try await post(client, "/app/test-app/reset", fields, cookie: csrf)
+            let used = try await client.postForm("/app/test-app/reset", fields, cookie: csrf)
             #expect(used.text.contains("This link was already used"))
         }
     }
@@ -255,13 +241,32 @@ import Testing
             let (page, csrf) = try await open(client, "/app/test-app/confirm?token=00&tokenId=00")
             #expect(page.status.code < 500)
             let hostile = #"eve"><script>alert(1)</script>@example.com"#
-            let refused = try await post(client, "/app/test-app/confirm/send", ["email": hostile, "csrf": try #require(csrf)], cookie: csrf)
+            let refused = try await client.postForm("/app/test-app/confirm/send", ["email": hostile, "csrf": try #require(csrf)], cookie: csrf)
             #expect(refused.status == .badRequest)
             #expect(!refused.text.contains("<script>"))
             let odd = "o'neil&co@example.com"
-            let answer = try await post(client, "/app/test-app/confirm/send", ["email": odd, "csrf": try #require(csrf)], cookie: csrf)
+            let answer = try await client.postForm("/app/test-app/confirm/send", ["email": odd, "csrf": try #require(csrf)], cookie: csrf)
             #expect(answer.text.contains("o&#39;neil&amp;co@example.com"), "\(answer.text)")
             #expect(!answer.text.contains("o'neil&co"))
+        }
+    }
+}
+
+extension TestClientProtocol {
+    /// POST a hosted page's form as a browser: with (or without) the CSRF cookie `cookieName`, the other cookies of
+    /// `jar`, and the browser's headers `browser` (say `Origin`).
+    func postForm(
+        _ path: String, _ fields: [String: String], cookie: String?, cookieName: String = "gh_csrf", alsoHolding jar: [String: String] = [:],
+        browser: HTTPFields = [:]
+    ) async throws -> Reply {
+        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+        headers.append(contentsOf: browser)
+        var cookies = jar
+        if let cookie { cookies[cookieName] = cookie }
+        if !cookies.isEmpty { headers[.cookie] = cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ") }
+        let body = fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }.joined(separator: "&")
+        return try await execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body)) { response in
+            Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
         }
     }
 }

@@ -108,24 +108,30 @@ package struct APIKeyService: Sendable {
     package func setDisabled(caller: SessionService.Caller, id: String, disabled: Bool) async throws {
         // A key session could otherwise turn its own key back on after the owner disabled another, or the reverse.
         let (app, key) = try await owned(caller: try caller.manager(to: "enable or disable API keys").caller, id: id)
-        // Turning a key back on adds a way in again, as creating one does: it asks for a recent proof, and the owner
-        // hears of it. (Disabling is the owner's remedy for a key they did not make: it asks for nothing.)
-        let reenabled = !disabled && key.disabled
+        try await setDisabled(caller: caller, app: app, key: key, disabled: disabled)
+    }
+
+    /// ``setDisabled(caller:id:disabled:)`` for `key` as the request read it, which other requests may have changed
+    /// since. Turning a key back on adds a way in again, as creating one does: it asks for a recent proof, the owner
+    /// hears of it, and its write is held to the caller's sessions (``OwnerHold``), so that one read before the
+    /// owner's reset does not land after it. That held write is the only one that enables a key: a key read as on
+    /// is left as it is now (disabled since, it stays so, as if this request had come first). Disabling is the
+    /// owner's remedy for a key they did not make: it asks for nothing.
+    package func setDisabled(caller: SessionService.Caller, app: AppSettings, key: APIKeyRecord, disabled: Bool) async throws {
+        if !disabled && !key.disabled { return }
         let changed: Bool
-        if reenabled {
-            // Held to the caller's sessions (``OwnerHold``): a re-enable read before the owner's reset does not land
-            // after it.
+        if disabled {
+            changed = try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: true, owner: nil, now: env.clock.now)
+        } else {
             let gate = SessionGate(env: env)
             let proof = try await gate.requireRecentProof(caller)
             changed = try await gate.holdingOwner(caller, proof) { owner in
                 try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: false, owner: owner, now: env.clock.now)
             }
-        } else {
-            changed = try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: disabled, owner: nil, now: env.clock.now)
         }
         guard changed else { throw AuthError.apiKeyNotFound }
         await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, user: caller.user.id, detail: ["apiKey": key.id])
-        if reenabled {
+        if !disabled {
             let what = AccountService.describe(providerType: Self.providerType, detail: "\(key.name), disabled before,")
             await AccountService(env: env).notify(.credentialAdded, what: what, user: caller.user.id, app: app)
         }

@@ -211,6 +211,26 @@ import Testing
         }
     }
 
+    /// The same thief, with requests turning the key on and off at once: an enable that read the key as on, before
+    /// the owner turned it off and reset the password, writes nothing after the reset. (Only an enable that read the
+    /// key as off writes, and that write is held.)
+    @Test func anEnableThatReadTheKeyAsOnLeavesItOffAfterTheOwnersReset() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("kai@example.com")
+            let created = try await client.call(Path.apiKeys, body: #"{"name":"build"}"#, bearer: owner.refreshToken)
+            let keyId = try #require((try JSONSerialization.jsonObject(with: created.body) as? [String: Any])?["_id"] as? String)
+            let keys = APIKeyService(env: gatehouse.env)
+            let thief = try await keys.caller(refreshToken: owner.refreshToken)
+            let read = try #require(try await gatehouse.env.store.apiKey(appId: "test-app", id: keyId))
+
+            #expect(try await client.call(Path.apiKey(keyId, "disable"), .put, bearer: owner.refreshToken).status == .noContent)
+            try await reset(client, "kai@example.com", to: "the owner's new password")
+
+            try await keys.setDisabled(caller: thief, app: thief.app, key: read, disabled: false)
+            #expect(try await gatehouse.env.store.apiKey(appId: "test-app", id: keyId)?.disabled == true)
+        }
+    }
+
     /// What a link adds: an address registered and never logged in (it moves to the caller's user), or an identity
     /// new to the app.
     enum Linked: String, CaseIterable, CustomTestStringConvertible {

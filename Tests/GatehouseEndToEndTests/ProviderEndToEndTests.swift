@@ -55,7 +55,7 @@ import Testing
                 let app = server.app()
                 let now = clock.now
                 let google = try await app.login(credentials: .googleId(token: try idp.token(idp.idTokenClaims(
-                    sub: "g-1", aud: "ios-client.apps.example", now: now, extra: ["email": "g@example.com", "name": "Gee"]
+                    sub: "g-1", aud: "ios-client.apps.example", now: now, extra: ["email": "g@example.com", "email_verified": true, "name": "Gee"]
                 ))))
                 #expect(google.identities.map(\.providerType) == ["oauth2-google"])
                 #expect(google.profile.email == "g@example.com")

@@ -49,6 +49,17 @@ import Testing
         }
     }
 
+    /// What Foundation's decoder accepts and JSON does not (a trailing comma, an empty element) is not read one way
+    /// by Gatehouse and another by the app: the request is refused, and nothing is written.
+    @Test(arguments: [#"{"displayName":"Eve",}"#, #"{"displayName":"Eve",,"city":"A"}"#])
+    func textThatIsNotJSONIsRefused(_ attributes: String) async throws {
+        try await withGatehouse(Self.configuration()) { gatehouse, client in
+            let reply = try await client.native(.signUpStart, ["username": "eve@example.com", "challenge_type": allChallengeTypes, "attributes": attributes])
+            expectNativeError(reply, .invalidRequest)
+            #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "eve@example.com") == nil)
+        }
+    }
+
     static func configuration() -> GatehouseConfiguration {
         nativeConfiguration(attributes: [.init(name: "displayName", required: true), .init(name: "city", required: false)])
     }

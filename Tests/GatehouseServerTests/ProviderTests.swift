@@ -123,7 +123,8 @@ import Testing
     }
 
     /// The issuer and Gatehouse must read one token one way: duplicate names (escaped or not), `crit`, mistyped
-    /// registered claims and tokens that live too long are refused, each well signed.
+    /// registered claims, what JSON does not allow, tokens that live too long and oversized ones are refused, each well
+    /// signed.
     @Test func customTokensAreParsedStrictly() async throws {
         try await withProviders { _, clock, client in
             let now = Int64(clock.now.timeIntervalSince1970)
@@ -143,6 +144,12 @@ import Testing
                 ("string nbf", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\",\"nbf\":\"2099-01-01\"}"), "type"),
                 ("numeric sub", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":42}"), "type"),
                 ("a year long", Self.rawHS256(header: header, payload: #"{"iss":"my-backend","aud":"test-app","email":"x@example.com","sub":"alice","exp":\#(now + 31_536_000)}"#), "longer"),
+                // What Foundation's decoder accepts and RFC 8259 does not.
+                ("trailing comma", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\",}"), "trailing comma"),
+                ("trailing comma in aud", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\",\"x\":[\"a\",]}"), "trailing comma"),
+                ("header trailing comma", Self.rawHS256(header: #"{"alg":"HS256",}"#, payload: "{\(claims),\"sub\":\"alice\"}"), "trailing comma"),
+                ("byte order mark", Self.rawHS256(header: header, payload: "\u{FEFF}{\(claims),\"sub\":\"alice\"}"), "byte order mark"),
+                ("too large", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\",\"name\":\"\(String(repeating: "n", count: 16_000))\"}"), "larger than"),
             ] {
                 let (code, message) = try await status(token)
                 #expect(code == .unauthorized, "\(label)")
@@ -193,7 +200,7 @@ import Testing
         try await withProviders { idp, clock, client in
             let claims = idp.idTokenClaims(
                 sub: "g-123", aud: "ios-client.apps.example", now: clock.now,
-                extra: ["email": "gina@example.com", "name": "Gina G", "given_name": "Gina", "family_name": "G", "picture": "https://example.com/g.png"]
+                extra: ["email": "gina@example.com", "email_verified": true, "name": "Gina G", "given_name": "Gina", "family_name": "G", "picture": "https://example.com/g.png"]
             )
             let login = try await client.call(Self.path("oauth2-google"), json: GoogleLoginRequest(idToken: try idp.token(claims)))
             #expect(login.status == .ok, "\(login.text)")
@@ -219,6 +226,21 @@ import Testing
             )
             #expect(wrongAudience.status == .unauthorized)
             #expect(wrongAudience.error?.error.contains("aud") == true)
+            // A token for several audiences must have been issued to this app (`azp`). One for this app alone may
+            // name another party: the token an Android client asks for on behalf of its server.
+            func google(aud: [String], azp: String?) async throws -> Reply {
+                var extra: [String: JSONValue] = ["aud": .array(aud.map { .string($0) })]
+                if let azp { extra["azp"] = .string(azp) }
+                let token = try idp.token(idp.idTokenClaims(sub: "g-123", aud: "", now: clock.now, extra: extra))
+                return try await client.call(Self.path("oauth2-google"), json: GoogleLoginRequest(idToken: token))
+            }
+            for azp in ["another-client", nil] {
+                let refused = try await google(aud: ["another-client", "ios-client.apps.example"], azp: azp)
+                #expect(refused.status == .unauthorized, "azp \(azp ?? "missing")")
+                #expect(refused.error?.error.contains("azp") == true, "\(refused.text)")
+            }
+            #expect(try await google(aud: ["another-client", "ios-client.apps.example"], azp: "ios-client.apps.example").status == .ok)
+            #expect(try await google(aud: ["ios-client.apps.example"], azp: "android-client.apps.example").status == .ok)
             let hs = try Self.hs256(idp.idTokenClaims(sub: "g-1", aud: "ios-client.apps.example", now: clock.now))
             #expect(try await client.call(Self.path("oauth2-google"), json: GoogleLoginRequest(idToken: hs)).status == .unauthorized)
             let neither = try await client.call(Self.path("oauth2-google"), body: #"{"provider":"oauth2-google"}"#)
@@ -229,7 +251,7 @@ import Testing
 
     @Test func appleIdTokensCheckTheBundleId() async throws {
         try await withProviders { idp, clock, client in
-            let token = try idp.token(idp.idTokenClaims(sub: "001234.apple", aud: "com.example.app", now: clock.now, extra: ["email": "a@privaterelay.appleid.com"]), alg: "ES256")
+            let token = try idp.token(idp.idTokenClaims(sub: "001234.apple", aud: "com.example.app", now: clock.now, extra: ["email": "a@privaterelay.appleid.com", "email_verified": "true"]), alg: "ES256")
             let login = try await client.call(Self.path("oauth2-apple"), json: AppleLoginRequest(idToken: token))
             #expect(login.status == .ok, "\(login.text)")
             let profile = try await client.call(Path.profile, .get, bearer: try login.decode(LoginResponse.self).accessToken).decode(ProfileResponse.self)
@@ -240,6 +262,26 @@ import Testing
             let expired = try idp.token(idp.idTokenClaims(sub: "001234.apple", aud: "com.example.app", now: clock.now.addingTimeInterval(-7200)))
             let late = try await client.call(Self.path("oauth2-apple"), json: AppleLoginRequest(idToken: expired))
             #expect(late.error?.error.contains("expired") == true, "\(late.text)")
+        }
+    }
+
+    /// Anyone can put someone else's address on a Google or Apple account they own: the profile shows an ID token's
+    /// address only when the provider says it verified it (`email_verified`, a boolean from Google, a string from
+    /// Apple); the rest of the profile is filled as before.
+    @Test(arguments: [JSONValue.bool(false), .string("false"), nil]) func anAddressTheProviderDidNotVerifyIsNotInTheProfile(_ verified: JSONValue?) async throws {
+        try await withProviders { idp, clock, client in
+            for (provider, aud, alg, sub) in [("oauth2-google", "ios-client.apps.example", "RS256", "g-unverified"), ("oauth2-apple", "com.example.app", "ES256", "a-unverified")] {
+                var extra: [String: JSONValue] = ["email": "victim@example.com", "name": "Not The Victim"]
+                if let verified { extra["email_verified"] = verified }
+                let token = try idp.token(idp.idTokenClaims(sub: sub, aud: aud, now: clock.now, extra: extra), alg: alg)
+                let login = provider == "oauth2-google"
+                    ? try await client.call(Self.path(provider), json: GoogleLoginRequest(idToken: token))
+                    : try await client.call(Self.path(provider), json: AppleLoginRequest(idToken: token))
+                #expect(login.status == .ok, "\(provider): \(login.text)")
+                let profile = try await client.call(Path.profile, .get, bearer: try login.decode(LoginResponse.self).accessToken).decode(ProfileResponse.self)
+                #expect(profile.data["email"] == nil, "\(provider)")
+                #expect(profile.data["name"] == "Not The Victim", "\(provider)")
+            }
         }
     }
 

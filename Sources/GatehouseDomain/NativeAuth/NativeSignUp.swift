@@ -133,9 +133,9 @@ extension NativeAuthService {
         guard Self.nestingDepth(data) <= 2, case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: data) else {
             throw .invalidRequest("attributes must be a JSON object, like {\"displayName\":\"Ada\"}")
         }
-        switch JSONDuplicateKeys.first(in: data) {
+        switch StrictJSON.first(in: data) {
         case .duplicate(let name)?: throw .attributeValidationFailed([name])
-        case .unterminated?: throw .invalidRequest("attributes must be a JSON object, like {\"displayName\":\"Ada\"}")
+        case .unterminated?, .notJSON?: throw .invalidRequest("attributes must be a JSON object, like {\"displayName\":\"Ada\"}")
         case nil: break
         }
         var values: [String: String] = [:]

@@ -19,12 +19,19 @@ package struct ExternalIdentity: Sendable, Hashable {
 
 /// The profile data of an OpenID Connect ID token (Google, Apple), under App Services' names.
 package enum OpenIDProfile {
+    /// The profile data an ID token fills. The address (`email`) only when the provider says it verified it
+    /// (`email_verified` true, or `"true"` as Apple writes it): an app may take a profile's address for one its user
+    /// proved, and anyone can put someone else's address on a Google or Apple account they own.
     package static func data(_ token: VerifiedJWT) -> [String: JSONValue] {
         var data: [String: JSONValue] = [:]
         for (claim, field) in [
             ("name", "name"), ("email", "email"), ("picture", "picture_url"), ("given_name", "first_name"), ("family_name", "last_name"),
         ] {
             if let value = token.string(claim), !value.isEmpty { data[field] = .string(value) }
+        }
+        switch token.claims["email_verified"] {
+        case .bool(true)?, .string("true")?: break
+        default: data["email"] = nil
         }
         return data
     }

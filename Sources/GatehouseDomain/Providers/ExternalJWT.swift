@@ -91,6 +91,8 @@ package struct ExternalTokenError: Error, Hashable, Sendable, CustomStringConver
     package static let criticalExtension = ExternalTokenError("token lists critical extensions (crit), which are not understood")
     package static let badClaimType = ExternalTokenError("a registered claim has the wrong type")
     package static let tooLong = ExternalTokenError("token lives longer than this provider allows")
+    package static let tooLarge = ExternalTokenError("token is larger than \(ExternalJWT.maxLength) bytes")
+    package static let wrongAuthorizedParty = ExternalTokenError("token for several audiences was not issued to this app (azp)")
 }
 
 /// A verified external JWT: its claims.
@@ -117,12 +119,19 @@ package struct JWTExpectations: Sendable {
     package var leeway: TimeInterval = 60
     /// The longest a token may still live (`exp` − now) and may have been issued for (`exp` − `iat`), in seconds.
     package var maxLifetime: TimeInterval = 86_400
+    /// OpenID Connect's rule for an ID token (Core §3.1.3.7): one with several audiences must name the party it was
+    /// issued to (`azp`), and that must be one of ``audiences``. A token for one audience may name another `azp`
+    /// (Google's ID token an Android client asks for on behalf of its server).
+    package var authorizedParty = false
 
-    package init(issuers: [String] = [], audiences: [String] = [], leeway: TimeInterval = 60, maxLifetime: TimeInterval = 86_400) {
+    package init(
+        issuers: [String] = [], audiences: [String] = [], leeway: TimeInterval = 60, maxLifetime: TimeInterval = 86_400, authorizedParty: Bool = false
+    ) {
         self.issuers = issuers
         self.audiences = audiences
         self.leeway = leeway
         self.maxLifetime = maxLifetime
+        self.authorizedParty = authorizedParty
     }
 }
 
@@ -138,6 +147,9 @@ package struct JWTExpectations: Sendable {
 /// same token (malleability) matters only to a system that uses a token's bytes as its identity (a replay cache keyed
 /// on the signature). Gatehouse keys logins on the verified claims, never on the token's bytes.
 package enum ExternalJWT {
+    /// The longest token read, in bytes: claims are profile data, not documents.
+    package static let maxLength = 16_384
+
     /// The `kid` and `alg` of a token's header, without verifying anything (to pick keys). Refuses a header with a
     /// duplicate parameter or a `crit` list.
     package static func header(_ token: String) throws(ExternalTokenError) -> (alg: String, kid: String?) {
@@ -145,7 +157,7 @@ package enum ExternalJWT {
         guard let data = Base64URL.decode(parts[0]), case .object(let header)? = try? JSONDecoder().decode(JSONValue.self, from: data),
             case .string(let alg)? = header["alg"]
         else { throw .malformed }
-        guard !JSONDuplicateKeys.found(in: data) else { throw .duplicateKey }
+        try strict(data)
         guard header["crit"] == nil else { throw .criticalExtension }
         switch header["kid"] {
         case nil: return (alg, nil)
@@ -166,7 +178,7 @@ package enum ExternalJWT {
         guard candidates.contains(where: { $0.isValidSignature(signature, for: input) }) else { throw .badSignature }
         guard let payload = Base64URL.decode(parts[1]), case .object(let claims)? = try? JSONDecoder().decode(JSONValue.self, from: payload)
         else { throw .malformed }
-        guard !JSONDuplicateKeys.found(in: payload) else { throw .duplicateKey }
+        try strict(payload)
         try checkTypes(claims)
 
         let time = now.timeIntervalSince1970
@@ -188,8 +200,21 @@ package enum ExternalJWT {
             default: []
             }
             guard audiences.contains(where: expect.audiences.contains) else { throw .wrongAudience }
+            if expect.authorizedParty, audiences.count > 1 {
+                guard case .string(let azp)? = claims["azp"], expect.audiences.contains(azp) else { throw .wrongAuthorizedParty }
+            }
         }
         return VerifiedJWT(claims: claims)
+    }
+
+    /// Refuses a header or payload that parsers may read differently (``StrictJSON``).
+    private static func strict(_ json: Data) throws(ExternalTokenError) {
+        switch StrictJSON.first(in: json) {
+        case .duplicate?: throw .duplicateKey
+        case .notJSON(let what)?: throw ExternalTokenError("token is malformed: \(what) is not JSON")
+        case .unterminated?: throw .malformed
+        case nil: break
+        }
     }
 
     /// Registered claims, when present, must have their types: a `nbf` the issuer wrote as a string must not be
@@ -213,7 +238,7 @@ package enum ExternalJWT {
     }
 
     private static func split(_ token: String) throws(ExternalTokenError) -> [Substring] {
-        guard token.utf8.count <= 16_384 else { throw .malformed }
+        guard token.utf8.count <= maxLength else { throw .tooLarge }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .segments }
         guard !parts[0].isEmpty, !parts[1].isEmpty else { throw .malformed }

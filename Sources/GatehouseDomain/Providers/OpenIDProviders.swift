@@ -2,7 +2,7 @@ import Foundation
 import GatehouseWire
 
 /// Verifies an OpenID Connect ID token against the provider's published keys: signature (RS256 or ES256),
-/// issuer, audience (the app's client ids), expiry.
+/// issuer, audience (the app's client ids, and for a token of several audiences its `azp`), expiry.
 package struct OpenIDTokenVerifier: Sendable {
     package let settings: OpenIDSettings
     package let jwks: JWKSCache
@@ -22,7 +22,7 @@ package struct OpenIDTokenVerifier: Sendable {
         let keys = try await jwks.keys(at: settings.jwksURL, kid: header.kid)
         do {
             let verified = try ExternalJWT.verify(
-                token, keys: keys, expect: JWTExpectations(issuers: settings.issuers, audiences: settings.clientIds), now: clock.now
+                token, keys: keys, expect: JWTExpectations(issuers: settings.issuers, audiences: settings.clientIds, authorizedParty: true), now: clock.now
             )
             guard let subject = verified.subject, !subject.isEmpty else { throw ExternalTokenError.missingSubject }
             return verified

@@ -55,6 +55,37 @@ import Testing
         return (other, held, holder)
     }
 
+    /// The file holds the signing keys and every password hash: a folder and a database Gatehouse creates are its
+    /// user's alone (the `-wal` and `-shm` files too), whatever the umask; an existing file others may read keeps its
+    /// mode and is named in a warning.
+    @Test func aDatabaseItCreatesIsItsUsersAlone() async throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-modes-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let folder = base.appendingPathComponent("state")
+        let path = folder.appendingPathComponent("db.sqlite").path
+        func mode(_ path: String) throws -> Int {
+            try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        }
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        let db = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger)
+        try await db.query("CREATE TABLE t (a INTEGER)", [])
+        try await db.query("INSERT INTO t (a) VALUES (1)", [])
+        #expect(try mode(folder.path) == 0o700)
+        for file in [path, path + "-wal", path + "-shm"] {
+            #expect(try mode(file) == 0o600, "\(file)")
+        }
+        try await db.close()
+
+        let shared = base.appendingPathComponent("shared.sqlite").path
+        #expect(FileManager.default.createFile(atPath: shared, contents: nil, attributes: [.posixPermissions: 0o644]))
+        let log = CapturedLog()
+        let other = try await SQLiteDatabase.open(.sqliteFile(shared), logger: log.logger)
+        try await other.close()
+        #expect(try mode(shared) == 0o644)
+        #expect(log.text.contains("other users of this machine") && log.text.contains("644"))
+    }
+
     @Test func valuesRoundTripExactly() async throws {
         try await withMemoryDatabase { db in
             try await db.query("CREATE TABLE t (id INTEGER PRIMARY KEY, i INTEGER, s TEXT, b BLOB)", [])

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseDomain
+import Glibc
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -111,7 +112,7 @@ final class SQLiteDatabase: SQLDatabase {
             path = ":memory:"
         case .sqliteFile(let file):
             let parent = URL(fileURLWithPath: file).deletingLastPathComponent()
-            try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
+            try Self.prepareOwnerOnly(file: file, in: parent, logger: logger)
             path = file
             folder = parent.path
         case .postgres:
@@ -149,6 +150,25 @@ final class SQLiteDatabase: SQLDatabase {
             readers = (0..<max(1, readerCount)).compactMap { _ in try? SQLiteHandle(path: path, busyTimeout: .zero, readOnly: true) }
         }
         return SQLiteDatabase(handle: handle, readers: readers, thread: thread, metrics: metrics, folder: folder)
+    }
+
+    /// A database file holds the private signing keys, every password hash and the links in the outbox: what Gatehouse
+    /// creates for it is its user's alone, whatever the umask. A missing folder is made `0700` and a missing file
+    /// `0600` before SQLite opens it (SQLite gives the `-wal` and `-shm` files the database file's mode). An existing
+    /// file keeps the mode its operator chose; one other users may read or write is named in a warning.
+    static func prepareOwnerOnly(file: String, in parent: URL, logger: Logger) throws {
+        try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let created = Glibc.open(file, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        if created >= 0 {
+            Glibc.close(created)
+            return
+        }
+        if let mode = try? FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int, mode & 0o077 != 0 {
+            logger.warning(
+                "the SQLite database can be read or written by other users of this machine; it holds the signing keys and password hashes: chmod 600 it and its -wal and -shm files",
+                metadata: ["path": "\(file)", "mode": "\(String(mode & 0o777, radix: 8))"]
+            )
+        }
     }
 
     @discardableResult

@@ -136,8 +136,28 @@ import Testing
         try channel.writeInbound(ByteBuffer(string: "67"))
         #expect(channel.isActive)
         channel.embeddedEventLoop.advanceTime(by: .seconds(10))
-        // The reader of the body sees the timeout as an error (not a body that merely ended), and the connection closes.
+        // The reader of the body sees the timeout as an error (not a body that merely ended); its answer (the 408) is
+        // written, and then the connection closes.
         #expect(throws: RequestBodyTimeout.self) { try channel.throwIfErrorCaught() }
+        #expect(channel.isActive)
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .requestTimeout, headerFields: [.contentLength: "0"])))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        let written = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        #expect(String(buffer: written).hasPrefix("HTTP/1.1 408"))
+        #expect(String(buffer: written).lowercased().contains("connection: close"))
+        #expect(!channel.isActive)
+    }
+
+    /// A request whose body timed out and whose answer never comes does not hold the connection: it closes after the
+    /// grace period.
+    @Test func aBodyThatStallsClosesTheConnectionEvenWithoutAnAnswer() throws {
+        let channel = try Self.connection(idle: 60, head: 10, body: 30)
+        try channel.writeInbound(ByteBuffer(string: "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(30))
+        #expect(throws: RequestBodyTimeout.self) { try channel.throwIfErrorCaught() }
+        channel.embeddedEventLoop.advanceTime(by: ConnectionTimers.answerGrace - .seconds(1))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
         #expect(!channel.isActive)
     }
 

@@ -46,7 +46,11 @@ final class ConnectionTimers {
     let idle: TimeAmount
     let head: TimeAmount
     let body: TimeAmount
+    /// How long the answer to a request whose body timed out may take before the connection closes without it.
+    static let answerGrace: TimeAmount = .seconds(5)
     private(set) var phase = Phase.idle
+    /// A body timed out: the connection closes once its 408 is written.
+    private(set) var closeAfterAnswer = false
     private var timer: Scheduled<Void>?
 
     init(idle: TimeAmount, head: TimeAmount, body: TimeAmount) {
@@ -70,11 +74,13 @@ final class ConnectionTimers {
         timer = context.eventLoop.assumeIsolated().scheduleTask(in: limit) { [weak self] in
             guard let self, self.phase == phase else { return }
             self.timer = nil
-            if phase == .body {
-                // The body's reader must fail, not see a body that merely ended early.
-                context.fireErrorCaught(RequestBodyTimeout())
-            }
-            context.close(promise: nil)
+            guard phase == .body else { return context.close(promise: nil) }
+            // The body's reader must fail, not see a body that merely ended early; its 408 is written before the
+            // connection closes (``RequestPartTimer``), or the connection closes without it after a grace period.
+            self.phase = .answering
+            self.closeAfterAnswer = true
+            self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.answerGrace) { context.close(promise: nil) }
+            context.fireErrorCaught(RequestBodyTimeout())
         }
     }
 
@@ -139,8 +145,19 @@ final class RequestPartTimer: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if timers.closeAfterAnswer, case .head(var response) = unwrapOutboundIn(data) {
+            response.headerFields[.connection] = "close"
+            return context.write(wrapOutboundOut(.head(response)), promise: promise)
+        }
         if case .end = unwrapOutboundIn(data) {
             inFlight -= 1
+            if timers.closeAfterAnswer {
+                // The 408 of a body that timed out: written, then the connection closes.
+                let written = promise ?? context.eventLoop.makePromise()
+                context.writeAndFlush(data, promise: written)
+                written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+                return
+            }
             // Answered before its body was read (a refusal): the body deadline goes on.
             if inFlight == 0, timers.phase == .answering { timers.enter(.idle, context: context) }
         }

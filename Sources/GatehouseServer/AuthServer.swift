@@ -298,7 +298,9 @@ public final class AuthServer: Sendable {
     /// The HTTP application: every route, the error envelope, and the outbox delivery service.
     /// - Parameter onServerRunning: called once the server listens, with the bound port.
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
-        let router = Router(context: GatehouseRequestContext.self)
+        // Every GET route answers HEAD too (RFC 9110 §9.3.2: load balancers and uptime checks probe with it): the
+        // GET's status and headers, no body.
+        let router = Router(context: GatehouseRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: RequestLogMiddleware(metrics: metrics))
         router.add(middleware: NoSniffMiddleware())
         router.add(

@@ -18,6 +18,22 @@ import Testing
         }
     }
 
+    /// Load balancers and uptime checks probe with HEAD: every GET route answers it with the GET's status and
+    /// headers (the length included) and no body.
+    @Test func headAnswersAsGetWithoutTheBody() async throws {
+        try await withGatehouse { _, client in
+            for path in ["/healthz", "/readyz", "/.well-known/jwks.json", Path.app() + "/location"] {
+                let get = try await client.call(path, .get)
+                let head = try await client.call(path, .head)
+                #expect(head.status == get.status, "\(path)")
+                #expect(head.body.isEmpty, "\(path)")
+                #expect(head.headers[.contentLength] == get.headers[.contentLength], "\(path)")
+                #expect(head.headers[.contentType] == get.headers[.contentType], "\(path)")
+            }
+            #expect(try await client.call("/healthz", .head).status == .ok)
+        }
+    }
+
     @Test func readinessFailsWhenTheDatabaseIsGone() async throws {
         let gatehouse = try await AuthServer.open(configuration: testConfiguration(), logger: quietLogger)
         try await gatehouse.close()

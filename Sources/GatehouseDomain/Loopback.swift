@@ -30,6 +30,19 @@ package enum Loopback {
 }
 
 extension GatehouseConfiguration {
+    /// What a server whose public address is plain http on a host others reach gives up, said at start-up; nil for
+    /// https or a loopback host. Not refused: a TLS proxy may sit in front, misconfigured or not yet. Without a
+    /// `server.publicURL` the address is the bind's.
+    package var plainHTTPExposure: String? {
+        let url = server.publicURL ?? "http://\(server.host)"
+        guard let components = URLComponents(string: url), components.scheme?.lowercased() == "http", let host = components.host,
+            !Loopback.contains(host: host)
+        else { return nil }
+        return "the public address is plain http (http://\(host)): tokens name an http issuer, emailed links are http, and the "
+            + "hosted pages cannot use a __Host- cookie, so anyone on the network path can read links and plant cookies. "
+            + "Terminate TLS in front of Gatehouse and set server.publicURL to its https address"
+    }
+
     /// The dev mailbox shows every confirmation and reset link it holds to whoever can connect, so it serves
     /// loopback binds only: with the mailbox on and any other bind this is the error the server refuses to start
     /// with, else nil.

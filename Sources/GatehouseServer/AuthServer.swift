@@ -77,6 +77,7 @@ public final class AuthServer: Sendable {
     ) async throws -> AuthServer {
         // Every configuration, loaded from a file or built in code by an embedding program, meets the same rules.
         try configuration.validate()
+        if let exposure = configuration.plainHTTPExposure { logger.warning("\(exposure)") }
         // Configuration that needs files (templates) or closures is checked before anything is opened.
         var templates: [String: MailTemplates] = [:]
         for (index, app) in configuration.apps.enumerated() {

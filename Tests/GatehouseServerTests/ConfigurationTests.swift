@@ -46,6 +46,41 @@ import Testing
         #expect(config.server.verifiedTokenCache == 4096)
     }
 
+    /// The address to listen on is an address or a host name: an IPv6 one without the brackets URLs put around it,
+    /// and never with a port. Refused as a configuration error naming `server.host`, not when the bind fails.
+    @Test(arguments: [("::1", true), ("0.0.0.0", true), ("auth.internal", true), ("[::1]", false), ("localhost:8080", false), ("10.0.0.1/24", false)])
+    func theListeningHostIsABareAddress(_ host: String, _ accepted: Bool) throws {
+        var config = try loader.load(file: nil)
+        config.dev.mailbox = false
+        config.server.host = host
+        if accepted {
+            try config.validate()
+        } else {
+            let error = try #require(throws: ConfigurationError.self) { try config.validate() }
+            #expect(error.key == "server.host")
+        }
+    }
+
+    /// A public address of plain http on a host others reach is said at start-up (tokens, links and the hosted pages'
+    /// cookies all lose what TLS gives them); https and loopback are not.
+    @Test func aPlainHTTPPublicAddressIsWarnedAbout() async throws {
+        var config = testConfiguration()
+        for (publicURL, host, warned) in [
+            ("http://auth.example.com", "127.0.0.1", true), (nil, "0.0.0.0", true), ("https://auth.example.com", "0.0.0.0", false),
+            ("http://127.0.0.1:9090", "127.0.0.1", false), (nil, "127.0.0.1", false),
+        ] as [(String?, String, Bool)] {
+            config.server.publicURL = publicURL
+            config.server.host = host
+            #expect((config.plainHTTPExposure != nil) == warned, "\(publicURL ?? "none") on \(host)")
+        }
+        config.server.publicURL = "http://auth.example.com"
+        config.server.host = "127.0.0.1"
+        let log = CapturedLog()
+        let gatehouse = try await AuthServer.open(configuration: config, logger: log.logger)
+        try await gatehouse.close()
+        #expect(log.text.contains("warning the public address is plain http (http://auth.example.com)"))
+    }
+
     @Test func theVerifiedTokenCacheIsSized() throws {
         for size in [0, 1, 100_000] {
             let config = try loader.parse(yaml: "server: {verifiedTokenCache: \(size)}\napps: [{id: a}]")

@@ -107,17 +107,21 @@ package struct APIKeyService: Sendable {
     /// `PUT auth/api_keys/{id}/enable` and `…/disable`. Disabling ends the sessions logged in with the key.
     package func setDisabled(caller: SessionService.Caller, id: String, disabled: Bool) async throws {
         // A key session could otherwise turn its own key back on after the owner disabled another, or the reverse.
-        let (app, key) = try await owned(caller: try caller.manager(to: "enable or disable API keys").caller, id: id)
-        try await setDisabled(caller: caller, app: app, key: key, disabled: disabled)
+        let manager = try caller.manager(to: "enable or disable API keys")
+        try await setDisabled(manager, key: try await owned(caller: manager.caller, id: id).1, disabled: disabled)
     }
 
     /// ``setDisabled(caller:id:disabled:)`` for `key` as the request read it, which other requests may have changed
-    /// since. Turning a key back on adds a way in again, as creating one does: it asks for a recent proof, the owner
-    /// hears of it, and its write is held to the caller's sessions (``OwnerHold``), so that one read before the
-    /// owner's reset does not land after it. That held write is the only one that enables a key: a key read as on
-    /// is left as it is now (disabled since, it stays so, as if this request had come first). Disabling is the
-    /// owner's remedy for a key they did not make: it asks for nothing.
-    package func setDisabled(caller: SessionService.Caller, app: AppSettings, key: APIKeyRecord, disabled: Bool) async throws {
+    /// since (it must be the manager's own, of an app with the provider on). Turning a key back on adds a way in
+    /// again, as creating one does: it asks for a recent proof, the owner hears of it, and its write is held to the
+    /// caller's sessions (``OwnerHold``), so that one read before the owner's reset does not land after it. That held
+    /// write is the only one that enables a key: a key read as on is left as it is now (disabled since, it stays so,
+    /// as if this request had come first). Disabling is the owner's remedy for a key they did not make: it asks for
+    /// nothing.
+    package func setDisabled(_ manager: AccountManager, key: APIKeyRecord, disabled: Bool) async throws {
+        let caller = manager.caller
+        let app = try enabledApp(caller.app)
+        guard key.appId == app.id, key.userId == caller.user.id else { throw AuthError.apiKeyNotFound }
         if !disabled && !key.disabled { return }
         let changed: Bool
         if disabled {

@@ -226,7 +226,7 @@ import Testing
             #expect(try await client.call(Path.apiKey(keyId, "disable"), .put, bearer: owner.refreshToken).status == .noContent)
             try await reset(client, "kai@example.com", to: "the owner's new password")
 
-            try await keys.setDisabled(caller: thief, app: thief.app, key: read, disabled: false)
+            try await keys.setDisabled(try thief.manager(to: "enable a key"), key: read, disabled: false)
             #expect(try await gatehouse.env.store.apiKey(appId: "test-app", id: keyId)?.disabled == true)
         }
     }

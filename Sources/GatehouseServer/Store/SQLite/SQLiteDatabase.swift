@@ -1,6 +1,12 @@
 import Foundation
 import GatehouseDomain
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -158,17 +164,33 @@ final class SQLiteDatabase: SQLDatabase {
     /// file keeps the mode its operator chose; one other users may read or write is named in a warning.
     static func prepareOwnerOnly(file: String, in parent: URL, logger: Logger) throws {
         try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let created = Glibc.open(file, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
-        if created >= 0 {
-            Glibc.close(created)
-            return
-        }
-        if let mode = try? FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int, mode & 0o077 != 0 {
+        // O_EXCL: a file (or a link) already there is never truncated nor followed.
+        if Self.createExclusively(file, mode: 0o600) { return }
+        // The mode of what SQLite will open: a link's target.
+        let target = URL(fileURLWithPath: file).resolvingSymlinksInPath().path
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: target), attributes[.type] as? FileAttributeType == .typeRegular
+        else { return }
+        if let mode = attributes[.posixPermissions] as? Int, mode & 0o077 != 0 {
             logger.warning(
                 "the SQLite database can be read or written by other users of this machine; it holds the signing keys and password hashes: chmod 600 it and its -wal and -shm files",
                 metadata: ["path": "\(file)", "mode": "\(String(mode & 0o777, radix: 8))"]
             )
         }
+    }
+
+    /// Creates `path` with `mode`, failing if anything is there; true when created.
+    private static func createExclusively(_ path: String, mode: mode_t) -> Bool {
+        #if canImport(Glibc)
+        let fd = Glibc.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode)
+        if fd >= 0 { _ = Glibc.close(fd) }
+        #elseif canImport(Musl)
+        let fd = Musl.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode)
+        if fd >= 0 { _ = Musl.close(fd) }
+        #else
+        let fd = Darwin.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode)
+        if fd >= 0 { _ = Darwin.close(fd) }
+        #endif
+        return fd >= 0
     }
 
     @discardableResult

@@ -149,12 +149,14 @@ import Testing
     }
 
     /// A request whose body timed out and whose answer never comes does not hold the connection: it closes after the
-    /// grace period.
+    /// grace period, even if the rest of the body arrives meanwhile.
     @Test func aBodyThatStallsClosesTheConnectionEvenWithoutAnAnswer() throws {
         let channel = try Self.connection(idle: 60, head: 10, body: 30)
         try channel.writeInbound(ByteBuffer(string: "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"))
         channel.embeddedEventLoop.advanceTime(by: .seconds(30))
         #expect(throws: RequestBodyTimeout.self) { try channel.throwIfErrorCaught() }
+        // The rest of the body, arriving late, changes nothing.
+        try channel.writeInbound(ByteBuffer(string: "67890"))
         channel.embeddedEventLoop.advanceTime(by: ConnectionTimers.answerGrace - .seconds(1))
         #expect(channel.isActive)
         channel.embeddedEventLoop.advanceTime(by: .seconds(1))

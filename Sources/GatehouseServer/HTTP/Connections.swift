@@ -60,7 +60,9 @@ final class ConnectionTimers {
     }
 
     /// Enters `phase` and starts its deadline (none while a request is being answered: the database has its own).
+    /// Once a body timed out nothing changes: the connection closes after that answer, or at the grace period's end.
     func enter(_ phase: Phase, context: ChannelHandlerContext) {
+        guard !closeAfterAnswer else { return }
         self.phase = phase
         timer?.cancel()
         timer = nil

@@ -117,7 +117,12 @@ import Testing
 
     /// An HS256 token whose header and payload are exactly these JSON texts (to write what an encoder would not).
     static func rawHS256(header: String, payload: String) -> String {
-        let input = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode(Data(payload.utf8))
+        rawHS256Bytes(header: Data(header.utf8), payload: Data(payload.utf8))
+    }
+
+    /// An HS256 token whose header and payload are exactly these bytes.
+    static func rawHS256Bytes(header: Data, payload: Data) -> String {
+        let input = Base64URL.encode(header) + "." + Base64URL.encode(payload)
         let mac = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(secret.utf8)))
         return input + "." + Base64URL.encode(Data(mac))
     }
@@ -146,7 +151,8 @@ import Testing
                 ("a year long", Self.rawHS256(header: header, payload: #"{"iss":"my-backend","aud":"test-app","email":"x@example.com","sub":"alice","exp":\#(now + 31_536_000)}"#), "longer"),
                 // What Foundation's decoder accepts and RFC 8259 does not.
                 ("trailing comma", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\",}"), "trailing comma"),
-                ("trailing comma in aud", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\",\"x\":[\"a\",]}"), "trailing comma"),
+                ("trailing comma in a list", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\",\"x\":[\"a\",]}"), "trailing comma"),
+                ("UTF-16", Self.rawHS256Bytes(header: Data(header.utf8), payload: "{\(claims),\"sub\":\"alice\"}".data(using: .utf16LittleEndian)!), "not UTF-8"),
                 ("header trailing comma", Self.rawHS256(header: #"{"alg":"HS256",}"#, payload: "{\(claims),\"sub\":\"alice\"}"), "trailing comma"),
                 ("byte order mark", Self.rawHS256(header: header, payload: "\u{FEFF}{\(claims),\"sub\":\"alice\"}"), "byte order mark"),
                 ("too large", Self.rawHS256(header: header, payload: "{\(claims),\"sub\":\"alice\",\"name\":\"\(String(repeating: "n", count: 16_000))\"}"), "larger than"),

@@ -6,7 +6,7 @@ import Foundation
 /// - an object that names one key twice: JSON parsers differ on which value wins (most JOSE libraries keep the
 ///   last, Foundation may keep either);
 /// - what RFC 8259 does not allow and Foundation's decoder lets through: a trailing comma (`{"sub":"a",}`), an
-///   empty element (`[1,,2]`), a byte order mark before the text.
+///   empty element (`[1,,2]`), a byte order mark before the text, UTF-16 or UTF-32 text.
 package enum StrictJSON {
     /// What a scan found.
     package enum Finding: Hashable, Sendable {
@@ -26,6 +26,9 @@ package enum StrictJSON {
     package static func first(in json: Data) -> Finding? {
         let bytes = [UInt8](json)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { return .notJSON("a byte order mark") }
+        // UTF-16 and UTF-32, which the decoder also reads, have NULs or a BOM of 0xFE and 0xFF; none of these
+        // bytes is in UTF-8 JSON text (a NUL in a string must be escaped).
+        if bytes.contains(where: { $0 == 0x00 || $0 == 0xFE || $0 == 0xFF }) { return .notJSON("text that is not UTF-8") }
         var stack: [(isObject: Bool, keys: Set<String>, expectingKey: Bool)] = []
         // The last byte outside strings that is not white space: a comma must follow a value.
         var previous: UInt8 = 0

@@ -142,6 +142,24 @@ import Testing
         }
     }
 
+    /// Mail scanners probe links with HEAD: it reads no link, so it neither counts against the client's `code` limit
+    /// nor tells a valid link from a spent one, and sets no cookie. The GET after many of them still opens the page.
+    @Test func headOfALinkPageReadsNoLink() async throws {
+        try await withGatehouse { _, client in
+            _ = try await client.register("probe@example.com")
+            let link = try await client.latestLink("probe@example.com")
+            for path in [confirmPath(link), "/app/test-app/reset?token=\(link.token)&tokenId=\(link.tokenId)", "/app/test-app/email/undo?token=x&tokenId=y"] {
+                for _ in 0..<40 {
+                    let head = try await client.call(path, .head)
+                    #expect(head.status == .ok && head.body.isEmpty && head.headers[.setCookie] == nil, "\(path)")
+                }
+            }
+            let (page, csrf) = try await open(client, confirmPath(link))
+            #expect(page.status == .ok)
+            #expect(csrf != nil)
+        }
+    }
+
     @Test func behindHTTPSTheCookieIsAHostCookieOfTheApp() async throws {
         var configuration = testConfiguration()
         configuration.server.publicURL = "https://auth.example.com"

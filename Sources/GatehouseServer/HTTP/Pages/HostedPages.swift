@@ -29,6 +29,16 @@ struct HostedPages {
         app.post("reset/send", use: sendReset)
         app.get("email/undo", use: undoEmailChangePage)
         app.post("email/undo", use: undoEmailChange)
+        // A HEAD of a link page (mail scanners probe links with it) reads no link: it would count against the
+        // client's `code` limit and say whether the link is valid, as the GET does.
+        for page in ["confirm", "reset", "email/undo"] { app.head(RouterPath(page), use: linkPageHead) }
+    }
+
+    @Sendable func linkPageHead(_ request: Request, context: GatehouseRequestContext) async throws -> Response {
+        guard let appId = context.parameters.get("appId"), env.configuration.app(id: appId) != nil else {
+            return Response(status: .notFound, headers: [.contentType: "text/html; charset=utf-8"])
+        }
+        return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"])
     }
 
     // MARK: Confirmation

@@ -316,8 +316,8 @@ package struct SessionService: Sendable {
     /// `DELETE auth/session`: revokes the refresh token's session at once — for a native session, whichever of its
     /// secrets is presented (``SessionRefresh/Mode/signOut``).
     package func logOut(_ refreshToken: String) async throws {
-        let caller = try await authenticate(refreshToken, as: .refresh, refreshMode: .signOut)
-        try await SessionRefresh(env: env).end(caller.session, app: caller.app.id, via: nil)
+        // The presentation itself ends the session (``SessionRefresh/Mode/signOut``).
+        _ = try await authenticate(refreshToken, as: .refresh, refreshMode: .signOut)
     }
 
     /// A user's profile: what `GET auth/profile` shows.

@@ -77,9 +77,7 @@ import Testing
             let thiefs = try await refresh(client, owners).decode(NativeAuthTokenResponse.self)
             clock.advance(by: 120)
             if via == "client api" {
-                let signOut = try await client.call(Path.session, .delete, bearer: owners)
-                #expect(signOut.status == .unauthorized)
-                #expect(signOut.error?.error == "invalid session: the refresh token was already used")
+                #expect(try await client.call(Path.session, .delete, bearer: owners).status == .noContent)
             } else {
                 #expect(try await client.native(.revoke, ["token": owners]).status == .ok)
             }

@@ -43,11 +43,11 @@ package struct SessionRefresh: Sendable {
         /// does not rotate, and the session's last use is recorded (at most once per ``touchGranularity(_:)``).
         case keep
         /// Signing out (the Client API's `DELETE auth/session`): any secret of the session, current or spent by a
-        /// rotation, is accepted, so that the caller ends the session. Refusing a spent one within the reuse window
-        /// would leave alive a session a thief rotated ahead, while the owner's client, told 401, forgets its token
-        /// and never presents it again. A secret spent longer than the window ago is a replay still: the session
-        /// ends as one (``Refusal/replayed``, audited as a reuse). (The native revoke ends the session for any of
-        /// its secrets too: ``signOut(_:presenting:app:via:)``.)
+        /// rotation, is accepted, and the presentation ends the session (``signOut(_:presenting:app:via:)``: a
+        /// secret spent longer than the window ago is audited as the replay it is). Refusing a spent one within the
+        /// reuse window would leave alive a session a thief rotated ahead, while the owner's client, told 401,
+        /// forgets its token and never presents it again. (The native revoke ends the session for any of its
+        /// secrets the same way.)
         case signOut
     }
 
@@ -106,7 +106,7 @@ package struct SessionRefresh: Sendable {
         guard let user else { throw Refusal.ended(.userGone) }
         switch (classified, mode) {
         case (_, .signOut):
-            if isReplay(classified, session: session, app: app) { try await endReplayed(session, app: app.id, via: via) }
+            try await signOut(session, presenting: classified, app: app, via: via)
             return Accepted(session: session, user: user, nextSecret: nil)
         case (.spent, _), (.previous, .keep):
             if isReplay(classified, session: session, app: app) { try await endReplayed(session, app: app.id, via: via) }
@@ -170,10 +170,9 @@ package struct SessionRefresh: Sendable {
         await env.audit(kind, app: app, user: session.userId, detail: detail)
     }
 
-    /// Ends `session` for a sign-out that presented `classified`, any of its secrets (the native revoke, which
-    /// answers alike whatever it was given): as ``end(_:app:via:audited:detail:)`` does, or, for a secret spent
-    /// longer than the reuse window ago, as the replay it is, so that the audit log still shows that someone held
-    /// a copy.
+    /// Ends `session` for a sign-out that presented `classified`, any of its secrets (a sign-out answers alike
+    /// whatever it was given): as ``end(_:app:via:audited:detail:)`` does, or, for a secret spent longer than the
+    /// reuse window ago, as the replay it is, so that the audit log still shows that someone held a copy.
     package func signOut(_ session: SessionRecord, presenting classified: Classified, app: AppSettings, via: String) async throws {
         if isReplay(classified, session: session, app: app) {
             try await recordReplay(session, app: app.id, via: via)

@@ -2,8 +2,9 @@ import Crypto
 import Foundation
 import GatehouseDomain
 
-/// The hosted pages' CSRF token: a double submit of a server-made value. A page's GET sets a fresh value as a
-/// cookie and puts the same value in its form; a POST passes only when it carries that value in both, byte for byte.
+/// The hosted pages' CSRF token: a double submit of a server-made value. A page's GET puts the browser's value in
+/// its form (a fresh one, set as its cookie, unless the browser holds one to reuse); a POST passes only when it
+/// carries that value in both, byte for byte.
 /// What protects a form is what a cross-site page cannot do:
 /// - read this origin's cookie or the page holding the form, so it cannot put this browser's value in the field
 ///   (the cookie is also `HttpOnly`: no script reads it);

@@ -110,6 +110,46 @@ import Testing
         }
     }
 
+    /// A thief with one of the owner's sessions, however stale, ends the other sessions again and again (which needs
+    /// no recent proof). That ends the owner's native sign-ins under way, but never the owner's native reset: its
+    /// code proves the mailbox, and the reset then ends the thief's session too. The owner signs in after it.
+    @Test func endingTheOtherSessionsAgainAndAgainNeverStopsTheOwnersReset() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(nativeConfiguration(), clock: clock) { _, client in
+            let stolen = try await client.signUp("kai@example.com", "the owner's password")
+            clock.advance(by: 3600)
+            func thiefEndsTheOthers() async throws {
+                let access = try await client.call(Path.session, bearer: stolen.refreshToken).decode(SessionResponse.self).accessToken
+                #expect(try await client.call("/api/client/v2.0/auth/sessions?except=current", .delete, bearer: access).status == .noContent)
+            }
+
+            let started = try await client.nativeStep(.resetPasswordStart, ["username": "kai@example.com", "challenge_type": "oob redirect"])
+            try await thiefEndsTheOthers()
+            let challenged = try await client.nativeStep(
+                .resetPasswordChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": "oob redirect"]
+            )
+            try await thiefEndsTheOthers()
+            let code = try await client.latestCode("kai@example.com")
+            let continued = try await client.nativeStep(
+                .resetPasswordContinue, ["continuation_token": try #require(challenged.continuationToken), "grant_type": "oob", "oob": code]
+            )
+            try await thiefEndsTheOthers()
+            let submitted = try await client.native(
+                .resetPasswordSubmit, ["continuation_token": try #require(continued.continuationToken), "new_password": "the owner's new password"]
+            )
+            #expect(submitted.status == .ok, "\(submitted.text)")
+            let polled = try await client.native(
+                .resetPasswordPollCompletion, ["continuation_token": try submitted.decode(NativeAuthSubmitResponse.self).continuationToken]
+            ).decode(NativeAuthPollResponse.self)
+            #expect(polled.status == .succeeded)
+
+            // The thief's session ended with the reset; the owner signs in after it, and with the new password.
+            #expect(try await client.call(Path.session, bearer: stolen.refreshToken).status == .unauthorized)
+            _ = try await client.nativeTokens(try #require(polled.continuationToken), username: "kai@example.com")
+            #expect(try await client.login("kai@example.com", "the owner's new password").status == .ok)
+        }
+    }
+
     /// A flow for an address its user gave up since (an email change, which ends no session) goes nowhere: the old
     /// mailbox's holder is no longer anyone's way in.
     @Test func aFlowForAnAddressItsUserNoLongerHasSignsNoOneIn() async throws {

@@ -53,7 +53,13 @@ package struct NativeFlowRecord: Sendable, Hashable {
     /// (at its start, or when a sign-up creates the user) and again after the flow's own effects (a reset ends every
     /// session), and refuses every later step (``StoreError/sessionEnded``) once it moved, or once the flow's address
     /// is no longer the user's. So whatever ends the user's sessions — the owner's reset, an email-change undo, log
-    /// out everywhere — ends the flows under way too: a code someone else holds no longer signs in or resets.
+    /// out everywhere — ends the sign-ins under way too: a code someone else holds no longer signs in.
+    ///
+    /// A reset holds to its address only. Its code proves the mailbox, which outranks every session: were it held
+    /// to the epoch too, anyone with one of the user's sessions, however stale, could keep the owner from ever
+    /// resetting natively by ending the other sessions again and again, while the reset is the owner's way to end
+    /// theirs. A held reset code is worth nothing the mailbox could not give its holder again, and once the address
+    /// moves (an undo gives it back) the flow goes nowhere.
     /// Nil before the flow has a user. Set by the store only.
     package var userEpoch: Int?
     /// The `challenge_type` list the client started with.

@@ -931,12 +931,19 @@ struct SQLStore: GatehouseStore {
     /// address; a sign-up until it makes its user) has nothing to check.
     private static func requireFlowBasis(_ flow: NativeFlowRecord, dialect: SQLDialect, _ tx: any SQLExecutor) async throws {
         guard let userId = flow.userId, let epoch = flow.userEpoch else { return }
+        var binds: [SQLValue] = [.text(userId), .text(flow.appId), .text(flow.username)]
+        var ended = ""
+        // A reset holds to its address only (``NativeFlowRecord/userEpoch``).
+        if flow.kind != .resetPassword {
+            binds.append(.int(Int64(epoch)))
+            ended = " AND users.session_epoch = $4"
+        }
         let found = try await tx.query(
             """
             SELECT users.id FROM users JOIN email_accounts ON email_accounts.user_id = users.id
-            WHERE users.id = $1 AND users.session_epoch = $2 AND email_accounts.app_id = $3 AND email_accounts.email = $4
+            WHERE users.id = $1 AND email_accounts.app_id = $2 AND email_accounts.email = $3\(ended)
             """ + (dialect == .postgres ? " FOR UPDATE OF users" : ""),
-            .text(userId), .int(Int64(epoch)), .text(flow.appId), .text(flow.username)
+            binds
         )
         guard !found.isEmpty else { throw StoreError.sessionEnded }
     }

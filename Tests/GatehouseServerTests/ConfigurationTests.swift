@@ -47,8 +47,13 @@ import Testing
     }
 
     /// The address to listen on is an address or a host name: an IPv6 one without the brackets URLs put around it,
-    /// and never with a port. Refused as a configuration error naming `server.host`, not when the bind fails.
-    @Test(arguments: [("::1", true), ("0.0.0.0", true), ("auth.internal", true), ("[::1]", false), ("localhost:8080", false), ("10.0.0.1/24", false)])
+    /// and never with a port (a colon makes it an IPv6 address, which must then parse as one; a link-local one may name
+    /// its zone). Refused as a configuration error naming `server.host`, not when the bind fails.
+    @Test(arguments: [
+        ("::1", true), ("::", true), ("0.0.0.0", true), ("auth.internal", true), ("fe80::1%eth0", true), ("::ffff:10.0.0.1", true),
+        ("[::1]", false), ("localhost:8080", false), ("10.0.0.1/24", false), ("cafe:8080", false), ("::1:", false),
+        ("fe80::1%", false), ("fe80::1%eth 0", false), ("1:2:3:4:5:6:7:8:9", false),
+    ])
     func theListeningHostIsABareAddress(_ host: String, _ accepted: Bool) throws {
         var config = try loader.load(file: nil)
         config.dev.mailbox = false
@@ -68,17 +73,38 @@ import Testing
         for (publicURL, host, warned) in [
             ("http://auth.example.com", "127.0.0.1", true), (nil, "0.0.0.0", true), ("https://auth.example.com", "0.0.0.0", false),
             ("http://127.0.0.1:9090", "127.0.0.1", false), (nil, "127.0.0.1", false),
+            (nil, "::", true), (nil, "2001:db8::1", true), (nil, "::1", false), (nil, "0:0:0:0:0:0:0:1", false), (nil, "::ffff:127.0.0.1", false),
+            ("http://[::1]:9090", "::1", false), ("http://[2001:db8::1]", "::1", true),
         ] as [(String?, String, Bool)] {
             config.server.publicURL = publicURL
             config.server.host = host
             #expect((config.plainHTTPExposure != nil) == warned, "\(publicURL ?? "none") on \(host)")
         }
+        config.server.publicURL = nil
+        config.server.host = "2001:db8::1"
+        #expect(config.plainHTTPExposure?.contains("(http://[2001:db8::1])") == true)
         config.server.publicURL = "http://auth.example.com"
         config.server.host = "127.0.0.1"
         let log = CapturedLog()
         let gatehouse = try await AuthServer.open(configuration: config, logger: log.logger)
         try await gatehouse.close()
         #expect(log.text.contains("warning the public address is plain http (http://auth.example.com)"))
+    }
+
+    /// Without `server.publicURL`, the address tokens and links name is the bind's: an IPv6 one in brackets, so that
+    /// it parses as a URL with that host and port (a zone is written as RFC 6874 says, `%25`; browsers do not take
+    /// zones in URLs, so a link-local bind wants a `server.publicURL`).
+    @Test(arguments: [
+        ("::1", "http://[::1]:9090", "::1"), ("2001:db8::1", "http://[2001:db8::1]:9090", "2001:db8::1"),
+        ("auth.internal", "http://auth.internal:9090", "auth.internal"), ("::", "http://127.0.0.1:9090", "127.0.0.1"),
+    ])
+    func theDerivedPublicAddressIsAURL(_ host: String, _ expected: String, _ parsedHost: String) throws {
+        let server = ServerSettings(host: host, port: 9090)
+        #expect(server.resolvedPublicURL() == expected)
+        let url = try #require(URLComponents(string: server.resolvedPublicURL()))
+        #expect(url.port == 9090)
+        #expect(url.host?.trimmingCharacters(in: CharacterSet(charactersIn: "[]")) == parsedHost)
+        #expect(ServerSettings(host: "fe80::1%eth0", port: 9090).resolvedPublicURL() == "http://[fe80::1%25eth0]:9090")
     }
 
     @Test func theVerifiedTokenCacheIsSized() throws {

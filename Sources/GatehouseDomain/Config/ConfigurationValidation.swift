@@ -43,11 +43,10 @@ extension GatehouseConfiguration {
             throw ConfigurationError(key: "server.host", message: "must not be empty")
         }
         // An IPv6 address goes without brackets (they belong in URLs); a colon is an IPv6 address's, never a port's.
-        let bare = !server.host.contains(where: { "[]/ \t".contains($0) })
-        let portless = !server.host.contains(":") || server.host.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
-        guard bare, portless else {
+        guard Loopback.isListeningHost(server.host) else {
             throw ConfigurationError(
-                key: "server.host", message: "expected an address or host name to listen on, without brackets or a port (IPv6: ::1), found \"\(server.host)\""
+                key: "server.host",
+                message: "expected an address or host name to listen on, without brackets or a port (IPv6: ::1, fe80::1%eth0), found \"\(server.host)\""
             )
         }
         if let url = server.publicURL {

@@ -99,7 +99,7 @@ public struct ServerSettings: Sendable, Hashable {
     public func resolvedPublicURL(boundPort: Int? = nil) -> String {
         if let publicURL { return publicURL }
         let visibleHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host
-        return "http://\(visibleHost):\(boundPort ?? port)"
+        return "http://\(Loopback.urlHost(visibleHost)):\(boundPort ?? port)"
     }
 }
 

@@ -123,17 +123,19 @@ package struct APIKeyService: Sendable {
         let app = try enabledApp(caller.app)
         guard key.appId == app.id, key.userId == caller.user.id else { throw AuthError.apiKeyNotFound }
         if !disabled && !key.disabled { return }
-        let changed: Bool
+        let change: APIKeySwitch
         if disabled {
-            changed = try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: true, owner: nil, now: env.clock.now)
+            change = try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: true, owner: nil, now: env.clock.now)
         } else {
             let gate = SessionGate(env: env)
             let proof = try await gate.requireRecentProof(caller)
-            changed = try await gate.holdingOwner(caller, proof) { owner in
+            change = try await gate.holdingOwner(caller, proof) { owner in
                 try await env.store.setAPIKeyDisabled(appId: app.id, id: key.id, disabled: false, owner: owner, now: env.clock.now)
             }
         }
-        guard changed else { throw AuthError.apiKeyNotFound }
+        // Of two requests turning the key on (or off) at once, the one that changed it is audited and tells the owner.
+        guard change != .notFound else { throw AuthError.apiKeyNotFound }
+        guard change == .changed else { return }
         await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, user: caller.user.id, detail: ["apiKey": key.id])
         if !disabled {
             let what = AccountService.describe(providerType: Self.providerType, detail: "\(key.name), disabled before,")
@@ -180,11 +182,13 @@ package struct APIKeyService: Sendable {
     package func setServerKeyDisabled(appId: String, id: String, disabled: Bool) async throws -> Bool {
         let app = try env.app(appId)
         guard try await serverKey(app: app, id: id) != nil else { return false }
-        guard try await env.store.setAPIKeyDisabled(appId: app.id, id: id.lowercased(), disabled: disabled, owner: nil, now: env.clock.now) else {
-            return false
+        switch try await env.store.setAPIKeyDisabled(appId: app.id, id: id.lowercased(), disabled: disabled, owner: nil, now: env.clock.now) {
+        case .notFound: return false
+        case .unchanged: return true
+        case .changed:
+            await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, detail: ["apiKey": id.lowercased(), "server": "true"])
+            return true
         }
-        await env.audit(disabled ? .apiKeyDisabled : .apiKeyEnabled, app: app.id, detail: ["apiKey": id.lowercased(), "server": "true"])
-        return true
     }
 
     private func serverKey(app: AppSettings, id: String) async throws -> APIKeyRecord? {

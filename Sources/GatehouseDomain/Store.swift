@@ -194,11 +194,12 @@ package protocol GatehouseStore: RateCountStore {
     /// The key of the app whose secret hashes to `keyHash`, with the user it logs in as (through its `api-key`
     /// identity).
     func apiKeyLogin(appId: String, keyHash: [UInt8]) async throws -> (key: APIKeyRecord, user: UserRecord)?
-    /// Enables or disables the key; disabling also revokes the sessions logged in with it. False when no such key.
-    /// When `owner` is given (the key's owner's session turns it back on, a way in added again), only while it holds
+    /// Enables or disables the key; disabling also revokes the sessions logged in with it (again, when the key was
+    /// already off). ``APIKeySwitch/unchanged`` when the key already was so (of two requests turning it on at once, one
+    /// changes it), ``APIKeySwitch/notFound`` when there is no such key. When `owner` is given (the key's owner's session turns it back on, a way in added again), only while it holds
     /// for the key's user (``OwnerHold``): otherwise ``StoreError/sessionEnded``, and nothing changes. So a re-enable
     /// read before the owner's reset does not land after it.
-    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, owner: OwnerHold?, now: Date) async throws -> Bool
+    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, owner: OwnerHold?, now: Date) async throws -> APIKeySwitch
     /// Deletes the key with its identity and revokes the sessions logged in with it; a server key's user goes too.
     /// False when no such key.
     func deleteAPIKey(appId: String, id: String, now: Date) async throws -> Bool
@@ -293,6 +294,15 @@ package enum EmailChange: Sendable, Hashable {
 }
 
 /// What ``GatehouseStore/createAPIKey(_:identity:serverUser:ownerEpoch:limit:)`` did.
+/// What turning an API key on or off found (``Store/setAPIKeyDisabled(appId:id:disabled:owner:now:)``): only a
+/// change is audited and told to the owner.
+package enum APIKeySwitch: Sendable, Hashable {
+    case changed
+    /// The key already was on, or off.
+    case unchanged
+    case notFound
+}
+
 package enum APIKeyWrite: Sendable, Hashable {
     case created
     /// The owner already has `limit` keys.

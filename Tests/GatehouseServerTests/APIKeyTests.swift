@@ -65,6 +65,28 @@ private func object(_ reply: Reply) throws -> [String: Any] {
         }
     }
 
+    /// Two requests turning one disabled key back on at once both read it as off: the one whose write changes it is
+    /// audited and tells the owner; the other succeeds and adds nothing (one notice, one `api_key_enabled`).
+    @Test func twoEnablesOfOneKeyTellTheOwnerOnce() async throws {
+        try await withGatehouse { gatehouse, client in
+            let owner = try await client.signUp("keys@example.com")
+            let key = try await client.createKey("twice", refreshToken: owner.refreshToken)
+            #expect(try await client.call(Path.apiKey(key.id, "disable"), .put, bearer: owner.refreshToken).status == .noContent)
+            let keys = APIKeyService(env: gatehouse.env)
+            let read = try #require(try await gatehouse.env.store.apiKey(appId: "test-app", id: key.id))
+            #expect(read.disabled)
+            let before = try await client.mailbox("keys@example.com").count
+            let manager = try await keys.caller(refreshToken: owner.refreshToken).manager(to: "enable a key")
+            try await keys.setDisabled(manager, key: read, disabled: false)
+            try await keys.setDisabled(manager, key: read, disabled: false)
+
+            #expect(try await gatehouse.env.store.apiKey(appId: "test-app", id: key.id)?.disabled == false)
+            #expect(try await client.mailbox("keys@example.com").count == before + 1)
+            let events = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 100).map(\.kind)
+            #expect(events.filter { $0 == "api_key_enabled" }.count == 1, "\(events)")
+        }
+    }
+
     @Test func createListFetchDisableEnableDelete() async throws {
         try await withGatehouse { _, client in
             let login = try await client.signUp("keys@example.com")

@@ -153,7 +153,7 @@ import Testing
             case .deleteUser:
                 #expect(try await client.call(Path.delete, .delete, bearer: owner.accessToken).status == .noContent)
             case .disableKey:
-                #expect(try await gatehouse.env.store.setAPIKeyDisabled(appId: "test-app", id: try #require(keyId), disabled: true, owner: nil, now: now))
+                #expect(try await gatehouse.env.store.setAPIKeyDisabled(appId: "test-app", id: try #require(keyId), disabled: true, owner: nil, now: now) == .changed)
             case .deleteKey:
                 #expect(try await gatehouse.env.store.deleteAPIKey(appId: "test-app", id: try #require(keyId), now: now))
             }

@@ -66,8 +66,11 @@ import Testing
         func mode(_ path: String) throws -> Int {
             try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
         }
-        let previous = umask(0o022)
-        defer { umask(previous) }
+        // The umask is the process's, shared by the tests running beside this one: it is changed only when it would
+        // hide what this test looks for (one that keeps files from group and others already), to the usual 022.
+        let current = umask(0o022)
+        if current & 0o044 == 0 { umask(current) }
+        defer { umask(current) }
         let db = try await SQLiteDatabase.open(.sqliteFile(path), logger: quietLogger)
         try await db.query("CREATE TABLE t (a INTEGER)", [])
         try await db.query("INSERT INTO t (a) VALUES (1)", [])

@@ -829,21 +829,29 @@ struct SQLStore: GatehouseStore {
         return (key, user)
     }
 
-    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, owner: OwnerHold?, now: Date) async throws -> Bool {
+    func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, owner: OwnerHold?, now: Date) async throws -> APIKeySwitch {
         try await db.transaction { tx in
             if let owner {
                 // The owner's row first, then the key's, in the order a key's creation takes them.
                 guard let user = try await tx.query("SELECT user_id FROM api_keys WHERE app_id = $1 AND id = $2", .text(appId), .text(id))
                     .first?.optionalText("user_id")
-                else { return false }
+                else { return .notFound }
                 try await Self.holdOwner(user, owner, tx)
             }
             let updated = try await tx.query(
-                "UPDATE api_keys SET disabled = $3 WHERE app_id = $1 AND id = $2 RETURNING id", .text(appId), .text(id), SQLValue(disabled)
+                "UPDATE api_keys SET disabled = $3 WHERE app_id = $1 AND id = $2 AND disabled <> $3 RETURNING id",
+                .text(appId), .text(id), SQLValue(disabled)
             )
-            guard !updated.isEmpty else { return false }
+            let change: APIKeySwitch
+            if !updated.isEmpty {
+                change = .changed
+            } else {
+                let exists = try await tx.query("SELECT 1 AS found FROM api_keys WHERE app_id = $1 AND id = $2", .text(appId), .text(id))
+                guard !exists.isEmpty else { return .notFound }
+                change = .unchanged
+            }
             if disabled { try await Self.revokeSessions(apiKeyId: id, now: now, tx) }
-            return true
+            return change
         }
     }
 

@@ -1,8 +1,8 @@
 import Foundation
 internal import GatehouseWire
 
-/// A user API key, as ``APIKeyAuth`` answers it.
-public struct UserAPIKey: Sendable, Hashable, Identifiable {
+/// A user API key, as ``APIKeyAuth`` answers it. Printing it never shows ``key``.
+public struct UserAPIKey: Sendable, Hashable, Identifiable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The key's id.
     public let objectId: ObjectId
     /// The name it was created with (unique among the user's keys).
@@ -23,6 +23,14 @@ public struct UserAPIKey: Sendable, Hashable, Identifiable {
         name = response.name
         key = response.key
         disabled = response.disabled
+    }
+
+    public var description: String {
+        "UserAPIKey(\(objectId), name: \(name), disabled: \(disabled)\(key == nil ? "" : ", key: \(redacted)"))"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror {
+        Mirror(self, children: ["objectId": objectId, "name": name, "key": key == nil ? "nil" : redacted, "disabled": disabled])
     }
 }
 

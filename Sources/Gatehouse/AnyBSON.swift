@@ -19,7 +19,9 @@ public struct ObjectId: Hashable, Sendable, Codable, CustomStringConvertible {
     ///
     /// - Throws: ``ObjectIdError`` for anything else.
     public init(string: String) throws(ObjectIdError) {
-        guard string.utf8.count == 24, string.allSatisfy(\.isHexDigit) else { throw ObjectIdError(string: string) }
+        // ASCII hex digits only: `Character.isHexDigit` also takes fullwidth ones (`Ａ`, three bytes each).
+        guard string.utf8.count == 24, string.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0) })
+        else { throw ObjectIdError(string: string) }
         stringValue = string.lowercased()
     }
 
@@ -143,7 +145,7 @@ extension AnyBSON {
         case .double(let d): .object(["$numberDouble": .string(Self.format(d))])
         case .bool(let b): .bool(b)
         case .datetime(let date):
-            .object(["$date": .object(["$numberLong": .string(String(Int64((date.timeIntervalSince1970 * 1000).rounded(.down))))])])
+            .object(["$date": .object(["$numberLong": .string(String(Self.milliseconds(date)))])])
         case .objectId(let id): .object(["$oid": .string(id.stringValue)])
         case .binary(let data): .object(["$binary": .object(["base64": .string(data.base64EncodedString()), "subType": "00"])])
         case .document(let document): Self.extendedJSON(document)
@@ -155,6 +157,17 @@ extension AnyBSON {
     /// A document as canonical Extended JSON.
     public static func extendedJSON(_ document: Document) -> JSONValue {
         .object(document.mapValues { $0?.extendedJSON ?? .null })
+    }
+
+    /// A date's milliseconds since 1970 as BSON stores them, held to `Int64`'s range: a date read from the server
+    /// (`{"$numberLong":"9223372036854775807"}` is a valid one) or made by the app may lie beyond what a `Double`
+    /// converts back, and converting it must not trap.
+    static func milliseconds(_ date: Date) -> Int64 {
+        let ms = (date.timeIntervalSince1970 * 1000).rounded(.down)
+        if ms.isNaN { return 0 }
+        if ms >= 0x1p63 { return .max }
+        if ms < -0x1p63 { return .min }
+        return Int64(ms)
     }
 
     private static func format(_ d: Double) -> String {

@@ -3,9 +3,12 @@ import Foundation
 /// How an ``App`` reaches its server and where it keeps its users.
 public struct AppConfiguration: Sendable {
     /// The server's base URL, for example `http://127.0.0.1:9090`. Before its first request an app asks
-    /// `/location` and then talks to the `hostname` the server answers.
+    /// `/location` and then talks to the `hostname` the server answers: an origin (`scheme://host[:port]`, which
+    /// may be another host, as App Services' regions were), never plain `http` after an `https` base URL, and never
+    /// one with credentials, a path, a query or a fragment (``ClientError/insecureLocation(_:)``).
     public var baseURL: String
-    /// Sends the HTTP requests. Default: ``URLSessionTransport``.
+    /// Sends the HTTP requests. Default: ``URLSessionTransport``, which follows no redirect (a followed one would
+    /// carry the request's password or token wherever it pointed).
     public var transport: any NetworkTransport
     /// Keeps users and tokens between launches. Default: the Keychain on Apple platforms, a ``FileUserStore`` on
     /// Linux.

@@ -136,12 +136,18 @@ final class AppCore: Sendable {
         return base
     }
 
-    /// Where `/location` may send the app: an http(s) URL, and never from `https` down to plain `http` (a
-    /// compromised or misconfigured server, or a proxy, could otherwise move every password and token off TLS).
+    /// Where `/location` may send the app: an origin (`scheme://host[:port]`, as App Services answers it: another
+    /// host may serve the app, as a region's did), and never from `https` down to plain `http` (a compromised or
+    /// misconfigured server, or a proxy, could otherwise move every password and token off TLS). Credentials, a
+    /// path, a query or a fragment are refused: the API's paths are appended to the answer, and a `#` or `?` would
+    /// turn them into a fragment or a query sent somewhere else than they name.
     static func checkLocation(_ target: String, from configured: String) throws {
         guard let components = URLComponents(string: target), let scheme = components.scheme?.lowercased(),
             scheme == "http" || scheme == "https", components.host?.isEmpty == false
         else { throw ClientError.insecureLocation("the server's location \"\(target)\" is not an http(s) URL") }
+        guard components.user == nil, components.password == nil, components.query == nil, components.fragment == nil,
+            components.path.isEmpty || components.path == "/", !target.contains("#"), !target.contains("?"), !target.contains("@")
+        else { throw ClientError.insecureLocation("the server's location \"\(target.prefix(200))\" is not an origin (scheme://host[:port])") }
         if scheme == "http", URLComponents(string: configured)?.scheme?.lowercased() == "https" {
             throw ClientError.insecureLocation("the server at \(configured) sent the app to \(target): plain http after https is refused")
         }
@@ -192,6 +198,11 @@ final class AppCore: Sendable {
 
     /// The server's envelope as ``AppError``; anything else as ``ClientError/unexpectedResponse(status:body:)``.
     static func error(from response: TransportResponse) -> any Error {
+        if (300..<400).contains(response.statusCode) {
+            // Followed, it would have carried the request's password or token there (``URLSessionTransport``).
+            let target = response.headers["location"].map { " to \($0.prefix(200))" } ?? ""
+            return ClientError.unexpectedResponse(status: response.statusCode, body: "a redirect\(target), not followed: the SDK sends credentials to its configured server only")
+        }
         let text = String(decoding: response.body, as: UTF8.self)
         if response.headers["content-type"]?.lowercased().hasPrefix("application/json") == true,
             let body = try? JSONDecoder().decode(ClientAPIErrorBody.self, from: response.body)

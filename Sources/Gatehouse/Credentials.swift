@@ -51,3 +51,36 @@ public enum Credentials: Sendable, Hashable {
         }
     }
 }
+
+/// Printing a credential (`print`, `dump`, string interpolation, a debugger's summary) names its provider and, for
+/// email and password, the email: a password, key, token or function payload is never written out, so a log line
+/// or a crash report that shows a credential shows no secret.
+extension Credentials: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        switch self {
+        case .anonymous: "Credentials.anonymous"
+        case .emailPassword(let email, _): "Credentials.emailPassword(email: \(email), password: \(redacted))"
+        case .userAPIKey: "Credentials.userAPIKey(\(redacted))"
+        case .serverAPIKey: "Credentials.serverAPIKey(\(redacted))"
+        case .function(let payload): "Credentials.function(payload: \(payload.count) fields, \(redacted))"
+        case .jwt: "Credentials.jwt(token: \(redacted))"
+        case .facebook: "Credentials.facebook(accessToken: \(redacted))"
+        case .google: "Credentials.google(serverAuthCode: \(redacted))"
+        case .googleId: "Credentials.googleId(token: \(redacted))"
+        case .apple: "Credentials.apple(idToken: \(redacted))"
+        }
+    }
+
+    public var debugDescription: String { description }
+
+    public var customMirror: Mirror {
+        switch self {
+        case .emailPassword(let email, _): Mirror(self, children: ["email": email, "password": redacted], displayStyle: .enum)
+        case .anonymous: Mirror(self, children: [], displayStyle: .enum)
+        default: Mirror(self, children: ["provider": provider, "secret": redacted], displayStyle: .enum)
+        }
+    }
+}
+
+/// What the SDK's descriptions print in place of a secret.
+let redacted = "<redacted>"

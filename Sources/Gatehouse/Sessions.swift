@@ -46,6 +46,9 @@ struct JWTClaims {
 /// waits for it instead of sending its own; a caller with a different one for the same user waits for the running
 /// refresh to end first, so two refreshes never spend the same refresh token (native-auth refresh tokens rotate on
 /// every use). Different users refresh independently.
+///
+/// A caller that is cancelled stops waiting at once (`CancellationError`); the refresh it started or joined runs on
+/// for the others, and stays the user's running refresh until it ends, so no second one starts beside it.
 actor TokenRefresher {
     struct Key: Hashable, Sendable {
         var userId: String
@@ -65,10 +68,15 @@ actor TokenRefresher {
         defer { callers -= 1 }
         while let current = running[key.userId] {
             if current.key == key {
-                return try await current.task.value
+                return try await Self.value(of: current.task)
             }
-            _ = try? await current.task.value
-            // The refresh has ended; its caller clears it when it runs again, which may be after us.
+            do {
+                _ = try await Self.value(of: current.task)
+            } catch is CancellationError where Task.isCancelled {
+                throw CancellationError()
+            } catch {
+                // Its failure is its callers'; this caller's refresh runs next.
+            }
             if running[key.userId]?.id == current.id { running[key.userId] = nil }
         }
         nextId += 1
@@ -76,7 +84,44 @@ actor TokenRefresher {
         // Unstructured, so that one caller's cancellation does not cancel the refresh the others wait for.
         let task = Task<StoredUser, any Error> { try await work() }
         running[key.userId] = (id, key, task)
-        defer { if running[key.userId]?.id == id { running[key.userId] = nil } }
-        return try await task.value
+        Task { [userId = key.userId] in
+            _ = await task.result
+            self.ended(userId, id)
+        }
+        return try await Self.value(of: task)
+    }
+
+    private func ended(_ userId: String, _ id: Int) {
+        if running[userId]?.id == id { running[userId] = nil }
+    }
+
+    /// `task`'s value, or `CancellationError` as soon as the calling task is cancelled (`task` runs on).
+    private static func value(of task: Task<StoredUser, any Error>) async throws -> StoredUser {
+        let waiter = Locked<(continuation: CheckedContinuation<StoredUser, any Error>?, done: Bool)>((nil, false))
+        let finish = { @Sendable (result: Result<StoredUser, any Error>) in
+            let continuation = waiter.withLock { state -> CheckedContinuation<StoredUser, any Error>? in
+                guard !state.done else { return nil }
+                state.done = true
+                defer { state.continuation = nil }
+                return state.continuation
+            }
+            continuation?.resume(with: result)
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<StoredUser, any Error>) in
+                let resumeNow = waiter.withLock { state -> Bool in
+                    if state.done { return true }
+                    state.continuation = continuation
+                    return false
+                }
+                if resumeNow {
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                Task { finish(await task.result) }
+            }
+        } onCancel: {
+            finish(.failure(CancellationError()))
+        }
     }
 }

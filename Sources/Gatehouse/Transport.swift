@@ -4,8 +4,9 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// One HTTP request as the SDK sends it.
-public struct TransportRequest: Sendable, Hashable {
+/// One HTTP request as the SDK sends it. Its description names method and URL only: headers and body may carry a
+/// password or a token (a transport that logs what it sends prints no secret by accident).
+public struct TransportRequest: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// `GET`, `POST`, `PUT` or `DELETE`.
     public var method: String
     /// Where it goes.
@@ -24,6 +25,12 @@ public struct TransportRequest: Sendable, Hashable {
         self.headers = headers
         self.body = body
         self.timeout = timeout
+    }
+
+    public var description: String { "\(method) \(url.absoluteString)" }
+    public var debugDescription: String { "TransportRequest(\(description), headers: \(headers.keys.sorted()), body: \(body?.count ?? 0) bytes)" }
+    public var customMirror: Mirror {
+        Mirror(self, children: ["method": method, "url": url, "headers": headers.keys.sorted(), "body": "\(body?.count ?? 0) bytes"])
     }
 }
 
@@ -50,12 +57,27 @@ public protocol NetworkTransport: Sendable {
     func send(_ request: TransportRequest) async throws -> TransportResponse
 }
 
-/// ``NetworkTransport`` over `URLSession`.
+/// ``NetworkTransport`` over `URLSession`, following no redirect.
+///
+/// Every request the SDK sends may carry a password, an access token or a refresh token, and `URLSession` would
+/// follow a `3xx` to wherever its `Location` points — another host, or plain `http` — with the same headers (on
+/// Linux, the `Authorization` header too). Gatehouse never answers the Client API or native auth with a redirect, so
+/// one comes from something in between (a misconfigured proxy, an open redirect, someone on the network path): the
+/// answer is handed back as it is, and the SDK reports it as ``ClientError/unexpectedResponse(status:body:)``
+/// naming where it pointed. The `/location` answer is how a server moves an app to another address
+/// (``AppConfiguration``), under its own checks.
 public struct URLSessionTransport: NetworkTransport {
     private let session: URLSession
 
-    /// A transport over `session`.
-    public init(session: URLSession = .shared) { self.session = session }
+    /// A transport over a session of its own (one per process, the default configuration) that refuses redirects.
+    public init() { self.session = Self.refusingRedirects }
+
+    /// A transport over `session`. Each request carries a task delegate that refuses redirects; a session whose own
+    /// delegate answers redirections decides for itself on platforms whose `URLSession` ignores task delegates for
+    /// them (FoundationNetworking on Linux).
+    public init(session: URLSession) { self.session = session }
+
+    private static let refusingRedirects = URLSession(configuration: .default, delegate: RedirectRefusal(), delegateQueue: nil)
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         var urlRequest = URLRequest(url: request.url)
@@ -63,12 +85,24 @@ public struct URLSessionTransport: NetworkTransport {
         urlRequest.timeoutInterval = request.timeout
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         urlRequest.httpBody = request.body
-        let (data, response) = try await session.data(for: urlRequest)
+        let (data, response) = try await session.data(for: urlRequest, delegate: RedirectRefusal.shared)
         guard let http = response as? HTTPURLResponse else { throw ClientError.transport("not an HTTP response") }
         var headers: [String: String] = [:]
         for (name, value) in http.allHeaderFields {
             if let name = name as? String, let value = value as? String { headers[name] = value }
         }
         return TransportResponse(statusCode: http.statusCode, headers: headers, body: data)
+    }
+}
+
+/// Answers every redirection with "do not follow": the `3xx` itself becomes the response.
+private final class RedirectRefusal: NSObject, URLSessionTaskDelegate, Sendable {
+    static let shared = RedirectRefusal()
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
     }
 }

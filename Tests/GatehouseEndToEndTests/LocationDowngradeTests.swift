@@ -2,6 +2,7 @@ import Foundation
 @testable import Gatehouse
 import GatehouseDomain
 import GatehouseServer
+import GatehouseTestSupport
 import Testing
 
 @Suite struct LocationDowngradeTests {
@@ -19,6 +20,25 @@ import Testing
             }
             #expect(error?.message.contains("plain http after https") == true, "\(String(describing: error))")
             #expect(balancer.requestedURLs == ["\(httpsBase)/api/client/v2.0/app/test-app/location"])
+        }
+    }
+
+    /// A redirect is handed back, not followed: followed, it would carry the request's `Authorization` (a refresh
+    /// token) and body to wherever it points. Over real HTTP, with the default transport; the SDK reports it naming
+    /// where it pointed.
+    @Test func theTransportFollowsNoRedirect() async throws {
+        try await withIdentityProvider { idp in
+            let before = idp.jwksRequests
+            let request = TransportRequest(
+                method: "GET", url: try #require(URL(string: idp.baseURL + "/moved-jwks")), headers: ["Authorization": "Bearer refresh-secret"]
+            )
+            let response = try await URLSessionTransport().send(request)
+            #expect(response.statusCode == 307)
+            #expect(response.headers["location"] == idp.baseURL + "/jwks")
+            #expect(idp.jwksRequests == before, "the redirect was followed")
+            let error = try #require(AppCore.error(from: response) as? ClientError)
+            #expect(error.httpStatus == 307)
+            #expect(error.message.contains("not followed") && error.message.contains("/jwks"), "\(error.message)")
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Gatehouse
+import GatehouseWire
 import Testing
 
 /// Every credential is encoded exactly as the App Services clients encode it (spec §3.2).
@@ -29,5 +30,27 @@ import Testing
             try canonical(.object(credentials.body))
                 == #"{"age":{"$numberInt":"42"},"id":{"$oid":"5f1b2c3d4e5f6a7b8c9d0e1f"},"score":{"$numberDouble":"1.5"},"username":"bob"}"#
         )
+    }
+
+    /// Printed, dumped or interpolated — as a log line or a crash report would — a credential, a user API key, a
+    /// native token result and a request the transport sends show no password, key or token.
+    @Test func printingShowsNoSecret() throws {
+        let secret = "S3CRET-VALUE-41"
+        let values: [Any] = [
+            Credentials.emailPassword(email: "a@b.co", password: secret), Credentials.userAPIKey(secret), Credentials.serverAPIKey(secret),
+            Credentials.jwt(token: secret), Credentials.facebook(accessToken: secret), Credentials.google(serverAuthCode: secret),
+            Credentials.googleId(token: secret), Credentials.apple(idToken: secret), Credentials.function(payload: ["pin": .string(secret)]),
+            try UserAPIKey(APIKeyResponse(id: "5f1b2c3d4e5f6a7b8c9d0e1f", name: "build", key: secret, disabled: false)),
+            NativeAuthTokenResult(accessToken: secret, refreshToken: secret, scopes: ["openid"], expiresOn: nil, correlationId: UUID()),
+            TransportRequest(method: "POST", url: URL(string: "https://auth.example.com/x")!, headers: ["Authorization": "Bearer \(secret)"], body: Data(secret.utf8)),
+        ]
+        for value in values {
+            var dumped = ""
+            dump(value, to: &dumped)
+            for text in [String(describing: value), String(reflecting: value), "\(value)", dumped] {
+                #expect(!text.contains(secret), "\(type(of: value)): \(text)")
+            }
+        }
+        #expect(String(describing: Credentials.emailPassword(email: "a@b.co", password: secret)).contains("a@b.co"))
     }
 }

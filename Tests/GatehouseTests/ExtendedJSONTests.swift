@@ -19,6 +19,28 @@ import Testing
         }
     }
 
+    /// A date at the ends of BSON's range — sent in a user's custom data by a server, or made by the app — writes
+    /// and prints without trapping, held to what a BSON date can say.
+    @Test(arguments: [
+        ("9223372036854775807", "9223372036854775807"), ("-9223372036854775808", "-9223372036854775808"),
+    ])
+    func datesAtTheEndsOfTheRangeDoNotTrap(_ sent: String, _ written: String) throws {
+        let value = AnyBSON(extendedJSON: .object(["$date": .object(["$numberLong": .string(sent)])]))
+        guard case .datetime = value else { Issue.record("not a date: \(value)"); return }
+        #expect(try canonical(value.extendedJSON) == #"{"$date":{"$numberLong":""# + written + #""}}"#)
+        #expect(value.description.contains(written))
+        for far in [Date(timeIntervalSince1970: 1e300), Date(timeIntervalSince1970: -1e300), Date(timeIntervalSince1970: .nan)] {
+            _ = AnyBSON.datetime(far).description
+        }
+    }
+
+    /// An ObjectId is 24 ASCII hex digits; fullwidth digits (which `Character.isHexDigit` takes, 3 bytes each) are not.
+    @Test func anObjectIdIsASCIIHex() throws {
+        #expect(throws: ObjectIdError.self) { try ObjectId(string: "ＡＡＡＡＡＡＡＡ") }
+        #expect(throws: ObjectIdError.self) { try ObjectId(string: "00000000000000000000000g") }
+        #expect(try ObjectId(string: "5F1B2C3D4E5F6A7B8C9D0E1F").stringValue == "5f1b2c3d4e5f6a7b8c9d0e1f")
+    }
+
     @Test func extendedJSONRoundTrips() {
         let document: Document = [
             "i": .int32(-3), "l": .int64(1 << 40), "d": .double(0.25), "s": "x", "b": false, "n": .null,

@@ -114,6 +114,51 @@ import GatehouseWire
         harness.verify()
     }
 
+    /// Callers waiting for a refresh that hangs stop waiting as soon as they are cancelled; the refresh runs on for the
+    /// caller that was not, and no second refresh starts beside it (a newcomer joins it).
+    @Test func cancelledCallersStopWaitingForARefreshThatRunsOn() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let before = harness.transport.seen.count
+        harness.clock.advance(by: 4000)
+        let gate = Gate()
+        harness.transport.then(
+            Exchange(
+                endpoint: .token,
+                fields: Form.token(grant: "refresh_token", ["refresh_token": "rt-1"]),
+                reply: .gated(gate, status: 200, body: Reply.tokensBody(access: "at-2", refresh: "rt-2"))
+            )
+        )
+        let kept = Task { try await account.getAccessToken().accessToken }
+        await harness.transport.waitForRequests(before + 1)
+        let cancelled = (0..<3).map { _ in Task { try await account.getAccessToken().accessToken } }
+        let refresher = harness.client.engine.core.refresher
+        var spins = 0
+        while await refresher.callers < 4 && spins < 1_000_000 {
+            spins += 1
+            await Task.yield()
+        }
+        // Were cancellation ignored, the callers would wait for the gate: a watchdog opens it, and the test fails.
+        let watchdog = Task { () -> Bool in
+            do { try await Task.sleep(for: .seconds(20)) } catch { return false }
+            gate.open()
+            return true
+        }
+        for caller in cancelled { caller.cancel() }
+        for caller in cancelled {
+            await #expect(throws: (any Error).self) { try await caller.value }
+        }
+        watchdog.cancel()
+        #expect(await watchdog.value == false, "the cancelled callers waited for the refresh")
+        let newcomer = Task { try await account.getAccessToken().accessToken }
+        gate.open()
+        #expect(try await kept.value == "at-2")
+        #expect(try await newcomer.value == "at-2")
+        #expect(harness.transport.seen.count == before + 1)
+        #expect(harness.storedRefreshToken == "rt-2")
+        harness.verify()
+    }
+
     @Test func refreshesForOtherScopesWaitAndSpendTheRotatedToken() async throws {
         let harness = Harness()
         let account = try await Self.signIn(harness)

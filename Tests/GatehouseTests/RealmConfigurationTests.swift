@@ -16,6 +16,24 @@ import Testing
         #expect(AppConfiguration().baseURL == AppConfiguration.defaultBaseURL)
     }
 
+    /// `/location` may move the app to another origin (as App Services moved apps to a region's host), never down to
+    /// plain http after https, and never to a URL whose credentials, path, query or fragment would bend where the
+    /// API's paths go.
+    @Test(arguments: [
+        ("https://eu.auth.example.com", true), ("https://auth.example.com:8443/", true), ("http://127.0.0.1:9090", false),
+        ("https://user:pw@evil.example", false), ("https://auth.example.com#", false), ("https://auth.example.com/x?", false),
+        ("https://auth.example.com/prefix", false), ("https://auth.example.com?", false), ("ftp://auth.example.com", false),
+        ("https://", false),
+    ])
+    func theLocationAnswerIsAnOrigin(_ target: String, _ accepted: Bool) {
+        if accepted {
+            #expect(throws: Never.self) { try AppCore.checkLocation(target, from: "https://auth.example.com") }
+        } else {
+            let error = #expect(throws: ClientError.self) { try AppCore.checkLocation(target, from: "https://auth.example.com") }
+            #expect(error.map { ClientError.insecureLocation("") ~= $0 } == true)
+        }
+    }
+
     @Test func theAuthClientsKnowTheirApp() {
         let app = App(id: "realm-app", configuration: AppConfiguration(baseURL: "https://auth.example.com", userStore: InMemoryUserStore()))
         #expect(app.emailPasswordAuth.app.appId == "realm-app")

@@ -24,8 +24,9 @@ public struct NativeAuthAccount: Sendable, Hashable {
     public var identifier: String? { homeAccountId }
 }
 
-/// An access token from ``NativeAuthUserAccountResult/getAccessToken(parameters:delegate:)``.
-public struct NativeAuthTokenResult: Sendable, Hashable {
+/// An access token from ``NativeAuthUserAccountResult/getAccessToken(parameters:delegate:)``. Printing it shows its
+/// scopes and expiry, never the tokens.
+public struct NativeAuthTokenResult: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The access token ("" if the server sent none).
     public let accessToken: String
     /// The refresh token, only when the parameters asked for it (`returnRefreshToken`).
@@ -36,6 +37,18 @@ public struct NativeAuthTokenResult: Sendable, Hashable {
     public let expiresOn: Date?
     /// The correlation id of the call.
     public let correlationId: UUID
+
+    public var description: String {
+        "NativeAuthTokenResult(accessToken: \(redacted), refreshToken: \(refreshToken == nil ? "nil" : redacted), scopes: \(scopes), "
+            + "expiresOn: \(expiresOn.map { "\($0)" } ?? "nil"), correlationId: \(correlationId))"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "accessToken": redacted, "refreshToken": refreshToken == nil ? "nil" : redacted, "scopes": scopes,
+            "expiresOn": expiresOn as Any, "correlationId": correlationId,
+        ])
+    }
 }
 
 /// A signed-in account with its tokens (MSAL's `MSALNativeAuthUserAccountResult`): what a completed sign-in

@@ -50,9 +50,14 @@ public struct FileUserStore: UserStore {
         return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share/gatehouse")
     }
 
+    /// The file of `appId`: `APPID.users.json` for an id of ASCII letters, digits, `-`, `_` and `.` (not starting
+    /// with a dot); any other id is written as `~` and the hex of its UTF-8 bytes, so that two ids never share a file
+    /// (`a/b` and `a_b` are two apps, each with its own users).
     func file(_ appId: String) -> URL {
-        let safe = appId.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0) ? String($0) : "_" }.joined()
-        return directory.appendingPathComponent("\(safe).users.json")
+        let plain = !appId.isEmpty && !appId.hasPrefix(".")
+            && appId.utf8.allSatisfy { byte in (0x30...0x39).contains(byte) || (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte) || "-_.".utf8.contains(byte) }
+        let name = plain ? appId : "~" + appId.utf8.map { String(format: "%02x", $0) }.joined()
+        return directory.appendingPathComponent("\(name).users.json")
     }
 
     public func load(appId: String) throws -> Data? {

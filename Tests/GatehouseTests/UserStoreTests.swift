@@ -20,6 +20,20 @@ import Testing
         #expect(store.file("b/../c").deletingLastPathComponent().path == folder.path)
     }
 
+    /// Every app id has a file of its own: ids that differ only in characters a file name cannot hold, or that look
+    /// like another id's written form, never share users. Plain ids keep the name earlier versions gave them.
+    @Test func everyAppIdHasItsOwnFile() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = FileUserStore(directory: folder)
+        let ids = ["a/b", "a_b", "a b", "a:b", "é", "_", ".", "..", ".hidden", "~61", "a"]
+        for id in ids { try store.save(Data(id.utf8), appId: id) }
+        for id in ids { #expect(try store.load(appId: id) == Data(id.utf8), "\(id)") }
+        #expect(Set(ids.map { store.file($0).lastPathComponent }).count == ids.count)
+        #expect(store.file("my-app_1.0").lastPathComponent == "my-app_1.0.users.json")
+        for id in ids { #expect(store.file(id).deletingLastPathComponent().path == folder.path, "\(id)") }
+    }
+
     /// A folder or file found with wider permissions (a folder made by hand, an old version, a restored backup) is
     /// narrowed; a symbolic link or something another user owns is refused, never read.
     @Test func fileStoreRepairsLoosePermissionsAndRefusesWhatIsNotItsOwn() throws {

@@ -70,6 +70,31 @@ import Testing
                     #expect(!answer.contains(" 500 "))
                 }
 
+                // A transfer coding other than chunked alone: 501 in JSON, and nothing of the request is served.
+                for coding in ["gzip, chunked", "chunked, chunked", "identity", "x-custom, chunked"] {
+                    let request = "POST /api/client/v2.0/app/test-app/auth/providers/local-userpass/register HTTP/1.1\r\nHost: x\r\n"
+                        + "Transfer-Encoding: \(coding)\r\nContent-Type: application/json\r\n\r\n"
+                        + "30\r\n{\"email\":\"te@example.com\",\"password\":\"pw123456\"}\r\n0\r\n\r\n"
+                    let answer = try await Self.exchange(port: port, request)
+                    #expect(answer.hasPrefix("HTTP/1.1 501") || answer.hasPrefix("HTTP/1.1 400"), "\(coding) → \(answer.prefix(80))")
+                    #expect(answer.lowercased().contains("content-type: application/json"), "\(coding)")
+                }
+                let chunked = try await Self.exchange(
+                    port: port,
+                    "POST /api/client/v2.0/app/test-app/auth/providers/local-userpass/register HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n"
+                        + "Content-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+                )
+                #expect(chunked.hasPrefix("HTTP/1.1 501"), "\(chunked.prefix(80))")
+                #expect(try JSONDecoder().decode(ClientAPIErrorBody.self, from: Data(Self.body(of: chunked).utf8)).errorCode?.rawValue == "NotImplemented")
+                #expect(try await gatehouse.env.store.emailAccount(appId: "test-app", email: "te@example.com") == nil)
+                // chunked alone, in any case, is served.
+                let served = try await Self.exchange(
+                    port: port,
+                    "POST /api/client/v2.0/app/test-app/auth/providers/local-userpass/register HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n"
+                        + "Content-Type: application/json\r\nConnection: close\r\n\r\n30\r\n{\"email\":\"te@example.com\",\"password\":\"pw123456\"}\r\n0\r\n\r\n"
+                )
+                #expect(served.hasPrefix("HTTP/1.1 201"), "\(served.prefix(200))")
+
                 // A client that sends half its body and goes away: the request fails as the client's fault and
                 // nothing is written.
                 let half = "POST /api/client/v2.0/app/test-app/auth/providers/local-userpass/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"email\":\"half@example.com\""

@@ -18,8 +18,9 @@ import NIOHTTPTypesHTTP1
 ///   `server.headerTimeout` — a client dripping one byte at a time does not hold a connection for ever;
 /// - once the head arrived, the whole body within `server.bodyTimeout`; past it the request fails as
 ///   ``RequestBodyTimeout`` (408) and the connection closes;
-/// - a request the HTTP parser refuses gets the JSON envelope: 431 for headers too large, 400 otherwise, and HTTP/1.0
-///   with `Transfer-Encoding` (a framing that proxies disagree on) is refused as malformed.
+/// - a request the HTTP parser refuses gets the JSON envelope: 431 for headers too large, 400 otherwise; HTTP/1.0
+///   with `Transfer-Encoding` (a framing that proxies disagree on) is refused as malformed, and a transfer coding
+///   other than `chunked` alone (`gzip, chunked`: the parser would frame it and hand on compressed bytes) gets 501.
 enum Connections {
     /// The channel handlers added to every connection, fresh for each.
     static func handlers(_ settings: ServerSettings) -> [any RemovableChannelHandler] {
@@ -170,7 +171,8 @@ final class RequestPartTimer: ChannelDuplexHandler, RemovableChannelHandler {
 /// Answers requests the HTTP parser refuses in the JSON envelope, where Hummingbird would send a bare 400: 431 when
 /// the headers are too large, 400 otherwise. A parse error in the middle of a body fails the body's reader instead
 /// (``MalformedRequest``), so that a truncated body is never taken for a whole one. Also refuses HTTP/1.0 requests
-/// with `Transfer-Encoding`, which HTTP/1.0 does not have (RFC 9112 §6.1: treat the framing as faulty).
+/// with `Transfer-Encoding`, which HTTP/1.0 does not have (RFC 9112 §6.1: treat the framing as faulty), and answers 501
+/// to a transfer coding it does not implement (§6.1: anything but `chunked` alone).
 final class MalformedRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -183,7 +185,7 @@ final class MalformedRequestHandler: ChannelDuplexHandler, RemovableChannelHandl
     func handlerAdded(context: ChannelHandlerContext) {
         // The HTTP/1.0 check needs the request's version, which the conversion to HTTP types drops: it goes before it.
         if let codec = try? context.pipeline.syncOperations.handler(type: HTTP1ToHTTPServerCodec.self) {
-            try? context.pipeline.syncOperations.addHandler(HTTP10FramingCheck(), position: .before(codec))
+            try? context.pipeline.syncOperations.addHandler(FramingCheck(), position: .before(codec))
         }
     }
 
@@ -208,9 +210,12 @@ final class MalformedRequestHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         let parse: HTTPParserError
+        var unknownCoding = false
         switch error {
         case let error as HTTPParserError: parse = error
-        case is HTTP10FramingCheck.Refused: parse = .invalidConstant
+        case let refused as FramingCheck.Refused:
+            parse = .invalidConstant
+            unknownCoding = refused == .unknownCoding
         default: return context.fireErrorCaught(error)
         }
         // Whatever the parser says after its first error is noise.
@@ -228,12 +233,15 @@ final class MalformedRequestHandler: ChannelDuplexHandler, RemovableChannelHandl
             return
         }
         let tooLarge = parse == .headerOverflow
-        let envelope = tooLarge
-            ? #"{"error":"the request's headers are too large","error_code":"RequestHeaderFieldsTooLarge"}"#
-            : #"{"error":"the request is not valid HTTP/1.1","error_code":"BadRequest"}"#
+        let (status, envelope): (HTTPResponse.Status, String) =
+            tooLarge
+            ? (.requestHeaderFieldsTooLarge, #"{"error":"the request's headers are too large","error_code":"RequestHeaderFieldsTooLarge"}"#)
+            : unknownCoding
+                ? (.notImplemented, #"{"error":"the request's Transfer-Encoding is not implemented: send chunked alone","error_code":"NotImplemented"}"#)
+                : (.badRequest, #"{"error":"the request is not valid HTTP/1.1","error_code":"BadRequest"}"#)
         let body = context.channel.allocator.buffer(string: envelope)
         let head = HTTPResponse(
-            status: tooLarge ? .requestHeaderFieldsTooLarge : .badRequest,
+            status: status,
             headerFields: [
                 .contentType: "application/json", .contentLength: String(body.readableBytes), .connection: "close",
                 HTTPField.Name("X-Content-Type-Options")!: "nosniff",
@@ -245,22 +253,31 @@ final class MalformedRequestHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 }
 
-/// Before the conversion to HTTP types: an HTTP/1.0 request with `Transfer-Encoding` is refused (and nothing of it
-/// goes on).
-final class HTTP10FramingCheck: ChannelInboundHandler, RemovableChannelHandler {
+/// Before the conversion to HTTP types, a request's framing: an HTTP/1.0 request with `Transfer-Encoding` is refused
+/// as malformed, and one whose transfer codings are anything but `chunked` alone as not implemented (nothing of either
+/// goes on). The parser frames `gzip, chunked` by its last coding and would hand on the compressed bytes as the body.
+final class FramingCheck: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
-    struct Refused: Error {}
+    enum Refused: Error { case http10, unknownCoding }
     private var refused = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let head) = unwrapInboundIn(data), head.version.major == 1, head.version.minor == 0, head.headers.contains(name: "transfer-encoding") {
+        if case .head(let head) = unwrapInboundIn(data), let problem = Self.problem(head) {
             refused = true
-            context.fireErrorCaught(Refused())
+            context.fireErrorCaught(problem)
             return
         }
         guard !refused else { return }
         context.fireChannelRead(data)
+    }
+
+    static func problem(_ head: HTTPRequestHead) -> Refused? {
+        let codings = head.headers["transfer-encoding"]
+        guard !codings.isEmpty else { return nil }
+        if head.version.major == 1, head.version.minor == 0 { return .http10 }
+        let named = codings.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        return named == ["chunked"] ? nil : .unknownCoding
     }
 }
 

@@ -68,6 +68,11 @@ final class AppCore: Sendable {
     /// Set for a native-auth client's core; nil for an ``App``'s.
     let native: NativeClientBinding?
     private let state: Locked<PersistedUsers>
+    /// How many times the users changed (counted under ``state``'s lock), and the change last written to the store
+    /// (under its own lock, held while writing): writes happen in the order of the changes, and one overtaken by a
+    /// later change is not written.
+    private let changes = Locked<UInt64>(0)
+    private let written = Locked<UInt64>(0)
     private let hostname = Locked<String?>(nil)
     /// The one single-flight refresher of both session kinds.
     let refresher = TokenRefresher()
@@ -96,21 +101,33 @@ final class AppCore: Sendable {
 
     func read<T>(_ body: (PersistedUsers) -> T) -> T { state.withLock { body($0) } }
 
-    /// Changes the users under the lock, then saves them.
+    /// Changes the users under the lock, then saves them — unless a later change was saved first: a refresh that
+    /// ends as `signOut()` runs must not write back, after it, the account the sign-out removed.
     @discardableResult
     func mutate<T>(_ body: (inout PersistedUsers) -> T) throws -> T {
-        let (result, data) = try state.withLock { users -> (T, Data) in
+        let (result, data, change) = try state.withLock { users -> (T, Data, UInt64) in
             let result = body(&users)
             users.repairCurrentUser()
-            return (result, try JSONEncoder().encode(users))
+            let change = changes.withLock { count in
+                count += 1
+                return count
+            }
+            return (result, try JSONEncoder().encode(users), change)
         }
         do {
-            try configuration.userStore.save(data, appId: storeKey)
+            try written.withLock { last in
+                guard change > last else { return }
+                try configuration.userStore.save(data, appId: storeKey)
+                last = change
+            }
         } catch {
             throw ClientError.storage("cannot save users: \(error)")
         }
         return result
     }
+
+    /// How many times the users changed (tests).
+    var changeCount: UInt64 { changes.withLock { $0 } }
 
     /// The one `User` object for `id`.
     func user(_ id: String) -> User {

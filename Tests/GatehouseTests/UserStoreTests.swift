@@ -78,4 +78,69 @@ import Testing
         #expect(claims.userData == ["plan": "pro"])
         #expect(JWTClaims("not a token") == nil)
     }
+
+    /// Two changes of the users whose saves cross — the first change's write held back until the second change was
+    /// made (a refresh ending as `signOut()` runs) — leave the second in the store, never the first written over it.
+    @Test func aChangeOvertakenByALaterOneIsNotWrittenOverIt() throws {
+        let store = HeldStore()
+        let core = App(id: "held", configuration: AppConfiguration(baseURL: "https://auth.example.com", userStore: store)).core
+        let finished = DispatchSemaphore(value: 0)
+        store.holdNext()
+        Thread {
+            try? core.mutate { users in
+                users.users.append(
+                    StoredUser(
+                        id: "u1", deviceId: "d1", accessToken: "at", refreshToken: "rt", loggedIn: true, identities: [], profileData: [:],
+                        lastLogin: Date(), native: nil
+                    )
+                )
+            }
+            finished.signal()
+        }.start()
+        store.arrived.wait()   // the first change is made, its write held
+        Thread {
+            try? core.mutate { $0.users.removeAll() }
+            finished.signal()
+        }.start()
+        while core.changeCount < 2 { sched_yield() }   // the second change is made too
+        // Its write goes first when nothing orders the two (it ends here), or waits for the held one (it does not end
+        // within the bound, which only lets the check of the unordered case see the crossing).
+        let secondEndedFirst = finished.wait(timeout: .now() + 0.2) == .success
+        store.release.signal()
+        finished.wait()
+        if !secondEndedFirst { finished.wait() }
+        let saved = try #require(store.saved)
+        let users = try JSONDecoder().decode(PersistedUsers.self, from: saved)
+        #expect(users.users.isEmpty, "the signed-out user came back: \(users.users.map(\.id))")
+    }
+}
+
+/// A store whose next write waits until the test releases it.
+private final class HeldStore: UserStore, @unchecked Sendable {
+    let arrived = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var hold = false
+    private var blob: Data?
+    private var count = 0
+
+    func holdNext() { lock.withLock { hold = true } }
+    var saved: Data? { lock.withLock { blob } }
+    var saves: Int { lock.withLock { count } }
+
+    func load(appId: String) throws -> Data? { nil }
+    func save(_ data: Data, appId: String) throws {
+        let held = lock.withLock { () -> Bool in
+            defer { hold = false }
+            return hold
+        }
+        if held {
+            arrived.signal()
+            release.wait()
+        }
+        lock.withLock {
+            blob = data
+            count += 1
+        }
+    }
 }

@@ -81,6 +81,3 @@ extension Credentials: CustomStringConvertible, CustomDebugStringConvertible, Cu
         }
     }
 }
-
-/// What the SDK's descriptions print in place of a secret.
-let redacted = "<redacted>"

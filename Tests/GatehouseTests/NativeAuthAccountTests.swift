@@ -299,6 +299,83 @@ import GatehouseWire
         harness.verify()
     }
 
+    /// A second account signing in on the client replaces the first (MSAL keeps one): the first's session is ended
+    /// on the server too, with the refresh token the client is about to forget, and the app hears that it signed out.
+    /// Signing the same account in again ends its earlier session the same way.
+    @Test func aSignInThatReplacesAnAccountEndsItsSession() async throws {
+        let harness = Harness()
+        let first = try await Self.signIn(harness)
+        let events = harness.client.app.authEvents()
+        let before = harness.transport.seen.count
+        harness.transport.then(
+            Exchange(endpoint: .signInInitiate, fields: Form.start("bo@example.com"), reply: Reply.continuation("ct1")),
+            Exchange(endpoint: .signInChallenge, fields: Form.challenge("ct1"), reply: Reply.passwordChallenge("ct2")),
+            Exchange(
+                endpoint: .token,
+                fields: Form.token(grant: "password", ["continuation_token": "ct2", "username": "bo@example.com", "password": "pw"]),
+                reply: Reply.tokens(access: "at-b", refresh: "rt-b", user: "u2")
+            ),
+            Exchange(endpoint: .revoke, fields: Form.revoke("rt-1"), reply: Reply.ok("{}"))
+        )
+        guard case .completed(let second) = try await harness.client.signIn(username: "bo@example.com", password: "pw") else {
+            Issue.record("expected completion")
+            return
+        }
+        await Self.settle(harness, until: before + 4)
+        #expect(second.account.homeAccountId == "u2.my-app")
+        #expect(!first.user.isLoggedIn)
+        #expect(harness.client.getNativeAuthUserAccount()?.account.homeAccountId == "u2.my-app")
+        var iterator = events.makeAsyncIterator()
+        #expect(await iterator.next() == .signedOut(userId: "u1"))
+
+        // The same account again: its earlier session (rt-b) ends; no sign-out is reported for it.
+        harness.transport.then(
+            Exchange(endpoint: .signInInitiate, fields: Form.start("bo@example.com"), reply: Reply.continuation("ct3")),
+            Exchange(endpoint: .signInChallenge, fields: Form.challenge("ct3"), reply: Reply.passwordChallenge("ct4")),
+            Exchange(
+                endpoint: .token,
+                fields: Form.token(grant: "password", ["continuation_token": "ct4", "username": "bo@example.com", "password": "pw"]),
+                reply: Reply.tokens(access: "at-c", refresh: "rt-c", user: "u2")
+            ),
+            Exchange(endpoint: .revoke, fields: Form.revoke("rt-b"), reply: Reply.ok("{}"))
+        )
+        _ = try await harness.client.signIn(username: "bo@example.com", password: "pw")
+        await Self.settle(harness, until: before + 8)
+        harness.verify()
+    }
+
+    /// Lets work the SDK started on its own (a revocation) reach the transport, up to `count` requests in all; a
+    /// request that never comes is left for ``Harness/verify(sourceLocation:)`` to report as an unused exchange.
+    static func settle(_ harness: Harness, until count: Int) async {
+        var spins = 0
+        while harness.transport.seen.count < count && spins < 1_000_000 {
+            spins += 1
+            await Task.yield()
+        }
+    }
+
+    /// `dump` of a signed-in account, the client, its app, a user and any flow's state — what a debugger or crash
+    /// reporter shows — holds no token: the cache behind them and every continuation token are redacted.
+    @Test func dumpingTheSDKsObjectsShowsNoToken() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let context = FlowContext(engine: harness.client.engine, correlationId: UUID(), username: "ada@example.com")
+        let states: [Any] = [
+            SignUpCodeRequiredState(context: context, continuationToken: "ct-secret"), SignInAfterSignUpState(context: context, continuationToken: "ct-secret"),
+            SignUpPasswordRequiredState(context: context, continuationToken: "ct-secret"),
+            SignUpAttributesRequiredState(context: context, continuationToken: "ct-secret"),
+            ResetPasswordCodeRequiredState(context: context, continuationToken: "ct-secret"),
+            SignInAfterResetPasswordState(context: context, continuationToken: "ct-secret"),
+        ]
+        for value in [account, harness.client, harness.client.app, account.user] + states as [Any] {
+            var dumped = ""
+            dump(value, to: &dumped)
+            for secret in ["at-1", "rt-1", "ct-secret", "eyJ"] {
+                #expect(!dumped.contains(secret), "\(type(of: value)) shows \(secret): \(dumped)")
+            }
+        }
+    }
+
     @Test func aSignOutDuringARefreshIsNotUndone() async throws {
         let harness = Harness()
         let account = try await Self.signIn(harness)

@@ -196,7 +196,10 @@ final class NativeAuthEngine: Sendable {
     // MARK: Tokens
 
     /// Redeems a token grant and, on success, stores the account as the core's current user (replacing the account
-    /// of an earlier native sign-in: MSAL keeps one) and returns it.
+    /// of an earlier native sign-in: MSAL keeps one) and returns it. The session it replaces is signed out as
+    /// ``NativeAuthUserAccountResult/signOut()`` would: its refresh token, which this client forgets, is revoked on
+    /// the server (else it would stay alive there with no one able to end it), and a replaced other account is
+    /// reported with ``AuthEvent/signedOut(userId:)``.
     func signIn(
         _ fields: [(String, String)],
         username: String,
@@ -212,14 +215,23 @@ final class NativeAuthEngine: Sendable {
             now: configuration.now(),
             correlationId: correlationId
         )
+        let replaced: [StoredUser]
         do {
-            try core.mutate { users in
+            replaced = try core.mutate { users in
+                let replaced = users.users.filter { $0.id == user.id || $0.native != nil }
                 users.users.removeAll { $0.id == user.id || $0.native != nil }
                 users.users.append(user)
                 users.currentUserId = user.id
+                return replaced
             }
         } catch {
             throw .general("Cannot save the account: \(error)", correlationId)
+        }
+        for old in replaced where old.loggedIn {
+            if old.id != user.id { core.events.emit(.signedOut(userId: old.id)) }
+            if let refreshToken = old.refreshToken, refreshToken != user.refreshToken {
+                Task { [self] in await revoke(refreshToken: refreshToken) }
+            }
         }
         core.events.emit(.signedIn(userId: user.id))
         return NativeAuthUserAccountResult(user, session: user.native!, engine: self)

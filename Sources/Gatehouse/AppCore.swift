@@ -69,8 +69,8 @@ final class AppCore: Sendable {
     let native: NativeClientBinding?
     private let state: Locked<PersistedUsers>
     /// How many times the users changed (counted under ``state``'s lock), and the change last written to the store
-    /// (under its own lock, held while writing): writes happen in the order of the changes, and one overtaken by a
-    /// later change is not written.
+    /// (under its own lock, held while writing): each write is of the users as they are then, so an earlier state is
+    /// never written after a later one, even when the later one's write failed.
     private let changes = Locked<UInt64>(0)
     private let written = Locked<UInt64>(0)
     private let hostname = Locked<String?>(nil)
@@ -101,21 +101,20 @@ final class AppCore: Sendable {
 
     func read<T>(_ body: (PersistedUsers) -> T) -> T { state.withLock { body($0) } }
 
-    /// Changes the users under the lock, then saves them — unless a later change was saved first: a refresh that
-    /// ends as `signOut()` runs must not write back, after it, the account the sign-out removed.
+    /// Changes the users under the lock, then saves them as they are by then — unless a later change was saved
+    /// already: a refresh that ends as `signOut()` runs must not write back, after it, the account the sign-out
+    /// removed. Writes to the ``UserStore`` happen one at a time (the lock order is `written`, then `state`).
     @discardableResult
     func mutate<T>(_ body: (inout PersistedUsers) -> T) throws -> T {
-        let (result, data, change) = try state.withLock { users -> (T, Data, UInt64) in
+        let result = state.withLock { users -> T in
             let result = body(&users)
             users.repairCurrentUser()
-            let change = changes.withLock { count in
-                count += 1
-                return count
-            }
-            return (result, try JSONEncoder().encode(users), change)
+            changes.withLock { $0 += 1 }
+            return result
         }
         do {
             try written.withLock { last in
+                let (data, change) = try state.withLock { users in (try JSONEncoder().encode(users), changes.withLock { $0 }) }
                 guard change > last else { return }
                 try configuration.userStore.save(data, appId: storeKey)
                 last = change

@@ -1,8 +1,9 @@
 import Foundation
 
-// What `dump`, a debugger or a crash reporter shows of the SDK's objects: never a token. A state's continuation token
-// (after a verified code it may set the account's password or sign in), an account's tokens and the cache behind an
-// app or a client are written as `<redacted>` or left out; `print` of these classes shows their type name only.
+// What `dump`, a debugger or a crash reporter shows of the SDK's objects: never a token or a password. A state's
+// continuation token (after a verified code it may set the account's password or sign in), an account's tokens, a
+// parameter object's password and the cache behind an app or a client are written as `<redacted>` or left out;
+// `print` of these classes shows their type name only.
 
 /// What the SDK's descriptions and mirrors show in place of a secret.
 let redacted = "<redacted>"
@@ -40,5 +41,17 @@ extension StoredUser: CustomReflectable {
             "id": id, "loggedIn": loggedIn, "accessToken": accessToken == nil ? "nil" : redacted,
             "refreshToken": refreshToken == nil ? "nil" : redacted, "identities": identities, "lastLogin": lastLogin,
         ])
+    }
+}
+
+extension SignUpParameters: CustomReflectable {
+    public var customMirror: Mirror {
+        Mirror(self, children: ["username": username, "password": password == nil ? "nil" : redacted, "correlationId": correlationId as Any])
+    }
+}
+
+extension SignInParameters: CustomReflectable {
+    public var customMirror: Mirror {
+        Mirror(self, children: ["username": username, "password": password == nil ? "nil" : redacted, "scopes": scopes as Any])
     }
 }

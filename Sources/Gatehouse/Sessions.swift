@@ -79,6 +79,8 @@ actor TokenRefresher {
             }
             if running[key.userId]?.id == current.id { running[key.userId] = nil }
         }
+        // A caller cancelled before its refresh starts sends nothing (a native refresh spends its token).
+        try Task.checkCancellation()
         nextId += 1
         let id = nextId
         // Unstructured, so that one caller's cancellation does not cancel the refresh the others wait for.
@@ -88,7 +90,17 @@ actor TokenRefresher {
             _ = await task.result
             self.ended(userId, id)
         }
-        return try await Self.value(of: task)
+        do {
+            let user = try await Self.value(of: task)
+            ended(key.userId, id)
+            return user
+        } catch is CancellationError where Task.isCancelled {
+            // This caller stopped waiting; the refresh runs on and clears itself when it ends.
+            throw CancellationError()
+        } catch {
+            ended(key.userId, id)
+            throw error
+        }
     }
 
     private func ended(_ userId: String, _ id: Int) {

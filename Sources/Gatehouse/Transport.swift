@@ -72,10 +72,17 @@ public struct URLSessionTransport: NetworkTransport {
     /// A transport over a session of its own (one per process, the default configuration) that refuses redirects.
     public init() { self.session = Self.refusingRedirects }
 
-    /// A transport over `session`. Each request carries a task delegate that refuses redirects; a session whose own
-    /// delegate answers redirections decides for itself on platforms whose `URLSession` ignores task delegates for
-    /// them (FoundationNetworking on Linux).
-    public init(session: URLSession) { self.session = session }
+    /// A transport over `session`'s configuration (its timeouts, cache, cookies and headers), refusing redirects
+    /// whatever `session`'s own delegate would do: on Apple platforms each request carries a task delegate that
+    /// refuses them; FoundationNetworking (Linux) asks only a session's own delegate, so there the transport makes a
+    /// session of its own from `session.configuration`.
+    public init(session: URLSession) {
+        #if canImport(FoundationNetworking)
+        self.session = URLSession(configuration: session.configuration, delegate: RedirectRefusal.shared, delegateQueue: nil)
+        #else
+        self.session = session
+        #endif
+    }
 
     private static let refusingRedirects = URLSession(configuration: .default, delegate: RedirectRefusal(), delegateQueue: nil)
 

@@ -11,7 +11,8 @@ import Security
 public protocol UserStore: Sendable {
     /// The blob saved for `appId`, or nil if there is none.
     func load(appId: String) throws -> Data?
-    /// Replaces the blob for `appId`.
+    /// Replaces the blob for `appId`. The SDK calls it for one app at a time, never twice at once, with the newest
+    /// blob; it must not call back into the SDK (which waits for it) or wait for a thread that does.
     func save(_ data: Data, appId: String) throws
 }
 
@@ -52,7 +53,9 @@ public struct FileUserStore: UserStore {
 
     /// The file of `appId`: `APPID.users.json` for an id of ASCII letters, digits, `-`, `_` and `.` (not starting
     /// with a dot); any other id is written as `~` and the hex of its UTF-8 bytes, so that two ids never share a file
-    /// (`a/b` and `a_b` are two apps, each with its own users).
+    /// (`a/b` and `a_b` are two apps, each with its own users; on a volume that ignores case, as macOS's usually
+    /// does, ids differing only in case still share one). Earlier versions wrote other ids with `_` for each
+    /// character a file name could not hold: ``load(appId:)`` still reads that file while the new one is missing.
     func file(_ appId: String) -> URL {
         let plain = !appId.isEmpty && !appId.hasPrefix(".")
             && appId.utf8.allSatisfy { byte in (0x30...0x39).contains(byte) || (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte) || "-_.".utf8.contains(byte) }
@@ -60,11 +63,19 @@ public struct FileUserStore: UserStore {
         return directory.appendingPathComponent("\(name).users.json")
     }
 
+    /// The file earlier versions used for `appId`, when it is not ``file(_:)``.
+    private func legacyFile(_ appId: String) -> URL? {
+        let safe = appId.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0) ? String($0) : "_" }.joined()
+        let url = directory.appendingPathComponent("\(safe).users.json")
+        return url == file(appId) ? nil : url
+    }
+
     public func load(appId: String) throws -> Data? {
         guard try secure(directory, kind: S_IFDIR, permissions: 0o700) else { return nil }
         let url = file(appId)
-        guard try secure(url, kind: S_IFREG, permissions: 0o600) else { return nil }
-        return try Data(contentsOf: url)
+        if try secure(url, kind: S_IFREG, permissions: 0o600) { return try Data(contentsOf: url) }
+        guard let legacy = legacyFile(appId), try secure(legacy, kind: S_IFREG, permissions: 0o600) else { return nil }
+        return try Data(contentsOf: legacy)
     }
 
     public func save(_ data: Data, appId: String) throws {

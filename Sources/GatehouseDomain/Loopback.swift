@@ -10,7 +10,9 @@ package enum Loopback {
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         if host == "localhost" { return true }
         if host.contains(":") {
-            guard let groups = ClientNetwork.ipv6Groups(host) else { return false }
+            // A zone (`::1%lo`) names the interface, not another address.
+            let address = host.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            guard let groups = ClientNetwork.ipv6Groups(String(address)) else { return false }
             if groups == [0, 0, 0, 0, 0, 0, 0, 1] { return true }
             return groups[0..<5].allSatisfy { $0 == 0 } && groups[5] == 0xffff && groups[6] >> 8 == 127
         }

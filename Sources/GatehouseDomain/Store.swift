@@ -293,9 +293,8 @@ package enum EmailChange: Sendable, Hashable {
     case addressTaken
 }
 
-/// What ``GatehouseStore/createAPIKey(_:identity:serverUser:ownerEpoch:limit:)`` did.
-/// What turning an API key on or off found (``Store/setAPIKeyDisabled(appId:id:disabled:owner:now:)``): only a
-/// change is audited and told to the owner.
+/// What turning an API key on or off found (``GatehouseStore/setAPIKeyDisabled(appId:id:disabled:owner:now:)``): only
+/// a change is audited and told to the owner.
 package enum APIKeySwitch: Sendable, Hashable {
     case changed
     /// The key already was on, or off.
@@ -303,6 +302,7 @@ package enum APIKeySwitch: Sendable, Hashable {
     case notFound
 }
 
+/// What ``GatehouseStore/createAPIKey(_:identity:serverUser:ownerEpoch:limit:)`` did.
 package enum APIKeyWrite: Sendable, Hashable {
     case created
     /// The owner already has `limit` keys.

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 @testable import Gatehouse
 import GatehouseDomain
 import GatehouseServer
@@ -32,10 +35,14 @@ import Testing
             let request = TransportRequest(
                 method: "GET", url: try #require(URL(string: idp.baseURL + "/moved-jwks")), headers: ["Authorization": "Bearer refresh-secret"]
             )
+            // The default transport, and one over a session of the app's own (URLSession.shared follows redirects).
+            for transport in [URLSessionTransport(), URLSessionTransport(session: .shared)] {
+                let response = try await transport.send(request)
+                #expect(response.statusCode == 307)
+                #expect(response.headers["location"] == idp.baseURL + "/jwks")
+                #expect(idp.jwksRequests == before, "the redirect was followed")
+            }
             let response = try await URLSessionTransport().send(request)
-            #expect(response.statusCode == 307)
-            #expect(response.headers["location"] == idp.baseURL + "/jwks")
-            #expect(idp.jwksRequests == before, "the redirect was followed")
             let error = try #require(AppCore.error(from: response) as? ClientError)
             #expect(error.httpStatus == 307)
             #expect(error.message.contains("not followed") && error.message.contains("/jwks"), "\(error.message)")

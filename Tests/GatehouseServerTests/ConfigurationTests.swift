@@ -74,7 +74,7 @@ import Testing
             ("http://auth.example.com", "127.0.0.1", true), (nil, "0.0.0.0", true), ("https://auth.example.com", "0.0.0.0", false),
             ("http://127.0.0.1:9090", "127.0.0.1", false), (nil, "127.0.0.1", false),
             (nil, "::", true), (nil, "2001:db8::1", true), (nil, "::1", false), (nil, "0:0:0:0:0:0:0:1", false), (nil, "::ffff:127.0.0.1", false),
-            ("http://[::1]:9090", "::1", false), ("http://[2001:db8::1]", "::1", true),
+            ("http://[::1]:9090", "::1", false), ("http://[2001:db8::1]", "::1", true), (nil, "::1%lo", false), (nil, "fe80::1%eth0", true),
         ] as [(String?, String, Bool)] {
             config.server.publicURL = publicURL
             config.server.host = host

@@ -354,8 +354,9 @@ import GatehouseWire
         }
     }
 
-    /// `dump` of a signed-in account, the client, its app, a user and any flow's state — what a debugger or crash
-    /// reporter shows — holds no token: the cache behind them and every continuation token are redacted.
+    /// `dump` of a signed-in account, the client, its app, a user, every flow state and the parameter objects — what
+    /// a debugger or crash reporter shows — holds no token or password: the cache behind them, every continuation
+    /// token and every password are redacted.
     @Test func dumpingTheSDKsObjectsShowsNoToken() async throws {
         let harness = Harness()
         let account = try await Self.signIn(harness)
@@ -366,14 +367,39 @@ import GatehouseWire
             SignUpAttributesRequiredState(context: context, continuationToken: "ct-secret"),
             ResetPasswordCodeRequiredState(context: context, continuationToken: "ct-secret"),
             SignInAfterResetPasswordState(context: context, continuationToken: "ct-secret"),
+            SignInCodeRequiredState(context: context, options: SignInOptions(scopes: nil, claimsRequest: nil), continuationToken: "ct-secret"),
+            SignInPasswordRequiredState(context: context, options: SignInOptions(scopes: nil, claimsRequest: nil), continuationToken: "ct-secret"),
+            ResetPasswordRequiredState(context: context, continuationToken: "ct-secret"),
         ]
-        for value in [account, harness.client, harness.client.app, account.user] + states as [Any] {
+        let signUp = SignUpParameters(username: "ada@example.com")
+        signUp.password = "ct-secret"
+        let signIn = SignInParameters(username: "ada@example.com")
+        signIn.password = "ct-secret"
+        for value in [account, harness.client, harness.client.app, account.user, signUp, signIn] + states as [Any] {
             var dumped = ""
             dump(value, to: &dumped)
             for secret in ["at-1", "rt-1", "ct-secret", "eyJ"] {
                 #expect(!dumped.contains(secret), "\(type(of: value)) shows \(secret): \(dumped)")
             }
         }
+    }
+
+    /// A caller already cancelled when it asks for a refresh sends nothing: a native refresh spends its token.
+    @Test func aCallerCancelledBeforeItsRefreshSendsNothing() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let before = harness.transport.seen.count
+        let gate = Gate()
+        let caller = Task {
+            await gate.wait()
+            return try await account.getAccessToken(forceRefresh: true).accessToken
+        }
+        caller.cancel()
+        gate.open()
+        await #expect(throws: (any Error).self) { try await caller.value }
+        #expect(harness.transport.seen.count == before)
+        #expect(try await account.getAccessToken().accessToken == "at-1")
+        harness.verify()
     }
 
     @Test func aSignOutDuringARefreshIsNotUndone() async throws {

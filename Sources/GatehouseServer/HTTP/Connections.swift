@@ -259,7 +259,12 @@ final class MalformedRequestHandler: ChannelDuplexHandler, RemovableChannelHandl
 final class FramingCheck: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
-    enum Refused: Error { case http10, unknownCoding }
+    enum Refused: Error {
+        /// Faulty framing: `Transfer-Encoding` in HTTP/1.0, or `chunked` twice (400).
+        case faultyFraming
+        /// A transfer coding other than `chunked` alone (501).
+        case unknownCoding
+    }
     private var refused = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -275,9 +280,11 @@ final class FramingCheck: ChannelInboundHandler, RemovableChannelHandler {
     static func problem(_ head: HTTPRequestHead) -> Refused? {
         let codings = head.headers["transfer-encoding"]
         guard !codings.isEmpty else { return nil }
-        if head.version.major == 1, head.version.minor == 0 { return .http10 }
+        if head.version.major == 1, head.version.minor == 0 { return .faultyFraming }
         let named = codings.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        return named == ["chunked"] ? nil : .unknownCoding
+        if named == ["chunked"] { return nil }
+        // chunked applied twice is faulty framing (a sender must not), not a coding to implement.
+        return named.filter { $0 == "chunked" }.count > 1 ? .faultyFraming : .unknownCoding
     }
 }
 

@@ -367,6 +367,11 @@ final class AppCore: Sendable {
                 endSession(userId, refreshToken: refreshToken)
                 throw failure
             }
+            // An answer for another user (a proxy's cache serving someone else's answer, a confused server) is never
+            // taken as this user's tokens.
+            if let named = StoredUser.named(by: answer).userId, named != userId {
+                throw NativeAuthFailure.general("The refresh answer names another user", correlationId)
+            }
             let now = configuration.now()
             apply = { $0.applyRefresh(answer, requestedScopes: scopes, now: now) }
         } else {
@@ -378,6 +383,9 @@ final class AppCore: Sendable {
                 throw error
             }
             let session: SessionResponse = try decode(response)
+            if let named = JWTClaims(session.accessToken)?.sub, named != userId {
+                throw ClientError.malformedResponse("the server answered the refresh with an access token of another user")
+            }
             apply = { $0.accessToken = session.accessToken }
         }
         let updated = try mutate { users -> StoredUser? in

@@ -30,6 +30,8 @@ enum TokenDecoder {
 /// The claims the SDK reads from a Gatehouse access or refresh token.
 struct JWTClaims {
     var exp: Int64?
+    /// The user the token is for.
+    var sub: String?
     var userData: [String: JSONValue]?
     /// The session the token belongs to.
     var sid: String?
@@ -38,6 +40,7 @@ struct JWTClaims {
         guard case .object(let claims)? = TokenDecoder.payload(of: token, as: JSONValue.self) else { return nil }
         if case .int(let exp)? = claims["exp"] { self.exp = exp }
         if case .string(let sid)? = claims["sid"] { self.sid = sid }
+        if case .string(let sub)? = claims["sub"] { self.sub = sub }
         if case .object(let userData)? = claims["user_data"] { self.userData = userData }
     }
 }

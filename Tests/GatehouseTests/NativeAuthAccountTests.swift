@@ -402,6 +402,19 @@ import GatehouseWire
         harness.verify()
     }
 
+    /// A refresh answered with another user's tokens (a wrongly keyed cache, a confused server) is refused: the
+    /// account keeps the tokens it had.
+    @Test func aRefreshAnswerForAnotherUserIsRefused() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        harness.transport.then(Self.refresh("rt-1", Reply.tokens(access: "at-x", refresh: "rt-x", user: "u2")))
+        let error = try #require(await thrown { () async throws(RetrieveAccessTokenError) in try await account.getAccessToken(forceRefresh: true) })
+        #expect(error.kind == .generalError)
+        #expect(harness.storedRefreshToken == "rt-1")
+        #expect(try await account.getAccessToken().accessToken == "at-1")
+        harness.verify()
+    }
+
     @Test func aSignOutDuringARefreshIsNotUndone() async throws {
         let harness = Harness()
         let account = try await Self.signIn(harness)

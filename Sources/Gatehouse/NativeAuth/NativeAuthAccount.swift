@@ -193,9 +193,8 @@ extension StoredUser {
         now: Date,
         correlationId: UUID
     ) throws(NativeAuthFailure) {
-        let claims = answer.idToken.flatMap { TokenDecoder.payload(of: $0, as: NativeAuthIDTokenClaims.self) }
-        let info = TokenDecoder.base64URL(Substring(answer.clientInfo)).flatMap { try? JSONDecoder().decode(NativeAuthClientInfo.self, from: $0) }
-        guard let userId = info?.uid ?? claims?.sub, let tenantId = info?.utid ?? claims?.tid else {
+        let (userId, tenantId, claims) = Self.named(by: answer)
+        guard let userId, let tenantId else {
             throw .general("The token answer names no user: no readable client_info or id_token", correlationId)
         }
         var profile: [String: JSONValue] = [:]
@@ -220,6 +219,13 @@ extension StoredUser {
                 expiresOn: now.addingTimeInterval(TimeInterval(answer.expiresIn))
             )
         )
+    }
+
+    /// The user and tenant a native token answer names (`client_info`, else the id token's claims), and those claims.
+    static func named(by answer: NativeAuthTokenResponse) -> (userId: String?, tenantId: String?, claims: NativeAuthIDTokenClaims?) {
+        let claims = answer.idToken.flatMap { TokenDecoder.payload(of: $0, as: NativeAuthIDTokenClaims.self) }
+        let info = TokenDecoder.base64URL(Substring(answer.clientInfo)).flatMap { try? JSONDecoder().decode(NativeAuthClientInfo.self, from: $0) }
+        return (info?.uid ?? claims?.sub, info?.utid ?? claims?.tid, claims)
     }
 
     /// When the access token expires: as the native answer said, else the token's `exp`.

@@ -13,19 +13,34 @@ import GatehouseWire
 
     /// Signs in with a password; the server answers `tokens`.
     static func signIn(_ harness: Harness, tokens: Exchange.Reply = Reply.tokens()) async throws -> NativeAuthUserAccountResult {
-        harness.transport.then(
-            Exchange(endpoint: .signInInitiate, fields: Form.start(email), reply: Reply.continuation("ct1")),
-            Exchange(endpoint: .signInChallenge, fields: Form.challenge("ct1"), reply: Reply.passwordChallenge("ct2")),
-            Exchange(
-                endpoint: .token,
-                fields: Form.token(grant: "password", ["continuation_token": "ct2", "username": email, "password": "pw"]),
-                reply: tokens
-            )
-        )
+        harness.transport.then(passwordSignIn(email, tokens: tokens))
         guard case .completed(let result) = try await harness.client.signIn(username: email, password: "pw") else {
             throw ClientError.malformedResponse("expected completion")
         }
         return result
+    }
+
+    /// A password sign-in of `email` (password "pw") whose steps answer the continuation tokens `ct{n}`, `ct{n+1}`
+    /// and then `tokens`.
+    static func passwordSignIn(_ email: String, from n: Int = 1, tokens: Exchange.Reply) -> [Exchange] {
+        [
+            Exchange(endpoint: .signInInitiate, fields: Form.start(email), reply: Reply.continuation("ct\(n)")),
+            Exchange(endpoint: .signInChallenge, fields: Form.challenge("ct\(n)"), reply: Reply.passwordChallenge("ct\(n + 1)")),
+            Exchange(
+                endpoint: .token,
+                fields: Form.token(grant: "password", ["continuation_token": "ct\(n + 1)", "username": email, "password": "pw"]),
+                reply: tokens
+            ),
+        ]
+    }
+
+    /// The refresh of rt-1, answered (at-2, rt-2) once `gate` opens.
+    static func heldRefresh(_ gate: Gate) -> Exchange {
+        Exchange(
+            endpoint: .token,
+            fields: Form.token(grant: "refresh_token", ["refresh_token": "rt-1"]),
+            reply: .gated(gate, status: 200, body: Reply.tokensBody(access: "at-2", refresh: "rt-2"))
+        )
     }
 
     static func refresh(_ refreshToken: String, scope: String = Form.scope, _ reply: Exchange.Reply) -> Exchange {
@@ -88,24 +103,13 @@ import GatehouseWire
         let before = harness.transport.seen.count
         harness.clock.advance(by: 4000)
         let gate = Gate()
-        harness.transport.then(
-            Exchange(
-                endpoint: .token,
-                fields: Form.token(grant: "refresh_token", ["refresh_token": "rt-1"]),
-                reply: .gated(gate, status: 200, body: Reply.tokensBody(access: "at-2", refresh: "rt-2"))
-            )
-        )
+        harness.transport.then(Self.heldRefresh(gate))
         async let first = account.getAccessToken()
         async let second = account.getAccessToken()
         await harness.transport.waitForRequests(before + 1)
         // Hold the refresh until the other caller is waiting for it too (or, were there no single flight, has sent
         // its own request).
-        let refresher = harness.client.engine.core.refresher
-        var spins = 0
-        while await refresher.callers < 2 && harness.transport.seen.count == before + 1 && spins < 1_000_000 {
-            spins += 1
-            await Task.yield()
-        }
+        await Self.waitForRefreshCallers(harness, 2, unless: { harness.transport.seen.count != before + 1 })
         gate.open()
         let tokens = try await [first.accessToken, second.accessToken]
         #expect(tokens == ["at-2", "at-2"])
@@ -122,22 +126,11 @@ import GatehouseWire
         let before = harness.transport.seen.count
         harness.clock.advance(by: 4000)
         let gate = Gate()
-        harness.transport.then(
-            Exchange(
-                endpoint: .token,
-                fields: Form.token(grant: "refresh_token", ["refresh_token": "rt-1"]),
-                reply: .gated(gate, status: 200, body: Reply.tokensBody(access: "at-2", refresh: "rt-2"))
-            )
-        )
+        harness.transport.then(Self.heldRefresh(gate))
         let kept = Task { try await account.getAccessToken().accessToken }
         await harness.transport.waitForRequests(before + 1)
         let cancelled = (0..<3).map { _ in Task { try await account.getAccessToken().accessToken } }
-        let refresher = harness.client.engine.core.refresher
-        var spins = 0
-        while await refresher.callers < 4 && spins < 1_000_000 {
-            spins += 1
-            await Task.yield()
-        }
+        await Self.waitForRefreshCallers(harness, 4)
         // Were cancellation ignored, the callers would wait for the gate: a watchdog opens it, and the test fails.
         let watchdog = Task { () -> Bool in
             do { try await Task.sleep(for: .seconds(20)) } catch { return false }
@@ -165,11 +158,7 @@ import GatehouseWire
         let before = harness.transport.seen.count
         let gate = Gate()
         harness.transport.then(
-            Exchange(
-                endpoint: .token,
-                fields: Form.token(grant: "refresh_token", ["refresh_token": "rt-1"]),
-                reply: .gated(gate, status: 200, body: Reply.tokensBody(access: "at-2", refresh: "rt-2"))
-            ),
+            Self.heldRefresh(gate),
             Self.refresh(
                 "rt-2",
                 scope: "notes.write openid profile offline_access",
@@ -179,12 +168,7 @@ import GatehouseWire
         async let first = account.getAccessToken(forceRefresh: true)
         await harness.transport.waitForRequests(before + 1)
         async let second = account.getAccessToken(scopes: ["notes.write"])
-        let refresher = harness.client.engine.core.refresher
-        var spins = 0
-        while await refresher.callers < 2 && harness.transport.seen.count == before + 1 && spins < 1_000_000 {
-            spins += 1
-            await Task.yield()
-        }
+        await Self.waitForRefreshCallers(harness, 2, unless: { harness.transport.seen.count != before + 1 })
         #expect(harness.transport.seen.count == before + 1, "the second refresh did not wait")
         gate.open()
         let tokens = try await [first.accessToken, second.accessToken]
@@ -308,14 +292,8 @@ import GatehouseWire
         let events = harness.client.app.authEvents()
         let before = harness.transport.seen.count
         harness.transport.then(
-            Exchange(endpoint: .signInInitiate, fields: Form.start("bo@example.com"), reply: Reply.continuation("ct1")),
-            Exchange(endpoint: .signInChallenge, fields: Form.challenge("ct1"), reply: Reply.passwordChallenge("ct2")),
-            Exchange(
-                endpoint: .token,
-                fields: Form.token(grant: "password", ["continuation_token": "ct2", "username": "bo@example.com", "password": "pw"]),
-                reply: Reply.tokens(access: "at-b", refresh: "rt-b", user: "u2")
-            ),
-            Exchange(endpoint: .revoke, fields: Form.revoke("rt-1"), reply: Reply.ok("{}"))
+            Self.passwordSignIn("bo@example.com", tokens: Reply.tokens(access: "at-b", refresh: "rt-b", user: "u2"))
+                + [Exchange(endpoint: .revoke, fields: Form.revoke("rt-1"), reply: Reply.ok("{}"))]
         )
         guard case .completed(let second) = try await harness.client.signIn(username: "bo@example.com", password: "pw") else {
             Issue.record("expected completion")
@@ -330,18 +308,23 @@ import GatehouseWire
 
         // The same account again: its earlier session (rt-b) ends; no sign-out is reported for it.
         harness.transport.then(
-            Exchange(endpoint: .signInInitiate, fields: Form.start("bo@example.com"), reply: Reply.continuation("ct3")),
-            Exchange(endpoint: .signInChallenge, fields: Form.challenge("ct3"), reply: Reply.passwordChallenge("ct4")),
-            Exchange(
-                endpoint: .token,
-                fields: Form.token(grant: "password", ["continuation_token": "ct4", "username": "bo@example.com", "password": "pw"]),
-                reply: Reply.tokens(access: "at-c", refresh: "rt-c", user: "u2")
-            ),
-            Exchange(endpoint: .revoke, fields: Form.revoke("rt-b"), reply: Reply.ok("{}"))
+            Self.passwordSignIn("bo@example.com", from: 3, tokens: Reply.tokens(access: "at-c", refresh: "rt-c", user: "u2"))
+                + [Exchange(endpoint: .revoke, fields: Form.revoke("rt-b"), reply: Reply.ok("{}"))]
         )
         _ = try await harness.client.signIn(username: "bo@example.com", password: "pw")
         await Self.settle(harness, until: before + 8)
         harness.verify()
+    }
+
+    /// Yields until `count` callers are inside the single-flight refresher (or `stop` says there is no point), at most
+    /// a million times.
+    static func waitForRefreshCallers(_ harness: Harness, _ count: Int, unless stop: () -> Bool = { false }) async {
+        let refresher = harness.client.engine.core.refresher
+        var spins = 0
+        while await refresher.callers < count && !stop() && spins < 1_000_000 {
+            spins += 1
+            await Task.yield()
+        }
     }
 
     /// Lets work the SDK started on its own (a revocation) reach the transport, up to `count` requests in all; a
@@ -419,13 +402,7 @@ import GatehouseWire
         let harness = Harness()
         let account = try await Self.signIn(harness)
         let gate = Gate()
-        harness.transport.then(
-            Exchange(
-                endpoint: .token,
-                fields: Form.token(grant: "refresh_token", ["refresh_token": "rt-1"]),
-                reply: .gated(gate, status: 200, body: Reply.tokensBody(access: "at-2", refresh: "rt-2"))
-            )
-        )
+        harness.transport.then(Self.heldRefresh(gate))
         let before = harness.transport.seen.count
         async let refreshed = thrown { () async throws(RetrieveAccessTokenError) in try await account.getAccessToken(forceRefresh: true) }
         await harness.transport.waitForRequests(before + 1)

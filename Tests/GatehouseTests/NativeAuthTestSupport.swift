@@ -49,7 +49,8 @@ final class ScriptedTransport: NetworkTransport, Sendable {
     init(_ script: [Exchange] = []) { state = Locked(State(script: script)) }
 
     /// Adds exchanges at the end of the script.
-    func then(_ exchanges: Exchange...) { state.withLock { $0.script += exchanges } }
+    func then(_ exchanges: Exchange...) { then(exchanges) }
+    func then(_ exchanges: [Exchange]) { state.withLock { $0.script += exchanges } }
 
     var seen: [SeenRequest] { state.withLock { $0.seen } }
     var problems: [String] { state.withLock { $0.problems } }

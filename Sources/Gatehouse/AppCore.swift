@@ -369,7 +369,8 @@ final class AppCore: Sendable {
             }
             // An answer for another user (a proxy's cache serving someone else's answer, a confused server) is never
             // taken as this user's tokens.
-            if let named = StoredUser.named(by: answer).userId, named != userId {
+            let named = [StoredUser.named(by: answer).userId, JWTClaims(answer.accessToken)?.sub].compactMap { $0 }
+            if named.contains(where: { $0 != userId }) {
                 throw NativeAuthFailure.general("The refresh answer names another user", correlationId)
             }
             let now = configuration.now()

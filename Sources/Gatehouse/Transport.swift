@@ -72,10 +72,11 @@ public struct URLSessionTransport: NetworkTransport {
     /// A transport over a session of its own (one per process, the default configuration) that refuses redirects.
     public init() { self.session = Self.refusingRedirects }
 
-    /// A transport over `session`'s configuration (its timeouts, cache, cookies and headers), refusing redirects
-    /// whatever `session`'s own delegate would do: on Apple platforms each request carries a task delegate that
-    /// refuses them; FoundationNetworking (Linux) asks only a session's own delegate, so there the transport makes a
-    /// session of its own from `session.configuration`.
+    /// A transport over `session`, refusing redirects whatever `session`'s own delegate would do: on Apple platforms
+    /// each request carries a task delegate that refuses them. FoundationNetworking (Linux) asks only a session's own
+    /// delegate, so there the transport makes a session of its own from `session.configuration` (its timeouts,
+    /// cache, cookies and headers; not `session`'s delegate or queue), kept for the transport's life: make one
+    /// transport and reuse it.
     public init(session: URLSession) {
         #if canImport(FoundationNetworking)
         self.session = URLSession(configuration: session.configuration, delegate: RedirectRefusal.shared, delegateQueue: nil)

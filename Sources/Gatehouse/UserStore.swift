@@ -11,8 +11,9 @@ import Security
 public protocol UserStore: Sendable {
     /// The blob saved for `appId`, or nil if there is none.
     func load(appId: String) throws -> Data?
-    /// Replaces the blob for `appId`. The SDK calls it for one app at a time, never twice at once, with the newest
-    /// blob; it must not call back into the SDK (which waits for it) or wait for a thread that does.
+    /// Replaces the blob for `appId`. One ``App`` (or ``NativeAuthClient``) calls it one save at a time, with its
+    /// newest blob; it must not call back into the SDK (which waits for it) or wait for a thread that does. Two `App`
+    /// objects of one id each save their own users: make one per app id and keep it.
     func save(_ data: Data, appId: String) throws
 }
 
@@ -55,17 +56,24 @@ public struct FileUserStore: UserStore {
     /// with a dot); any other id is written as `~` and the hex of its UTF-8 bytes, so that two ids never share a file
     /// (`a/b` and `a_b` are two apps, each with its own users; on a volume that ignores case, as macOS's usually
     /// does, ids differing only in case still share one). Earlier versions wrote other ids with `_` for each
-    /// character a file name could not hold: ``load(appId:)`` still reads that file while the new one is missing.
+    /// character a file name could not hold: ``load(appId:)`` still reads that file while the new one is missing,
+    /// unless that name could be another app's (`a/b`'s old `a_b`, whose users sign in again).
     func file(_ appId: String) -> URL {
-        let plain = !appId.isEmpty && !appId.hasPrefix(".")
-            && appId.utf8.allSatisfy { byte in (0x30...0x39).contains(byte) || (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte) || "-_.".utf8.contains(byte) }
-        let name = plain ? appId : "~" + appId.utf8.map { String(format: "%02x", $0) }.joined()
+        let name = Self.isPlain(appId) ? appId : "~" + appId.utf8.map { String(format: "%02x", $0) }.joined()
         return directory.appendingPathComponent("\(name).users.json")
     }
 
-    /// The file earlier versions used for `appId`, when it is not ``file(_:)``.
+    /// An id written as it is: ASCII letters, digits, `-`, `_` and `.`, not empty, not starting with a dot.
+    private static func isPlain(_ appId: String) -> Bool {
+        !appId.isEmpty && !appId.hasPrefix(".")
+            && appId.utf8.allSatisfy { byte in (0x30...0x39).contains(byte) || (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte) || "-_.".utf8.contains(byte) }
+    }
+
+    /// The file earlier versions used for `appId`, when it is not ``file(_:)`` and cannot be another app's: a legacy
+    /// name that is itself a plain id (`a/b` was written as `a_b`) is app `a_b`'s file now, never read for `a/b`.
     private func legacyFile(_ appId: String) -> URL? {
         let safe = appId.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0) ? String($0) : "_" }.joined()
+        guard !Self.isPlain(safe) else { return nil }
         let url = directory.appendingPathComponent("\(safe).users.json")
         return url == file(appId) ? nil : url
     }

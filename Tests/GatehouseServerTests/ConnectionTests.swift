@@ -72,7 +72,7 @@ import Testing
 
                 // A transfer coding other than chunked alone: 501 in JSON (chunked twice, faulty framing: 400),
                 // and nothing of the request is served.
-                for (coding, status) in [("gzip, chunked", 501), ("x-custom, chunked", 501), ("chunked, chunked", 400), ("identity", 501)] {
+                for (coding, status) in [("gzip, chunked", 501), ("x-custom, chunked", 501), ("chunked, chunked", 400), ("chunked, gzip", 400), ("identity", 501)] {
                     let request = "POST /api/client/v2.0/app/test-app/auth/providers/local-userpass/register HTTP/1.1\r\nHost: x\r\n"
                         + "Transfer-Encoding: \(coding)\r\nContent-Type: application/json\r\n\r\n"
                         + "30\r\n{\"email\":\"te@example.com\",\"password\":\"pw123456\"}\r\n0\r\n\r\n"

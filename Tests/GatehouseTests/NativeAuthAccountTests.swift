@@ -390,9 +390,13 @@ import GatehouseWire
     @Test func aRefreshAnswerForAnotherUserIsRefused() async throws {
         let harness = Harness()
         let account = try await Self.signIn(harness)
-        harness.transport.then(Self.refresh("rt-1", Reply.tokens(access: "at-x", refresh: "rt-x", user: "u2")))
-        let error = try #require(await thrown { () async throws(RetrieveAccessTokenError) in try await account.getAccessToken(forceRefresh: true) })
-        #expect(error.kind == .generalError)
+        // Named by the answer's client_info, or by its access token's own `sub`.
+        let otherAccessToken = "eyJhbGciOiJFUzI1NiJ9.\(Reply.base64URL(#"{"sub":"u2","exp":1800003600}"#)).c2ln"
+        for reply in [Reply.tokens(access: "at-x", refresh: "rt-x", user: "u2"), Reply.tokens(access: otherAccessToken, refresh: "rt-x", user: "u1")] {
+            harness.transport.then(Self.refresh("rt-1", reply))
+            let error = try #require(await thrown { () async throws(RetrieveAccessTokenError) in try await account.getAccessToken(forceRefresh: true) })
+            #expect(error.kind == .generalError)
+        }
         #expect(harness.storedRefreshToken == "rt-1")
         #expect(try await account.getAccessToken().accessToken == "at-1")
         harness.verify()

@@ -34,6 +34,24 @@ import Testing
         for id in ids { #expect(store.file(id).deletingLastPathComponent().path == folder.path, "\(id)") }
     }
 
+    /// An id earlier versions wrote under another name is still read from it while its new file is missing — unless
+    /// that old name is another app's file now (`a/b` was written as `a_b`, which is app `a_b`'s).
+    @Test func anOldFileNameIsReadOnlyWhenItIsNoOtherAppsFile() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = FileUserStore(directory: folder)
+        try store.save(Data("a_b's users".utf8), appId: "a_b")
+        #expect(try store.load(appId: "a/b") == nil)
+        #expect(try store.load(appId: "a_b") == Data("a_b's users".utf8))
+
+        // "é" was written as é.users.json, a name no id has now.
+        let old = folder.appendingPathComponent("é.users.json")
+        #expect(FileManager.default.createFile(atPath: old.path, contents: Data("é's users".utf8), attributes: [.posixPermissions: 0o600]))
+        #expect(try store.load(appId: "é") == Data("é's users".utf8))
+        try store.save(Data("é's users, saved".utf8), appId: "é")
+        #expect(try store.load(appId: "é") == Data("é's users, saved".utf8))
+    }
+
     /// A folder or file found with wider permissions (a folder made by hand, an old version, a restored backup) is
     /// narrowed; a symbolic link or something another user owns is refused, never read.
     @Test func fileStoreRepairsLoosePermissionsAndRefusesWhatIsNotItsOwn() throws {

@@ -260,7 +260,7 @@ final class FramingCheck: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     enum Refused: Error {
-        /// Faulty framing: `Transfer-Encoding` in HTTP/1.0, or `chunked` twice (400).
+        /// Faulty framing: `Transfer-Encoding` in HTTP/1.0, or `chunked` twice or not last (400).
         case faultyFraming
         /// A transfer coding other than `chunked` alone (501).
         case unknownCoding
@@ -283,8 +283,9 @@ final class FramingCheck: ChannelInboundHandler, RemovableChannelHandler {
         if head.version.major == 1, head.version.minor == 0 { return .faultyFraming }
         let named = codings.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         if named == ["chunked"] { return nil }
-        // chunked applied twice is faulty framing (a sender must not), not a coding to implement.
-        return named.filter { $0 == "chunked" }.count > 1 ? .faultyFraming : .unknownCoding
+        // chunked twice, or not last, is faulty framing (RFC 9112 6.3: a sender must not), not a coding to implement.
+        let chunked = named.filter { $0 == "chunked" }.count
+        return chunked > 1 || (chunked == 1 && named.last != "chunked") ? .faultyFraming : .unknownCoding
     }
 }
 

@@ -30,7 +30,7 @@ public struct UserAPIKey: Sendable, Hashable, Identifiable, CustomStringConverti
     }
     public var debugDescription: String { description }
     public var customMirror: Mirror {
-        Mirror(self, children: ["objectId": objectId, "name": name, "key": key == nil ? "nil" : redacted, "disabled": disabled])
+        Mirror(self, children: ["objectId": objectId, "name": name, "key": redacted(key), "disabled": disabled])
     }
 }
 

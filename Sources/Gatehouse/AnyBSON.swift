@@ -1,4 +1,5 @@
 import Foundation
+internal import GatehouseWire
 
 /// A BSON document: the type of function payloads and custom user data, as in the Realm SDK.
 public typealias Document = [String: AnyBSON?]
@@ -19,9 +20,7 @@ public struct ObjectId: Hashable, Sendable, Codable, CustomStringConvertible {
     ///
     /// - Throws: ``ObjectIdError`` for anything else.
     public init(string: String) throws(ObjectIdError) {
-        // ASCII hex digits only: `Character.isHexDigit` also takes fullwidth ones (`Ａ`, three bytes each).
-        guard string.utf8.count == 24, string.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0) })
-        else { throw ObjectIdError(string: string) }
+        guard ObjectIDText.isValid(string) else { throw ObjectIdError(string: string) }
         stringValue = string.lowercased()
     }
 

@@ -67,11 +67,10 @@ final class AppCore: Sendable {
     let storeKey: String
     /// Set for a native-auth client's core; nil for an ``App``'s.
     let native: NativeClientBinding?
-    private let state: Locked<PersistedUsers>
-    /// How many times the users changed (counted under ``state``'s lock), and the change last written to the store
-    /// (under its own lock, held while writing): each write is of the users as they are then, so an earlier state is
-    /// never written after a later one, even when the later one's write failed.
-    private let changes = Locked<UInt64>(0)
+    /// The users, and how many times they changed.
+    private let state: Locked<(users: PersistedUsers, changes: UInt64)>
+    /// The change last written to the store (under its own lock, held while writing): each write is of the users as
+    /// they are then, so an earlier state is never written after a later one, even when the later one's write failed.
     private let written = Locked<UInt64>(0)
     private let hostname = Locked<String?>(nil)
     /// The one single-flight refresher of both session kinds.
@@ -94,27 +93,27 @@ final class AppCore: Sendable {
                 loaded = legacy
             }
         }
-        state = Locked(loaded)
+        state = Locked((loaded, 0))
     }
 
     // MARK: State
 
-    func read<T>(_ body: (PersistedUsers) -> T) -> T { state.withLock { body($0) } }
+    func read<T>(_ body: (PersistedUsers) -> T) -> T { state.withLock { body($0.users) } }
 
     /// Changes the users under the lock, then saves them as they are by then — unless a later change was saved
     /// already: a refresh that ends as `signOut()` runs must not write back, after it, the account the sign-out
     /// removed. Writes to the ``UserStore`` happen one at a time (the lock order is `written`, then `state`).
     @discardableResult
     func mutate<T>(_ body: (inout PersistedUsers) -> T) throws -> T {
-        let result = state.withLock { users -> T in
-            let result = body(&users)
-            users.repairCurrentUser()
-            changes.withLock { $0 += 1 }
+        let result = state.withLock { current -> T in
+            let result = body(&current.users)
+            current.users.repairCurrentUser()
+            current.changes += 1
             return result
         }
         do {
             try written.withLock { last in
-                let (data, change) = try state.withLock { users in (try JSONEncoder().encode(users), changes.withLock { $0 }) }
+                let (data, change) = try state.withLock { current in (try JSONEncoder().encode(current.users), current.changes) }
                 guard change > last else { return }
                 try configuration.userStore.save(data, appId: storeKey)
                 last = change
@@ -126,7 +125,7 @@ final class AppCore: Sendable {
     }
 
     /// How many times the users changed (tests).
-    var changeCount: UInt64 { changes.withLock { $0 } }
+    var changeCount: UInt64 { state.withLock { $0.changes } }
 
     /// The one `User` object for `id`.
     func user(_ id: String) -> User {
@@ -161,9 +160,10 @@ final class AppCore: Sendable {
         guard let components = URLComponents(string: target), let scheme = components.scheme?.lowercased(),
             scheme == "http" || scheme == "https", components.host?.isEmpty == false
         else { throw ClientError.insecureLocation("the server's location \"\(target)\" is not an http(s) URL") }
-        guard components.user == nil, components.password == nil, components.query == nil, components.fragment == nil,
-            components.path.isEmpty || components.path == "/", !target.contains("#"), !target.contains("?"), !target.contains("@")
-        else { throw ClientError.insecureLocation("the server's location \"\(target.prefix(200))\" is not an origin (scheme://host[:port])") }
+        // Credentials need an `@`, a query a `?`, a fragment a `#` (even an empty one, which URLComponents may drop).
+        guard components.path.isEmpty || components.path == "/", !target.contains(where: { "@?#".contains($0) }) else {
+            throw ClientError.insecureLocation("the server's location \"\(target.prefix(200))\" is not an origin (scheme://host[:port])")
+        }
         if scheme == "http", URLComponents(string: configured)?.scheme?.lowercased() == "https" {
             throw ClientError.insecureLocation("the server at \(configured) sent the app to \(target): plain http after https is refused")
         }

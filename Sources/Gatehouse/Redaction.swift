@@ -8,6 +8,9 @@ import Foundation
 /// What the SDK's descriptions and mirrors show in place of a secret.
 let redacted = "<redacted>"
 
+/// An optional secret as descriptions show it: `nil`, or ``redacted``.
+func redacted(_ secret: String?) -> String { secret == nil ? "nil" : redacted }
+
 /// The mirror of a native-auth state: its flow's username and correlation id, its continuation token redacted.
 private func stateMirror(_ subject: Any, _ context: FlowContext) -> Mirror {
     Mirror(subject, children: ["username": context.username, "correlationId": context.correlationId, "continuationToken": redacted])
@@ -24,7 +27,7 @@ extension ResetPasswordRequiredState: CustomReflectable { public var customMirro
 extension SignInAfterResetPasswordState: CustomReflectable { public var customMirror: Mirror { stateMirror(self, context) } }
 
 extension NativeAuthUserAccountResult: CustomReflectable {
-    public var customMirror: Mirror { Mirror(self, children: ["account": account, "idToken": idToken == nil ? "nil" : redacted]) }
+    public var customMirror: Mirror { Mirror(self, children: ["account": account, "idToken": redacted(idToken)]) }
 }
 
 extension NativeAuthEngine: CustomReflectable {
@@ -38,20 +41,20 @@ extension AppCore: CustomReflectable {
 extension StoredUser: CustomReflectable {
     var customMirror: Mirror {
         Mirror(self, children: [
-            "id": id, "loggedIn": loggedIn, "accessToken": accessToken == nil ? "nil" : redacted,
-            "refreshToken": refreshToken == nil ? "nil" : redacted, "identities": identities, "lastLogin": lastLogin,
+            "id": id, "loggedIn": loggedIn, "accessToken": redacted(accessToken), "refreshToken": redacted(refreshToken),
+            "identities": identities, "lastLogin": lastLogin,
         ])
     }
 }
 
 extension SignUpParameters: CustomReflectable {
     public var customMirror: Mirror {
-        Mirror(self, children: ["username": username, "password": password == nil ? "nil" : redacted, "correlationId": correlationId as Any])
+        Mirror(self, children: ["username": username, "password": redacted(password), "correlationId": correlationId as Any])
     }
 }
 
 extension SignInParameters: CustomReflectable {
     public var customMirror: Mirror {
-        Mirror(self, children: ["username": username, "password": password == nil ? "nil" : redacted, "scopes": scopes as Any])
+        Mirror(self, children: ["username": username, "password": redacted(password), "scopes": scopes as Any])
     }
 }

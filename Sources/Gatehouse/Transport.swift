@@ -85,7 +85,7 @@ public struct URLSessionTransport: NetworkTransport {
         #endif
     }
 
-    private static let refusingRedirects = URLSession(configuration: .default, delegate: RedirectRefusal(), delegateQueue: nil)
+    private static let refusingRedirects = URLSession(configuration: .default, delegate: RedirectRefusal.shared, delegateQueue: nil)
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         var urlRequest = URLRequest(url: request.url)

@@ -73,9 +73,9 @@ public struct FileUserStore: UserStore {
     /// name that is itself a plain id (`a/b` was written as `a_b`) is app `a_b`'s file now, never read for `a/b`.
     private func legacyFile(_ appId: String) -> URL? {
         let safe = appId.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0) ? String($0) : "_" }.joined()
+        // A plain `safe` is another app's file now (or, for a plain id, this one's: file(_:) already read it).
         guard !Self.isPlain(safe) else { return nil }
-        let url = directory.appendingPathComponent("\(safe).users.json")
-        return url == file(appId) ? nil : url
+        return directory.appendingPathComponent("\(safe).users.json")
     }
 
     public func load(appId: String) throws -> Data? {

@@ -11,8 +11,7 @@ package enum Loopback {
         if host == "localhost" { return true }
         if host.contains(":") {
             // A zone (`::1%lo`) names the interface, not another address.
-            let address = host.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)[0]
-            guard let groups = ClientNetwork.ipv6Groups(String(address)) else { return false }
+            guard let groups = ipv6Groups(zoned: host) else { return false }
             if groups == [0, 0, 0, 0, 0, 0, 0, 1] { return true }
             return groups[0..<5].allSatisfy { $0 == 0 } && groups[5] == 0xffff && groups[6] >> 8 == 127
         }
@@ -30,12 +29,17 @@ package enum Loopback {
     /// without brackets (those belong in URLs), with an optional zone (`fe80::1%eth0`) — never with a port.
     package static func isListeningHost(_ host: String) -> Bool {
         guard !host.isEmpty, !host.contains(where: { "[]/ \t\n".contains($0) }) else { return false }
-        guard host.contains(":") else { return true }
-        let parts = host.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)
+        return !host.contains(":") || ipv6Groups(zoned: host) != nil
+    }
+
+    /// The groups of an IPv6 address with an optional zone (`fe80::1%eth0`: letters, digits, `.`, `_`, `-`); nil for
+    /// anything else.
+    private static func ipv6Groups(zoned text: String) -> [UInt16]? {
+        let parts = text.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)
         if parts.count == 2 {
-            guard !parts[1].isEmpty, parts[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else { return false }
+            guard !parts[1].isEmpty, parts[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else { return nil }
         }
-        return ClientNetwork.ipv6Groups(String(parts[0])) != nil
+        return ClientNetwork.ipv6Groups(String(parts[0]))
     }
 
     /// Why `url` may not be called, or nil: an outbound URL must be `https://`, or `http://` to a loopback host.

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatehouseWire
 
 /// Random identifiers and secrets, and how they are stored and compared.
 package enum Secrets {
@@ -67,8 +68,6 @@ package enum Secrets {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// True for exactly 24 lowercase or uppercase hex digits.
-    package static func isObjectID(_ text: String) -> Bool {
-        text.utf8.count == 24 && text.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }
-    }
+    /// True for exactly 24 lowercase or uppercase hex digits (``ObjectIDText``).
+    package static func isObjectID(_ text: String) -> Bool { ObjectIDText.isValid(text) }
 }

@@ -195,10 +195,11 @@ package protocol GatehouseStore: RateCountStore {
     /// identity).
     func apiKeyLogin(appId: String, keyHash: [UInt8]) async throws -> (key: APIKeyRecord, user: UserRecord)?
     /// Enables or disables the key; disabling also revokes the sessions logged in with it (again, when the key was
-    /// already off). ``APIKeySwitch/unchanged`` when the key already was so (of two requests turning it on at once, one
-    /// changes it), ``APIKeySwitch/notFound`` when there is no such key. When `owner` is given (the key's owner's session turns it back on, a way in added again), only while it holds
-    /// for the key's user (``OwnerHold``): otherwise ``StoreError/sessionEnded``, and nothing changes. So a re-enable
-    /// read before the owner's reset does not land after it.
+    /// already off). ``APIKeySwitch/unchanged`` when the key already was so (of two requests turning it on at once,
+    /// one changes it), ``APIKeySwitch/notFound`` when there is no such key. When `owner` is given (the key's owner's
+    /// session turns it back on, a way in added again), only while it holds for the key's user (``OwnerHold``):
+    /// otherwise ``StoreError/sessionEnded``, and nothing changes. So a re-enable read before the owner's reset does
+    /// not land after it.
     func setAPIKeyDisabled(appId: String, id: String, disabled: Bool, owner: OwnerHold?, now: Date) async throws -> APIKeySwitch
     /// Deletes the key with its identity and revokes the sessions logged in with it; a server key's user goes too.
     /// False when no such key.

@@ -29,8 +29,10 @@ import Testing
         guard case .datetime = value else { Issue.record("not a date: \(value)"); return }
         #expect(try canonical(value.extendedJSON) == #"{"$date":{"$numberLong":""# + written + #""}}"#)
         #expect(value.description.contains(written))
-        for far in [Date(timeIntervalSince1970: 1e300), Date(timeIntervalSince1970: -1e300), Date(timeIntervalSince1970: .nan)] {
-            _ = AnyBSON.datetime(far).description
+        // Dates an app makes beyond BSON's range are written at its ends (a date that is no number, as 0).
+        for (far, milliseconds) in [(1e300, "9223372036854775807"), (-1e300, "-9223372036854775808"), (.nan, "0")] as [(Double, String)] {
+            let value = AnyBSON.datetime(Date(timeIntervalSince1970: far))
+            #expect(try canonical(value.extendedJSON) == #"{"$date":{"$numberLong":""# + milliseconds + #""}}"#)
         }
     }
 

@@ -34,6 +34,17 @@ import GatehouseWire
         ]
     }
 
+    /// Signs in, lets the access token expire and scripts its refresh held at the returned gate; also returns how
+    /// many requests the transport had seen before the refresh.
+    static func signInThenHoldTheRefresh(_ harness: Harness) async throws -> (NativeAuthUserAccountResult, Int, Gate) {
+        let account = try await signIn(harness)
+        let before = harness.transport.seen.count
+        harness.clock.advance(by: 4000)
+        let gate = Gate()
+        harness.transport.then(heldRefresh(gate))
+        return (account, before, gate)
+    }
+
     /// The refresh of rt-1, answered (at-2, rt-2) once `gate` opens.
     static func heldRefresh(_ gate: Gate) -> Exchange {
         Exchange(
@@ -99,11 +110,7 @@ import GatehouseWire
 
     @Test func concurrentCallsShareOneRefresh() async throws {
         let harness = Harness()
-        let account = try await Self.signIn(harness)
-        let before = harness.transport.seen.count
-        harness.clock.advance(by: 4000)
-        let gate = Gate()
-        harness.transport.then(Self.heldRefresh(gate))
+        let (account, before, gate) = try await Self.signInThenHoldTheRefresh(harness)
         async let first = account.getAccessToken()
         async let second = account.getAccessToken()
         await harness.transport.waitForRequests(before + 1)
@@ -122,11 +129,7 @@ import GatehouseWire
     /// caller that was not, and no second refresh starts beside it (a newcomer joins it).
     @Test func cancelledCallersStopWaitingForARefreshThatRunsOn() async throws {
         let harness = Harness()
-        let account = try await Self.signIn(harness)
-        let before = harness.transport.seen.count
-        harness.clock.advance(by: 4000)
-        let gate = Gate()
-        harness.transport.then(Self.heldRefresh(gate))
+        let (account, before, gate) = try await Self.signInThenHoldTheRefresh(harness)
         let kept = Task { try await account.getAccessToken().accessToken }
         await harness.transport.waitForRequests(before + 1)
         let cancelled = (0..<3).map { _ in Task { try await account.getAccessToken().accessToken } }

@@ -39,13 +39,13 @@ public struct NativeAuthTokenResult: Sendable, Hashable, CustomStringConvertible
     public let correlationId: UUID
 
     public var description: String {
-        "NativeAuthTokenResult(accessToken: \(redacted), refreshToken: \(refreshToken == nil ? "nil" : redacted), scopes: \(scopes), "
+        "NativeAuthTokenResult(accessToken: \(redacted), refreshToken: \(redacted(refreshToken)), scopes: \(scopes), "
             + "expiresOn: \(expiresOn.map { "\($0)" } ?? "nil"), correlationId: \(correlationId))"
     }
     public var debugDescription: String { description }
     public var customMirror: Mirror {
         Mirror(self, children: [
-            "accessToken": redacted, "refreshToken": refreshToken == nil ? "nil" : redacted, "scopes": scopes,
+            "accessToken": redacted, "refreshToken": redacted(refreshToken), "scopes": scopes,
             "expiresOn": expiresOn as Any, "correlationId": correlationId,
         ])
     }

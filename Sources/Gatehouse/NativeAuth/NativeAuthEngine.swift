@@ -218,8 +218,9 @@ final class NativeAuthEngine: Sendable {
         let replaced: [StoredUser]
         do {
             replaced = try core.mutate { users in
-                let replaced = users.users.filter { $0.id == user.id || $0.native != nil }
-                users.users.removeAll { $0.id == user.id || $0.native != nil }
+                let isReplaced = { (stored: StoredUser) in stored.id == user.id || stored.native != nil }
+                let replaced = users.users.filter(isReplaced)
+                users.users.removeAll(where: isReplaced)
                 users.users.append(user)
                 users.currentUserId = user.id
                 return replaced

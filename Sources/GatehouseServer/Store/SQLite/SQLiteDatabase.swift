@@ -165,7 +165,7 @@ final class SQLiteDatabase: SQLDatabase {
     static func prepareOwnerOnly(file: String, in parent: URL, logger: Logger) throws {
         try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         // O_EXCL: a file (or a link) already there is never truncated nor followed.
-        if Self.createExclusively(file, mode: 0o600) { return }
+        if createExclusively(file, mode: 0o600) { return }
         // The mode of what SQLite will open: a link's target.
         let target = URL(fileURLWithPath: file).resolvingSymlinksInPath().path
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: target), attributes[.type] as? FileAttributeType == .typeRegular
@@ -176,21 +176,6 @@ final class SQLiteDatabase: SQLDatabase {
                 metadata: ["path": "\(file)", "mode": "\(String(mode & 0o777, radix: 8))"]
             )
         }
-    }
-
-    /// Creates `path` with `mode`, failing if anything is there; true when created.
-    private static func createExclusively(_ path: String, mode: mode_t) -> Bool {
-        #if canImport(Glibc)
-        let fd = Glibc.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode)
-        if fd >= 0 { _ = Glibc.close(fd) }
-        #elseif canImport(Musl)
-        let fd = Musl.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode)
-        if fd >= 0 { _ = Musl.close(fd) }
-        #else
-        let fd = Darwin.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode)
-        if fd >= 0 { _ = Darwin.close(fd) }
-        #endif
-        return fd >= 0
     }
 
     @discardableResult
@@ -442,4 +427,12 @@ final class AsyncLock: Sendable {
         defer { unlock() }
         return try await body()
     }
+}
+
+/// Creates `path` with `mode`, failing if anything is there (`O_EXCL` follows no link); true when created. At file
+/// scope, where `open` is the C library's and not ``SQLiteDatabase/open(_:logger:metrics:busyTimeout:)``.
+private func createExclusively(_ path: String, mode: mode_t) -> Bool {
+    let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode)
+    if fd >= 0 { _ = close(fd) }
+    return fd >= 0
 }

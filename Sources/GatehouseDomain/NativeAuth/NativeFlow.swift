@@ -62,6 +62,8 @@ package struct NativeFlowRecord: Sendable, Hashable {
     /// moves (an undo gives it back) the flow goes nowhere.
     /// Nil before the flow has a user. Set by the store only.
     package var userEpoch: Int?
+    /// Whether the flow's steps are held to ``userEpoch`` as well as to its address: every flow but a reset.
+    package var heldToEpoch: Bool { kind != .resetPassword }
     /// The `challenge_type` list the client started with.
     package var challengeTypes: Set<NativeAuthChallengeType>
     package var tokenHash: [UInt8]

@@ -942,7 +942,7 @@ struct SQLStore: GatehouseStore {
         var binds: [SQLValue] = [.text(userId), .text(flow.appId), .text(flow.username)]
         var ended = ""
         // A reset holds to its address only (``NativeFlowRecord/userEpoch``).
-        if flow.kind != .resetPassword {
+        if flow.heldToEpoch {
             binds.append(.int(Int64(epoch)))
             ended = " AND users.session_epoch = $4"
         }

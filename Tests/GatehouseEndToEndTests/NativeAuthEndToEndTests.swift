@@ -270,14 +270,40 @@ import FoundationNetworking
             #expect(account.account.username == "ivy@example.com")
         }
     }
+
+    /// A code asked for again too soon is refused with `slow_down` before the flow is touched: the delegate gets the
+    /// state back, and the code already sent still signs the user up on it.
+    @Test func aResendRefusedAsTooSoonLeavesTheFlowUsable() async throws {
+        try await withLiveServer { server in
+            let driver = SignUpDriver()
+            server.nativeClient().signUp(parameters: SignUpParameters(username: "jo@example.com"), delegate: driver)
+            guard case .codeRequired(let state, _) = await driver.next() else {
+                Issue.record("expected onSignUpCodeRequired")
+                return
+            }
+            state.resendCode(delegate: driver)
+            guard case .resendError(let description, let kept) = await driver.next() else {
+                Issue.record("expected onSignUpResendCodeError")
+                return
+            }
+            #expect(description.contains("wait"))
+            #expect(kept === state)
+            state.submitCode(code: try await server.latestCode("jo@example.com"), delegate: driver)
+            guard case .completed = await driver.next() else {
+                Issue.record("expected onSignUpCompleted on the state handed back")
+                return
+            }
+        }
+    }
 }
 
 /// Receives the sign-up delegate callbacks (on the main actor) and hands them to the test in order.
 @MainActor
-final class SignUpDriver: SignUpStartDelegate, SignUpVerifyCodeDelegate, SignInAfterSignUpDelegate {
+final class SignUpDriver: SignUpStartDelegate, SignUpVerifyCodeDelegate, SignUpResendCodeDelegate, SignInAfterSignUpDelegate {
     enum Event: Sendable {
         case codeRequired(SignUpCodeRequiredState, sentTo: String)
         case verifyError(invalidCode: Bool, newState: SignUpCodeRequiredState?)
+        case resendError(description: String, newState: SignUpCodeRequiredState?)
         case completed(SignInAfterSignUpState)
         case signedIn(NativeAuthUserAccountResult)
         case failed(String)
@@ -307,6 +333,9 @@ final class SignUpDriver: SignUpStartDelegate, SignUpVerifyCodeDelegate, SignInA
     }
     func onSignUpVerifyCodeError(error: VerifyCodeError, newState: SignUpCodeRequiredState?) {
         push(.verifyError(invalidCode: error.isInvalidCode, newState: newState))
+    }
+    func onSignUpResendCodeError(error: ResendCodeError, newState: SignUpCodeRequiredState?) {
+        push(.resendError(description: error.errorDescription ?? "", newState: newState))
     }
     func onSignUpCompleted(newState: SignInAfterSignUpState) { push(.completed(newState)) }
     func onSignInAfterSignUpError(error: SignInAfterSignUpError) { push(.failed("sign-in: \(error)")) }

@@ -376,7 +376,7 @@ import GatehouseWire
 
     @Test @MainActor func resendErrorsKeepTheStateOnlyForKnownErrors() async throws {
         let harness = Harness([
-            Exchange(endpoint: .signUpChallenge, fields: Form.challenge("ct2"), reply: Reply.error("expired_token", "late", codes: [552_003])),
+            Exchange(endpoint: .signUpChallenge, fields: Form.challenge("ct2"), reply: Reply.error("invalid_request", "bad")),
             Exchange(endpoint: .signUpChallenge, fields: Form.challenge("ct2"), reply: Reply.redirect),
             Exchange(endpoint: .signUpChallenge, fields: Form.challenge("ct2"), reply: Reply.error("invalid_grant", "unknown to MSAL here")),
         ])

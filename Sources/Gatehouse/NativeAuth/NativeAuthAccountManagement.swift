@@ -98,7 +98,7 @@ public protocol AccountSessionsDelegate: AnyObject {
 
 extension AccountSessionsDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onAccountSessionsRetrieved(sessions: [UserSession]) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onAccountSessionsRetrieved(sessions: [UserSession]) { DelegateCall.notImplemented(#function, self) }
 }
 
 /// Receives the answer of an account change of ``NativeAuthUserAccountResult``: changing the password or the email
@@ -112,7 +112,7 @@ public protocol AccountUpdateDelegate: AnyObject {
 
 extension AccountUpdateDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onAccountUpdateCompleted() { DelegateCall.notImplemented(#function) }
+    @MainActor public func onAccountUpdateCompleted() { DelegateCall.notImplemented(#function, self) }
 }
 
 // MARK: - The calls
@@ -131,7 +131,7 @@ extension NativeAuthUserAccountResult {
 
     /// Runs `work` for a delegate: its error through `failed`, its value through `completed` (an optional method;
     /// when the app did not implement it, a general error through `failed`).
-    private func deliver<Delegate, T: Sendable>(
+    private func deliver<Delegate: AnyObject, T: Sendable>(
         _ delegate: Delegate,
         _ work: @escaping @Sendable (AccountService) async throws -> T,
         completed: @escaping @MainActor @Sendable (Delegate, T) -> Void,
@@ -142,7 +142,7 @@ extension NativeAuthUserAccountResult {
             let correlationId = UUID()
             do {
                 let value = try await work(service)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     completed(delegate, value)
                 } otherwise: { message in
                     failed(delegate, AccountManagementError(general: message, correlationId: correlationId))

@@ -86,7 +86,7 @@ public final class NativeAuthClient: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(SignUpStartError) {
                 let result = try await self.signUp(values, correlationId: correlationId)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     switch result {
                     case .codeRequired(let state, let sentTo, let channel, let length):
                         delegate.onSignUpCodeRequired(newState: state, sentTo: sentTo, channelTargetType: channel, codeLength: length)
@@ -197,7 +197,7 @@ public final class NativeAuthClient: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(SignInStartError) {
                 let result = try await self.signIn(values, correlationId: correlationId)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     switch result {
                     case .codeRequired(let state, let sentTo, let channel, let length):
                         delegate.onSignInCodeRequired(newState: state, sentTo: sentTo, channelTargetType: channel, codeLength: length)
@@ -313,7 +313,7 @@ public final class NativeAuthClient: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(ResetPasswordStartError) {
                 let sent = try await self.resetPassword(values, correlationId: correlationId)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onResetPasswordCodeRequired(
                         newState: sent.newState,
                         sentTo: sent.sentTo,

@@ -10,12 +10,21 @@ import Foundation
 // as MSAL does. Methods that several protocols share (`onSignInCompleted(result:)`, `onSignUpCompleted(newState:)`,
 // `onSignUpAttributesRequired(attributes:newState:)`) are declared once, in ``SignInCompletionDelegate`` and
 // ``SignUpStepDelegate``, so that one type can adopt several delegate protocols without implementing them all.
+//
+// Unlike MSAL's Objective-C optionals, which are looked up on the object at run time, a Swift protocol's method is
+// chosen where the class adopts the protocol: implement an optional method in the class that declares the conformance
+// (or an extension of it). A subclass that adds the method, under a superclass that adopted the protocol without it,
+// is not called: the superclass's conformance already chose the default.
 
 /// Runs delegate methods and notices when an optional one fell back to its default implementation.
 enum DelegateCall {
-    /// The method the current default implementation stands for.
+    /// The method the current default implementation stands for, noted only when it is the delegate's own.
     @MainActor final class Missing {
+        /// The delegate the SDK called.
+        let delegate: ObjectIdentifier
         var method: String?
+
+        init(delegate: AnyObject) { self.delegate = ObjectIdentifier(delegate) }
     }
 
     @TaskLocal static var missing: Missing?
@@ -42,14 +51,20 @@ enum DelegateCall {
         init(_ value: Value) { self.value = value }
     }
 
-    /// Called by the default implementations.
-    @MainActor static func notImplemented(_ method: String) {
-        missing?.method = method
+    /// Called by the default implementations, with the delegate they ran on.
+    ///
+    /// A default that runs on another object is not the called delegate's: an app's method that hands the callback
+    /// on to an object of its own, which does not implement it, has still implemented it (one callback, not that
+    /// one and an error besides).
+    @MainActor static func notImplemented(_ method: String, _ delegate: AnyObject) {
+        guard let missing, missing.method == nil, missing.delegate == ObjectIdentifier(delegate) else { return }
+        missing.method = method
     }
 
-    /// Calls `method`; if it turns out to be a default implementation, calls `fallback` with the error message.
-    @MainActor static func optional(_ method: () -> Void, otherwise fallback: (String) -> Void) {
-        let box = Missing()
+    /// Calls `method` of `delegate`; if it turns out to be a default implementation, calls `fallback` with the error
+    /// message.
+    @MainActor static func optional(_ delegate: AnyObject, _ method: () -> Void, otherwise fallback: (String) -> Void) {
+        let box = Missing(delegate: delegate)
         $missing.withValue(box) { method() }
         if let name = box.method { fallback(NativeAuthErrorText.delegateNotImplemented(name)) }
     }
@@ -65,7 +80,7 @@ public protocol SignInCompletionDelegate: AnyObject {
 
 extension SignInCompletionDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignInCompleted(result: NativeAuthUserAccountResult) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignInCompleted(result: NativeAuthUserAccountResult) { DelegateCall.notImplemented(#function, self) }
 }
 
 /// The methods the sign-up steps after the code share.
@@ -79,10 +94,10 @@ public protocol SignUpStepDelegate: AnyObject {
 extension SignUpStepDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
     @MainActor public func onSignUpAttributesRequired(attributes: [RequiredAttribute], newState: SignUpAttributesRequiredState) {
-        DelegateCall.notImplemented(#function)
+        DelegateCall.notImplemented(#function, self)
     }
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignUpCompleted(newState: SignInAfterSignUpState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignUpCompleted(newState: SignInAfterSignUpState) { DelegateCall.notImplemented(#function, self) }
 }
 
 // MARK: - Sign-up
@@ -100,10 +115,10 @@ public protocol SignUpStartDelegate: AnyObject {
 extension SignUpStartDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
     @MainActor public func onSignUpCodeRequired(newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int) {
-        DelegateCall.notImplemented(#function)
+        DelegateCall.notImplemented(#function, self)
     }
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignUpAttributesInvalid(attributeNames: [String]) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignUpAttributesInvalid(attributeNames: [String]) { DelegateCall.notImplemented(#function, self) }
 }
 
 /// Receives the answer of ``SignUpCodeRequiredState/submitCode(code:delegate:)``.
@@ -116,7 +131,7 @@ public protocol SignUpVerifyCodeDelegate: SignUpStepDelegate {
 
 extension SignUpVerifyCodeDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignUpPasswordRequired(newState: SignUpPasswordRequiredState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignUpPasswordRequired(newState: SignUpPasswordRequiredState) { DelegateCall.notImplemented(#function, self) }
 }
 
 /// Receives the answer of ``SignUpCodeRequiredState/resendCode(delegate:)``.
@@ -135,7 +150,7 @@ extension SignUpResendCodeDelegate {
         channelTargetType: NativeAuthChannelType,
         codeLength: Int
     ) {
-        DelegateCall.notImplemented(#function)
+        DelegateCall.notImplemented(#function, self)
     }
 }
 
@@ -156,7 +171,7 @@ public protocol SignUpAttributesRequiredDelegate: SignUpStepDelegate {
 extension SignUpAttributesRequiredDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
     @MainActor public func onSignUpAttributesInvalid(attributeNames: [String], newState: SignUpAttributesRequiredState) {
-        DelegateCall.notImplemented(#function)
+        DelegateCall.notImplemented(#function, self)
     }
 }
 
@@ -189,7 +204,7 @@ extension ResetPasswordStartDelegate {
         channelTargetType: NativeAuthChannelType,
         codeLength: Int
     ) {
-        DelegateCall.notImplemented(#function)
+        DelegateCall.notImplemented(#function, self)
     }
 }
 
@@ -203,7 +218,7 @@ public protocol ResetPasswordVerifyCodeDelegate: AnyObject {
 
 extension ResetPasswordVerifyCodeDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onPasswordRequired(newState: ResetPasswordRequiredState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onPasswordRequired(newState: ResetPasswordRequiredState) { DelegateCall.notImplemented(#function, self) }
 }
 
 /// Receives the answer of ``ResetPasswordCodeRequiredState/resendCode(delegate:)``.
@@ -227,7 +242,7 @@ extension ResetPasswordResendCodeDelegate {
         channelTargetType: NativeAuthChannelType,
         codeLength: Int
     ) {
-        DelegateCall.notImplemented(#function)
+        DelegateCall.notImplemented(#function, self)
     }
 }
 
@@ -241,7 +256,7 @@ public protocol ResetPasswordRequiredDelegate: AnyObject {
 
 extension ResetPasswordRequiredDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onResetPasswordCompleted(newState: SignInAfterResetPasswordState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onResetPasswordCompleted(newState: SignInAfterResetPasswordState) { DelegateCall.notImplemented(#function, self) }
 }
 
 /// Receives the answer of ``SignInAfterResetPasswordState/signIn(parameters:delegate:)``.
@@ -265,10 +280,10 @@ public protocol SignInStartDelegate: SignInCompletionDelegate {
 extension SignInStartDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
     @MainActor public func onSignInCodeRequired(newState: SignInCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int) {
-        DelegateCall.notImplemented(#function)
+        DelegateCall.notImplemented(#function, self)
     }
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignInPasswordRequired(newState: SignInPasswordRequiredState) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onSignInPasswordRequired(newState: SignInPasswordRequiredState) { DelegateCall.notImplemented(#function, self) }
 }
 
 /// Receives the answer of ``SignInPasswordRequiredState/submitPassword(password:delegate:)``.
@@ -299,7 +314,7 @@ extension SignInResendCodeDelegate {
         channelTargetType: NativeAuthChannelType,
         codeLength: Int
     ) {
-        DelegateCall.notImplemented(#function)
+        DelegateCall.notImplemented(#function, self)
     }
 }
 
@@ -315,5 +330,5 @@ public protocol CredentialsDelegate: AnyObject {
 
 extension CredentialsDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onAccessTokenRetrieveCompleted(result: NativeAuthTokenResult) { DelegateCall.notImplemented(#function) }
+    @MainActor public func onAccessTokenRetrieveCompleted(result: NativeAuthTokenResult) { DelegateCall.notImplemented(#function, self) }
 }

@@ -90,6 +90,24 @@ struct NativeAuthFailure: Error, Sendable {
     /// `invalid_grant` whose first code is `code`.
     func isInvalidGrant(code: Int) -> Bool { isServerError(.invalidGrant) && body?.errorCodes.first == code }
 
+    /// Whether the state that sent the request may send it again, by what the server answered; `otherwise`, the step's
+    /// own rule (MSAL's), decides the answers that say neither.
+    ///
+    /// - Refused before it touched the flow: `slow_down` (a code asked for too soon, too many emails or requests, login
+    ///   delays). The state is as it was: send again after `retry_after` seconds.
+    /// - The flow has ended: a redirect, an expired or unknown continuation token (the flow moved on, or it is old), too
+    ///   many wrong answers in the flow, a disabled account. Nothing sent on the state can succeed any more.
+    func keepsState(otherwise: Bool) -> Bool {
+        if isServerError(.slowDown) { return true }
+        if isRedirect || isServerError(.expiredToken) { return false }
+        let ended = [
+            NativeAuthErrorCode.tooManyAttempts, NativeAuthErrorCode.invalidContinuationToken, NativeAuthErrorCode.expiredToken,
+            NativeAuthErrorCode.userDisabled,
+        ]
+        if let code = body?.errorCodes.first, ended.contains(code) { return false }
+        return otherwise
+    }
+
     /// The public fields, with `fixedText` when the server gave no description.
     func info(_ fixedText: String) -> NativeAuthErrorInfo {
         switch reason {

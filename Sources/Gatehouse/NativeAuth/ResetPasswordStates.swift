@@ -20,7 +20,9 @@ public final class ResetPasswordCodeRequiredState: Sendable {
 
     /// Sends a new code (`resetpassword/v1.0/challenge`); the previous one stops working.
     ///
-    /// - Throws: ``ResendCodeError``; the flow is over (as in MSAL, this state is not handed back).
+    /// - Throws: ``ResendCodeError``. As in MSAL the flow is over, with one exception: a resend refused for being too
+    ///   soon or too many (`slow_down`) leaves this state as it was, taking the previous code (the delegate gets it back
+    ///   as `newState`).
     public func resendCode() async throws(ResendCodeError) -> CodeSent<ResetPasswordCodeRequiredState> {
         do throws(NativeAuthFailure) {
             let sent = try await context.engine.codeChallenge(
@@ -35,7 +37,8 @@ public final class ResetPasswordCodeRequiredState: Sendable {
                 codeLength: sent.codeLength
             )
         } catch {
-            throw error.isRedirect ? ResendCodeError(.browserRequired, error) : ResendCodeError(.generalError, error)
+            throw error.isRedirect
+                ? ResendCodeError(.browserRequired, error) : ResendCodeError(.generalError, error, keepsState: error.keepsState(otherwise: false))
         }
     }
 
@@ -44,7 +47,7 @@ public final class ResetPasswordCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(ResendCodeError) {
                 let sent = try await self.resendCode()
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onResetPasswordResendCodeRequired(
                         newState: sent.newState,
                         sentTo: sent.sentTo,
@@ -88,7 +91,7 @@ public final class ResetPasswordCodeRequiredState: Sendable {
         } catch {
             if error.isRedirect { throw VerifyCodeError(.browserRequired, error) }
             if error.isInvalidCode { throw VerifyCodeError(.invalidCode, error, fixedText: NativeAuthErrorText.invalidCode, keepsState: true) }
-            throw VerifyCodeError(.generalError, error)
+            throw VerifyCodeError(.generalError, error, keepsState: error.keepsState(otherwise: false))
         }
     }
 
@@ -97,7 +100,7 @@ public final class ResetPasswordCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(VerifyCodeError) {
                 let state = try await self.submitCode(code)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onPasswordRequired(newState: state)
                 } otherwise: { message in
                     delegate.onResetPasswordVerifyCodeError(
@@ -129,6 +132,10 @@ public final class ResetPasswordRequiredState: Sendable {
     /// `kNumberOfTimesToRetryPollCompletionCall`).
     static let pollRetries = 5
 
+    /// The longest wait between two polls, whatever `poll_interval` says (Gatehouse says 1 second): a server that
+    /// answers a day cannot hold the call for days.
+    static let longestPollInterval = 10
+
     /// The flow's correlation id.
     public var correlationId: UUID { context.correlationId }
 
@@ -138,7 +145,8 @@ public final class ResetPasswordRequiredState: Sendable {
     }
 
     /// Sets the new password (`resetpassword/v1.0/submit`), then asks `resetpassword/v1.0/poll_completion` until
-    /// the server reports the outcome: right away, then up to 5 more times, `poll_interval` seconds apart.
+    /// the server reports the outcome: right away, then up to 5 more times, `poll_interval` seconds apart (at most
+    /// 10 seconds).
     ///
     /// - Returns: the state that signs the user in.
     /// - Throws: ``PasswordRequiredError``. After ``PasswordRequiredError/isInvalidPassword`` submit another password
@@ -157,7 +165,7 @@ public final class ResetPasswordRequiredState: Sendable {
                 as: NativeAuthSubmitResponse.self
             )
         } catch {
-            throw Self.error(error)
+            throw Self.error(error, submitted: false)
         }
         var retries = Self.pollRetries
         while true {
@@ -171,7 +179,7 @@ public final class ResetPasswordRequiredState: Sendable {
                 )
             } catch {
                 if error.isPasswordPolicy { token.withLock { $0 = submitted.continuationToken } }
-                throw Self.error(error)
+                throw Self.error(error, submitted: true)
             }
             switch poll.status {
             case .succeeded:
@@ -184,7 +192,7 @@ public final class ResetPasswordRequiredState: Sendable {
                 }
                 retries -= 1
                 do {
-                    try await engine.configuration.sleep(TimeInterval(submitted.pollInterval))
+                    try await engine.configuration.sleep(TimeInterval(min(max(submitted.pollInterval, 0), Self.longestPollInterval)))
                 } catch {
                     throw PasswordRequiredError(general: "The password reset was cancelled", correlationId: correlationId)
                 }
@@ -192,12 +200,15 @@ public final class ResetPasswordRequiredState: Sendable {
         }
     }
 
-    private static func error(_ failure: NativeAuthFailure) -> PasswordRequiredError {
+    /// The error of a failed submit or poll. A password the policy refused may be replaced on this state (after a
+    /// poll, under the token the submit answered with); any other failure of the poll ends the flow, since the submit
+    /// spent this state's token, whatever the failure says.
+    private static func error(_ failure: NativeAuthFailure, submitted: Bool) -> PasswordRequiredError {
         if failure.isRedirect { return PasswordRequiredError(.browserRequired, failure) }
         if failure.isPasswordPolicy {
             return PasswordRequiredError(.invalidPassword, failure, fixedText: NativeAuthErrorText.invalidPassword, keepsState: true)
         }
-        return PasswordRequiredError(.generalError, failure)
+        return PasswordRequiredError(.generalError, failure, keepsState: !submitted && failure.keepsState(otherwise: false))
     }
 
     /// Delegate form of ``submitPassword(_:)``.
@@ -205,7 +216,7 @@ public final class ResetPasswordRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(PasswordRequiredError) {
                 let state = try await self.submitPassword(password)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onResetPasswordCompleted(newState: state)
                 } otherwise: { message in
                     delegate.onResetPasswordRequiredError(
@@ -261,7 +272,7 @@ public final class SignInAfterResetPasswordState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(SignInAfterResetPasswordError) {
                 let result = try await self.signIn(options: options)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onSignInCompleted(result: result)
                 } otherwise: { message in
                     delegate.onSignInAfterResetPasswordError(

@@ -29,8 +29,8 @@ public final class SignInCodeRequiredState: Sendable {
 
     /// Sends a new code (`oauth2/v2.0/challenge`); the previous one stops working.
     ///
-    /// - Throws: ``ResendCodeError``. Unless it is ``ResendCodeError/isBrowserRequired``, this state may still take
-    ///   the previous code.
+    /// - Throws: ``ResendCodeError``. Unless it is ``ResendCodeError/isBrowserRequired`` or says the flow has ended (an
+    ///   expired flow, too many wrong codes), this state may still take the previous code.
     public func resendCode() async throws(ResendCodeError) -> CodeSent<SignInCodeRequiredState> {
         do throws(NativeAuthFailure) {
             let sent = try await context.engine.codeChallenge(.signInChallenge, continuationToken: continuationToken, correlationId: correlationId)
@@ -41,7 +41,8 @@ public final class SignInCodeRequiredState: Sendable {
                 codeLength: sent.codeLength
             )
         } catch {
-            throw error.isRedirect ? ResendCodeError(.browserRequired, error) : ResendCodeError(.generalError, error, keepsState: true)
+            throw error.isRedirect
+                ? ResendCodeError(.browserRequired, error) : ResendCodeError(.generalError, error, keepsState: error.keepsState(otherwise: true))
         }
     }
 
@@ -50,7 +51,7 @@ public final class SignInCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(ResendCodeError) {
                 let sent = try await self.resendCode()
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onSignInResendCodeCodeRequired(
                         newState: sent.newState,
                         sentTo: sent.sentTo,
@@ -90,7 +91,7 @@ public final class SignInCodeRequiredState: Sendable {
         } catch {
             if error.isRedirect { throw VerifyCodeError(.browserRequired, error) }
             if error.isInvalidCode { throw VerifyCodeError(.invalidCode, error, fixedText: NativeAuthErrorText.invalidCode, keepsState: true) }
-            throw VerifyCodeError(.generalError, error, keepsState: true)
+            throw VerifyCodeError(.generalError, error, keepsState: error.keepsState(otherwise: true))
         }
     }
 
@@ -99,7 +100,7 @@ public final class SignInCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(VerifyCodeError) {
                 let result = try await self.submitCode(code)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onSignInCompleted(result: result)
                 } otherwise: { message in
                     delegate.onSignInVerifyCodeError(error: VerifyCodeError(general: message, correlationId: self.correlationId), newState: nil)
@@ -143,7 +144,7 @@ public final class SignInPasswordRequiredState: Sendable {
             if error.isInvalidGrant(code: NativeAuthErrorCode.invalidCredentials) {
                 throw PasswordRequiredError(.invalidPassword, error, fixedText: NativeAuthErrorText.invalidPassword, keepsState: true)
             }
-            throw PasswordRequiredError(.generalError, error, keepsState: true)
+            throw PasswordRequiredError(.generalError, error, keepsState: error.keepsState(otherwise: true))
         }
     }
 
@@ -152,7 +153,7 @@ public final class SignInPasswordRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(PasswordRequiredError) {
                 let result = try await self.submitPassword(password)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onSignInCompleted(result: result)
                 } otherwise: { message in
                     delegate.onSignInPasswordRequiredError(

@@ -76,7 +76,8 @@ public final class SignUpCodeRequiredState: Sendable {
     ///
     /// - Returns: the state that takes the new code, and where it went.
     /// - Throws: ``ResendCodeError``. Unless it is ``ResendCodeError/isBrowserRequired``, this state may still
-    ///   take the previous code when the server rejected the resend with a known error.
+    ///   take the previous code when the server rejected the resend with a known error or as too soon (`slow_down`),
+    ///   not when the flow has expired.
     public func resendCode() async throws(ResendCodeError) -> CodeSent<SignUpCodeRequiredState> {
         do throws(NativeAuthFailure) {
             let sent = try await context.engine.codeChallenge(.signUpChallenge, continuationToken: continuationToken, correlationId: correlationId)
@@ -88,9 +89,9 @@ public final class SignUpCodeRequiredState: Sendable {
             )
         } catch {
             // MSAL keeps the state after the errors it knows from signup/challenge; a redirect or an unknown error
-            // ends the flow.
-            let known: [NativeAuthErrorName] = [.invalidRequest, .unauthorizedClient, .unsupportedChallengeType, .expiredToken]
-            let keeps = known.contains { error.isServerError($0) }
+            // ends the flow (and so does an answer that says the flow has ended: ``NativeAuthFailure/keepsState(otherwise:)``).
+            let known: [NativeAuthErrorName] = [.invalidRequest, .unauthorizedClient, .unsupportedChallengeType]
+            let keeps = error.keepsState(otherwise: known.contains { error.isServerError($0) })
             throw error.isRedirect ? ResendCodeError(.browserRequired, error) : ResendCodeError(.generalError, error, keepsState: keeps)
         }
     }
@@ -100,7 +101,7 @@ public final class SignUpCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(ResendCodeError) {
                 let sent = try await self.resendCode()
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onSignUpResendCodeCodeRequired(
                         newState: sent.newState,
                         sentTo: sent.sentTo,
@@ -150,7 +151,7 @@ public final class SignUpCodeRequiredState: Sendable {
         } catch {
             if error.isRedirect { throw VerifyCodeError(.browserRequired, error) }
             if error.isInvalidCode { throw VerifyCodeError(.invalidCode, error, fixedText: NativeAuthErrorText.invalidCode, keepsState: true) }
-            throw VerifyCodeError(.generalError, error)
+            throw VerifyCodeError(.generalError, error, keepsState: error.keepsState(otherwise: false))
         }
     }
 
@@ -159,7 +160,7 @@ public final class SignUpCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(VerifyCodeError) {
                 let result = try await self.submitCode(code)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     switch result {
                     case .completed(let state): delegate.onSignUpCompleted(newState: state)
                     case .passwordRequired(let state): delegate.onSignUpPasswordRequired(newState: state)
@@ -211,7 +212,7 @@ public final class SignUpPasswordRequiredState: Sendable {
             if error.isPasswordPolicy {
                 throw PasswordRequiredError(.invalidPassword, error, fixedText: NativeAuthErrorText.invalidPassword, keepsState: true)
             }
-            throw PasswordRequiredError(.generalError, error)
+            throw PasswordRequiredError(.generalError, error, keepsState: error.keepsState(otherwise: false))
         }
     }
 
@@ -220,7 +221,7 @@ public final class SignUpPasswordRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(PasswordRequiredError) {
                 let result = try await self.submitPassword(password)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     switch result {
                     case .completed(let state): delegate.onSignUpCompleted(newState: state)
                     case .attributesRequired(let attributes, let state): delegate.onSignUpAttributesRequired(attributes: attributes, newState: state)
@@ -282,7 +283,7 @@ public final class SignUpAttributesRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(AttributesRequiredError) {
                 let result = try await self.submitAttributes(encoded)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     switch result {
                     case .completed(let state): delegate.onSignUpCompleted(newState: state)
                     case .attributesRequired(let attributes, let state): delegate.onSignUpAttributesRequired(attributes: attributes, newState: state)
@@ -341,7 +342,7 @@ public final class SignInAfterSignUpState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(SignInAfterSignUpError) {
                 let result = try await self.signIn(options: options)
-                DelegateCall.optional {
+                DelegateCall.optional(delegate) {
                     delegate.onSignInCompleted(result: result)
                 } otherwise: { message in
                     delegate.onSignInAfterSignUpError(error: SignInAfterSignUpError(general: message, correlationId: self.correlationId))

@@ -72,6 +72,15 @@ package enum AuthError: Error, Hashable, Sendable {
     /// A self-service change the account cannot take; the message says why (no password to change, the last way
     /// to sign in).
     case accountChangeRefused(String)
+
+    /// A refusal to look at the request now, made before anything in it was checked: a rate limit or a login delay
+    /// (the client is told to wait `retryAfter` seconds and send it again).
+    package var refusesUnchecked: Bool {
+        switch self {
+        case .rateLimited, .loginDelayed: true
+        default: false
+        }
+    }
 }
 
 /// Errors of the store layer that the domain understands.

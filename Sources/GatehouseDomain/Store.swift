@@ -215,6 +215,9 @@ package protocol GatehouseStore: RateCountStore {
     /// Counts one wrong-answer attempt against the flow if its token is still `tokenHash` and fewer than `limit`
     /// were counted; atomic, so racing guesses cannot exceed the limit. False when the limit is reached.
     func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> Bool
+    /// Takes back one attempt ``recordFlowAttempt(id:tokenHash:limit:)`` counted, if the flow's token is still
+    /// `tokenHash`: for a request refused before its answer was checked (a rate limit, a login delay).
+    func returnFlowAttempt(id: String, tokenHash: [UInt8]) async throws
 
     // MARK: Send limits
     /// Records one email request for (app, address, kind) from `requester` (a client's key) if, since `since`, fewer

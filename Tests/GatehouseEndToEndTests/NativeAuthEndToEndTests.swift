@@ -281,14 +281,16 @@ import FoundationNetworking
                 Issue.record("expected onSignUpCodeRequired")
                 return
             }
+            let code = try await server.latestCode("jo@example.com")
             state.resendCode(delegate: driver)
-            guard case .resendError(let description, let kept) = await driver.next() else {
+            guard case .resendError(let codes, let kept) = await driver.next() else {
                 Issue.record("expected onSignUpResendCodeError")
                 return
             }
-            #expect(description.contains("wait"))
+            #expect(codes == [NativeAuthErrorCode.resendTooSoon])
             #expect(kept === state)
-            state.submitCode(code: try await server.latestCode("jo@example.com"), delegate: driver)
+            #expect(try await server.mails("jo@example.com").count == 1)
+            state.submitCode(code: code, delegate: driver)
             guard case .completed = await driver.next() else {
                 Issue.record("expected onSignUpCompleted on the state handed back")
                 return
@@ -303,7 +305,7 @@ final class SignUpDriver: SignUpStartDelegate, SignUpVerifyCodeDelegate, SignUpR
     enum Event: Sendable {
         case codeRequired(SignUpCodeRequiredState, sentTo: String)
         case verifyError(invalidCode: Bool, newState: SignUpCodeRequiredState?)
-        case resendError(description: String, newState: SignUpCodeRequiredState?)
+        case resendError(errorCodes: [Int], newState: SignUpCodeRequiredState?)
         case completed(SignInAfterSignUpState)
         case signedIn(NativeAuthUserAccountResult)
         case failed(String)
@@ -335,7 +337,7 @@ final class SignUpDriver: SignUpStartDelegate, SignUpVerifyCodeDelegate, SignUpR
         push(.verifyError(invalidCode: error.isInvalidCode, newState: newState))
     }
     func onSignUpResendCodeError(error: ResendCodeError, newState: SignUpCodeRequiredState?) {
-        push(.resendError(description: error.errorDescription ?? "", newState: newState))
+        push(.resendError(errorCodes: error.errorCodes, newState: newState))
     }
     func onSignUpCompleted(newState: SignInAfterSignUpState) { push(.completed(newState)) }
     func onSignInAfterSignUpError(error: SignInAfterSignUpError) { push(.failed("sign-in: \(error)")) }

@@ -45,12 +45,16 @@ struct LiveServer: Sendable {
         return NativeAuthClient(configuration: configuration)
     }
 
-    /// The text of the newest email to `address`, read from the dev mailbox over HTTP.
-    func latestMail(_ address: String) async throws -> String {
+    /// The emails to `address` in the dev mailbox, newest first, read over HTTP.
+    func mails(_ address: String) async throws -> [[String: Any]] {
         let url = URL(string: "\(base)/_dev/mailbox?to=\(address.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")!
         let (data, _) = try await URLSession.shared.data(from: url)
-        let messages = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
-        return try #require(messages.first?["text"] as? String, "no mail to \(address)")
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
+    }
+
+    /// The text of the newest email to `address`, read from the dev mailbox over HTTP.
+    func latestMail(_ address: String) async throws -> String {
+        try #require(try await mails(address).first?["text"] as? String, "no mail to \(address)")
     }
 
     /// The one-time code in the newest email to `address`.

@@ -88,6 +88,32 @@ import Testing
         }
     }
 
+    /// A native sign-in refused for a login delay checked no password: the flow keeps the attempt it counted, so
+    /// however often the client sends the password while it waits, the right one is taken on the same flow after it.
+    @Test func aDelayedNativeSignInKeepsItsFlowsAttempts() async throws {
+        let clock = ManualClock()
+        let config = backoffConfiguration(freeFailures: 1, baseDelay: 30, maxDelay: 60, native: true)
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.signUp("bea@example.com")
+            func passwordStep() async throws -> String {
+                let ct1 = try #require(try await client.nativeStep(.signInInitiate, ["username": "bea@example.com", "challenge_type": allChallengeTypes]).continuationToken)
+                return try #require(try await client.nativeStep(.signInChallenge, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).continuationToken)
+            }
+            let wrong = try await client.native(.token, ["continuation_token": try await passwordStep(), "grant_type": "password", "password": "wrong horse"])
+            expectNativeError(wrong, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
+            let ct2 = try await passwordStep()
+            // More refusals than the flow has attempts (code.maxAttempts, 5 by default).
+            for _ in 0..<6 {
+                let delayed = try await client.native(.token, ["continuation_token": ct2, "grant_type": "password", "password": "correct horse"])
+                expectNativeError(delayed, .slowDown, code: NativeAuthErrorCode.loginDelayed, status: .tooManyRequests)
+            }
+            clock.advance(by: 31)
+            let signedIn = try await client.native(.token, ["continuation_token": ct2, "grant_type": "password", "password": "correct horse"])
+            #expect(signedIn.status == .ok, "\(signedIn.text)")
+            #expect(try !signedIn.decode(NativeAuthTokenResponse.self).accessToken.isEmpty)
+        }
+    }
+
     /// Someone else's guesses from their own address cannot keep the owner out: failures count per account and
     /// client address, and an address with none is never delayed.
     @Test func guessesFromOneAddressDoNotDelayTheOwnerElsewhere() async throws {

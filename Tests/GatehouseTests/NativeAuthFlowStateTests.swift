@@ -52,6 +52,7 @@ import GatehouseWire
         #expect(resend.method == "onResetPasswordResendCodeError(error:newState:)")
         #expect(try resend.state(ResetPasswordCodeRequiredState.self) === code)
         let submit = await recorder.next { code.submitCode(code: "1", delegate: recorder) }
+        #expect(submit.method == "onResetPasswordVerifyCodeError(error:newState:)")
         #expect(try submit.state(ResetPasswordCodeRequiredState.self) === code)
         let submitPassword = await recorder.next { password.submitPassword(password: "N3w-password", delegate: recorder) }
         #expect(submitPassword.method == "onResetPasswordRequiredError(error:newState:)")
@@ -60,15 +61,33 @@ import GatehouseWire
         harness.verify()
     }
 
-    /// After the submit, the state's token is spent: a poll refused with `slow_down` ends the flow.
-    @Test func slowDownWhilePollingEndsTheReset() async throws {
+    /// A poll refused as too soon or too many was not looked at, and the password may already be set: it is asked
+    /// again after the wait it names (at most 10 s), as one of the retries, and the reset completes.
+    @Test func aPollRefusedWithSlowDownIsAskedAgain() async throws {
         let harness = Harness([
             NativeAuthResetPasswordTests.submit("ct3", "N3w-password", NativeAuthResetPasswordTests.submitted),
             NativeAuthResetPasswordTests.poll("ct4", Self.rateLimited),
+            NativeAuthResetPasswordTests.poll("ct4", Reply.poll("succeeded", "ct5")),
         ])
+        let state = ResetPasswordRequiredState(context: Self.context(harness), continuationToken: "ct3")
+        let next = try await state.submitPassword("N3w-password")
+        #expect(next.continuationToken == "ct5")
+        #expect(harness.sleeps.recorded == [10])
+        harness.verify()
+    }
+
+    /// After the submit, the state's token is spent: a poll refused with `slow_down` every time ends the flow as a
+    /// poll that never completes does, handing no state back.
+    @Test func pollsRefusedUntilTheRetriesRunOutEndTheReset() async throws {
+        let harness = Harness(
+            [NativeAuthResetPasswordTests.submit("ct3", "N3w-password", NativeAuthResetPasswordTests.submitted)]
+                + Array(repeating: NativeAuthResetPasswordTests.poll("ct4", Self.rateLimited), count: 6)
+        )
         let state = ResetPasswordRequiredState(context: Self.context(harness), continuationToken: "ct3")
         let error = try #require(await thrown { () async throws(PasswordRequiredError) in try await state.submitPassword("N3w-password") })
         #expect(error.kind == .generalError && !error.keepsState)
+        #expect(error.errorDescription == "The password reset did not complete in time")
+        #expect(state.continuationToken == "ct3")
         harness.verify()
     }
 
@@ -76,7 +95,8 @@ import GatehouseWire
     /// is over: then a retry on it could only fail again.
     @Test(arguments: [
         (Reply.error("invalid_grant", "too many", codes: [9_900_003]), false),
-        (Reply.error("expired_token", "late", codes: [552_003]), false),
+        (Reply.error("expired_token", "late"), false),
+        (Reply.error("invalid_grant", "late", codes: [552_003]), false),
         (Reply.error("invalid_grant", "used", codes: [55200]), false),
         (Reply.error("invalid_grant", "disabled", codes: [50057]), false),
         (NativeAuthFlowStateTests.rateLimited, true),
@@ -135,7 +155,8 @@ import GatehouseWire
     /// method: the app implemented it, so it gets that one callback and no "not implemented" error besides.
     @MainActor final class ForwardingDelegate: SignUpStartDelegate {
         @MainActor final class Child: SignUpStartDelegate {
-            func onSignUpStartError(error: SignUpStartError) {}
+            var errors: [String] = []
+            func onSignUpStartError(error: SignUpStartError) { errors.append(error.errorDescription ?? "") }
         }
 
         let child = Child()
@@ -158,6 +179,18 @@ import GatehouseWire
             DelegateCall.$afterDelivery.withValue({ delivered.resume() }) { harness.client.signUp(username: Self.email, delegate: delegate) }
         }
         #expect(delegate.calls == ["code"])
+        #expect(delegate.child.errors.isEmpty)
+        // The control: the child called as the delegate itself has not implemented the method, and is told so.
+        harness.transport.then(
+            Exchange(endpoint: .signUpStart, fields: Form.start(Self.email), reply: Reply.continuation("ct1")),
+            Exchange(endpoint: .signUpChallenge, fields: Form.challenge("ct1"), reply: Reply.codeSent("ct2"))
+        )
+        let child = ForwardingDelegate.Child()
+        await withCheckedContinuation { (delivered: CheckedContinuation<Void, Never>) in
+            DelegateCall.$afterDelivery.withValue({ delivered.resume() }) { harness.client.signUp(username: Self.email, delegate: child) }
+        }
+        #expect(child.errors.count == 1)
+        #expect(child.errors.first?.contains("onSignUpCodeRequired(newState:sentTo:channelTargetType:codeLength:) that has not been implemented") == true)
         harness.verify()
     }
 }

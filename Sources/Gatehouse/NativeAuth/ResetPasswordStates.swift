@@ -145,8 +145,8 @@ public final class ResetPasswordRequiredState: Sendable {
     }
 
     /// Sets the new password (`resetpassword/v1.0/submit`), then asks `resetpassword/v1.0/poll_completion` until
-    /// the server reports the outcome: right away, then up to 5 more times, `poll_interval` seconds apart (at most
-    /// 10 seconds).
+    /// the server reports the outcome: right away, then up to 5 more times, `poll_interval` seconds apart (or the
+    /// `retry_after` of a poll refused as too soon; at most 10 seconds).
     ///
     /// - Returns: the state that signs the user in.
     /// - Throws: ``PasswordRequiredError``. After ``PasswordRequiredError/isInvalidPassword`` submit another password
@@ -169,40 +169,43 @@ public final class ResetPasswordRequiredState: Sendable {
         }
         var retries = Self.pollRetries
         while true {
-            let poll: NativeAuthPollResponse
+            var wait = submitted.pollInterval
             do throws(NativeAuthFailure) {
-                poll = try await engine.post(
+                let poll = try await engine.post(
                     .resetPasswordPollCompletion,
                     engine.form([("continuation_token", submitted.continuationToken)]),
                     correlationId: correlationId,
                     as: NativeAuthPollResponse.self
                 )
+                switch poll.status {
+                case .succeeded: return SignInAfterResetPasswordState(context: context, continuationToken: poll.continuationToken)
+                case .failed: throw .general("The password reset failed", correlationId)
+                case .inProgress, .notStarted: break
+                }
             } catch {
-                if error.isPasswordPolicy { token.withLock { $0 = submitted.continuationToken } }
-                throw Self.error(error, submitted: true)
+                // A poll refused as too soon or too many (`slow_down`) was not looked at, and the submit may have set the
+                // password: ask again after the wait it names, as one of the retries.
+                guard error.isServerError(.slowDown) else {
+                    if error.isPasswordPolicy { token.withLock { $0 = submitted.continuationToken } }
+                    throw Self.error(error, submitted: true)
+                }
+                wait = error.body?.retryAfter ?? wait
             }
-            switch poll.status {
-            case .succeeded:
-                return SignInAfterResetPasswordState(context: context, continuationToken: poll.continuationToken)
-            case .failed:
-                throw PasswordRequiredError(general: "The password reset failed", correlationId: correlationId)
-            case .inProgress, .notStarted:
-                guard retries > 0 else {
-                    throw PasswordRequiredError(general: "The password reset did not complete in time", correlationId: correlationId)
-                }
-                retries -= 1
-                do {
-                    try await engine.configuration.sleep(TimeInterval(min(max(submitted.pollInterval, 0), Self.longestPollInterval)))
-                } catch {
-                    throw PasswordRequiredError(general: "The password reset was cancelled", correlationId: correlationId)
-                }
+            guard retries > 0 else {
+                throw PasswordRequiredError(general: "The password reset did not complete in time", correlationId: correlationId)
+            }
+            retries -= 1
+            do {
+                try await engine.configuration.sleep(TimeInterval(min(max(wait, 0), Self.longestPollInterval)))
+            } catch {
+                throw PasswordRequiredError(general: "The password reset was cancelled", correlationId: correlationId)
             }
         }
     }
 
     /// The error of a failed submit or poll. A password the policy refused may be replaced on this state (after a
     /// poll, under the token the submit answered with); any other failure of the poll ends the flow, since the submit
-    /// spent this state's token, whatever the failure says.
+    /// spent this state's token, whatever the failure says (a poll refused with `slow_down` is asked again instead).
     private static func error(_ failure: NativeAuthFailure, submitted: Bool) -> PasswordRequiredError {
         if failure.isRedirect { return PasswordRequiredError(.browserRequired, failure) }
         if failure.isPasswordPolicy {

@@ -71,8 +71,8 @@ public final class SignInCodeRequiredState: Sendable {
 
     /// Submits the emailed code (`oauth2/v2.0/token`, `grant_type=oob`) and caches the account.
     ///
-    /// - Throws: ``VerifyCodeError``. Unless it is ``VerifyCodeError/isBrowserRequired``, submit another code on
-    ///   this state.
+    /// - Throws: ``VerifyCodeError``. Unless it is ``VerifyCodeError/isBrowserRequired`` or says the flow has ended
+    ///   (expired, too many wrong codes, a disabled account), submit another code on this state.
     public func submitCode(_ code: String) async throws(VerifyCodeError) -> NativeAuthUserAccountResult {
         guard !code.isEmpty else {
             throw VerifyCodeError(local: .invalidCode, NativeAuthErrorText.invalidCode, correlationId: correlationId, keepsState: true)

@@ -102,6 +102,11 @@ extension NativeAuthService {
                 throw NativeFlowError.invalidCredentials
             } catch AuthError.userDisabled {
                 throw NativeFlowError.userDisabled
+            } catch let refusal as AuthError where refusal.refusesUnchecked {
+                // Refused before the password was checked (a rate limit, a login delay): the client is told to wait
+                // and send it again on this flow, so the flow keeps the attempt.
+                try await env.store.returnFlowAttempt(id: flow.id, tokenHash: token.hash)
+                throw refusal
             }
             try await gate.settle(proof)
             return try await finish(flow, token: token, proof: proof, client: client, scopes: scopes)

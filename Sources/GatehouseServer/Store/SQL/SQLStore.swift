@@ -985,6 +985,12 @@ struct SQLStore: GatehouseStore {
         ).isEmpty)
     }
 
+    func returnFlowAttempt(id: String, tokenHash: [UInt8]) async throws {
+        try await db.query(
+            "UPDATE native_flows SET attempts = attempts - 1 WHERE id = $1 AND token_hash = $2 AND attempts > 0", .text(id), .blob(tokenHash)
+        )
+    }
+
     private static func binds(_ flow: NativeFlowRecord) throws -> [SQLValue] {
         [
             .text(flow.id), .text(flow.appId), .text(flow.clientId), .text(flow.kind.rawValue), .text(flow.step.rawValue),

@@ -104,8 +104,9 @@ extension NativeAuthService {
                 throw NativeFlowError.userDisabled
             } catch let refusal as AuthError where refusal.refusesUnchecked {
                 // Refused before the password was checked (a rate limit, a login delay): the client is told to wait
-                // and send it again on this flow, so the flow keeps the attempt.
-                try await env.store.returnFlowAttempt(id: flow.id, tokenHash: token.hash)
+                // and send it again on this flow, so the flow keeps the attempt. If giving it back fails, the answer is
+                // still the refusal (the attempt stays counted: one fewer, never one more).
+                try? await env.store.returnFlowAttempt(id: flow.id, tokenHash: token.hash)
                 throw refusal
             }
             try await gate.settle(proof)

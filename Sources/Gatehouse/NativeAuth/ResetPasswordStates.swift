@@ -165,7 +165,7 @@ public final class ResetPasswordRequiredState: Sendable {
                 as: NativeAuthSubmitResponse.self
             )
         } catch {
-            throw Self.error(error, submitted: false)
+            throw Self.error(error)
         }
         var retries = Self.pollRetries
         while true {
@@ -187,7 +187,7 @@ public final class ResetPasswordRequiredState: Sendable {
                 // password: ask again after the wait it names, as one of the retries.
                 guard error.isServerError(.slowDown) else {
                     if error.isPasswordPolicy { token.withLock { $0 = submitted.continuationToken } }
-                    throw Self.error(error, submitted: true)
+                    throw Self.error(error)
                 }
                 wait = error.body?.retryAfter ?? wait
             }
@@ -204,14 +204,14 @@ public final class ResetPasswordRequiredState: Sendable {
     }
 
     /// The error of a failed submit or poll. A password the policy refused may be replaced on this state (after a
-    /// poll, under the token the submit answered with); any other failure of the poll ends the flow, since the submit
-    /// spent this state's token, whatever the failure says (a poll refused with `slow_down` is asked again instead).
-    private static func error(_ failure: NativeAuthFailure, submitted: Bool) -> PasswordRequiredError {
+    /// poll, under the token the submit answered with); a submit refused with `slow_down` keeps it as it was (a poll
+    /// refused so is asked again, and never comes here); anything else ends the flow.
+    private static func error(_ failure: NativeAuthFailure) -> PasswordRequiredError {
         if failure.isRedirect { return PasswordRequiredError(.browserRequired, failure) }
         if failure.isPasswordPolicy {
             return PasswordRequiredError(.invalidPassword, failure, fixedText: NativeAuthErrorText.invalidPassword, keepsState: true)
         }
-        return PasswordRequiredError(.generalError, failure, keepsState: !submitted && failure.keepsState(otherwise: false))
+        return PasswordRequiredError(.generalError, failure, keepsState: failure.keepsState(otherwise: false))
     }
 
     /// Delegate form of ``submitPassword(_:)``.

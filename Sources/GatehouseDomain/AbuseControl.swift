@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 
@@ -58,7 +59,11 @@ extension AuthEnvironment {
 
     /// Identifiers are counted by a hash: the counters' table holds no email address or key.
     package static func hashedIdentifier(_ identifier: String) -> String {
-        Secrets.hex(Array(Secrets.sha256("gatehouse-limit:" + identifier.lowercased()).prefix(16)))
+        var hasher = SHA256()
+        Secrets.update(&hasher, with: "gatehouse-limit:")
+        // Most identifiers (session ids, hashed addresses) have no capital letter: lowercased only when needed.
+        Secrets.update(&hasher, with: identifier.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A || $0 >= 0x80 }) ? identifier.lowercased() : identifier)
+        return hasher.finalize().withUnsafeBytes { Secrets.hex(UnsafeRawBufferPointer(rebasing: $0.prefix(16))) }
     }
 }
 

@@ -31,7 +31,7 @@ package struct AuthEnvironment: Sendable {
     /// Work requests start and do not wait for.
     package var background = BackgroundWork()
     /// Where the domain's metrics go (see ``countAuthEvent(_:app:detail:)``): the server's own registry, or nowhere.
-    package var metrics: any MetricsFactory = NOOPMetricsHandler.instance
+    package var metrics = AuthEventCounters.none
     /// Who is asking, for rate limits and the audit log: set per request (``serving(_:)``); empty for the server's
     /// own work (the command line, background delivery).
     package var origin = RequestOrigin()

@@ -19,6 +19,7 @@ extension AuthEnvironment {
 
     /// Adds one to `gatehouse_auth_events_total` for `kind` (``audit(_:app:user:detail:)`` calls it for each event).
     package func countAuthEvent(_ kind: AuditKind, app: String, detail: [String: String] = [:]) {
+        guard metrics.enabled else { return }
         let appLabel = app == Self.serverWideApp || configuration.app(id: app) != nil ? app : "unknown"
         let provider: String
         if let given = detail["provider"], Self.metricProviders.contains(given) {
@@ -28,9 +29,42 @@ extension AuthEnvironment {
         } else {
             provider = "none"
         }
-        Counter(
-            label: Self.authEventsMetric, dimensions: [("app", appLabel), ("kind", kind.rawValue), ("provider", provider)],
-            factory: metrics
-        ).increment()
+        metrics.counter(app: appLabel, kind: kind, provider: provider).increment()
+    }
+}
+
+/// The handles of `gatehouse_auth_events_total` (``AuthEnvironment/countAuthEvent(_:app:detail:)``), made once per
+/// label set and kept: swift-metrics' `Counter(label:dimensions:factory:)` asks the factory again at every use, and
+/// every refresh counts an event. The label sets are bounded (see the metric), so the handles are too.
+package final class AuthEventCounters: Sendable {
+    package let factory: any MetricsFactory
+    /// False for swift-metrics' no-op factory: nothing is counted, and no label is worked out.
+    package let enabled: Bool
+    private struct Labels: Hashable {
+        var app: String
+        var kind: AuditKind
+        var provider: String
+    }
+    private let counters = LockedValue<[Labels: Counter]>([:])
+
+    package init(_ factory: any MetricsFactory) {
+        self.factory = factory
+        enabled = !(factory is NOOPMetricsHandler)
+    }
+
+    /// Counts nothing.
+    package static let none = AuthEventCounters(NOOPMetricsHandler.instance)
+
+    fileprivate func counter(app: String, kind: AuditKind, provider: String) -> Counter {
+        let labels = Labels(app: app, kind: kind, provider: provider)
+        if let found = counters.withLockedValue({ $0[labels] }) { return found }
+        let made = Counter(
+            label: AuthEnvironment.authEventsMetric, dimensions: [("app", app), ("kind", kind.rawValue), ("provider", provider)], factory: factory
+        )
+        return counters.withLockedValue { counters in
+            if let found = counters[labels] { return found }  // another request made it meanwhile
+            counters[labels] = made
+            return made
+        }
     }
 }

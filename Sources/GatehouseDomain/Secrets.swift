@@ -41,8 +41,19 @@ package enum Secrets {
     /// A 256-bit secret as 64 hex digits: one-time tokens travel in URLs, where hex needs no escaping.
     package static func token() -> String { hex(randomBytes(32)) }
 
-    /// What is stored instead of a secret.
-    package static func sha256(_ secret: String) -> [UInt8] { Array(SHA256.hash(data: Data(secret.utf8))) }
+    /// What is stored instead of a secret. Hashed from the string's own UTF-8 (no `Data` copy: every refresh and
+    /// rate-limit check hashes one).
+    package static func sha256(_ secret: String) -> [UInt8] {
+        var hasher = SHA256()
+        update(&hasher, with: secret)
+        return Array(hasher.finalize())
+    }
+
+    /// Feeds `text`'s UTF-8 to `hasher` without copying it out of the string when it is stored contiguously.
+    package static func update(_ hasher: inout SHA256, with text: String) {
+        var text = text
+        text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+    }
 
     /// Compares two byte strings in time that depends only on their lengths.
     package static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
@@ -57,15 +68,23 @@ package enum Secrets {
         return difference == 0
     }
 
-    package static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0xF)])
+    package static func hex(_ bytes: [UInt8]) -> String { bytes.withUnsafeBytes { hex($0) } }
+
+    /// Lowercase hex, written straight into the string's storage.
+    package static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var index = 0
+            for b in bytes {
+                out[index] = hexDigit(b >> 4)
+                out[index + 1] = hexDigit(b & 0xF)
+                index += 2
+            }
+            return index
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
     /// True for exactly 24 lowercase or uppercase hex digits (``ObjectIDText``).

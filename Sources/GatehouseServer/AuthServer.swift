@@ -124,7 +124,7 @@ public final class AuthServer: Sendable {
                 outbound: outbound, jwks: JWKSCache(http: outbound, clock: clock), customTokenKeys: customTokenKeys, functions: functions,
                 auditWriter: AuditWriter(store: store)
             )
-            env.metrics = metrics.factory
+            env.metrics = AuthEventCounters(metrics.factory)
             return AuthServer(
                 configuration: configuration, env: env, database: database, publicURL: publicURL, mailTransport: transport,
                 readiness: readiness, retry: retry, metrics: metrics

@@ -242,6 +242,24 @@ import FoundationNetworking
         }
     }
 
+    @Test func authEventsCountedAtOnceFromManyTasksAreEachCounted() async throws {
+        try await withGatehouse(Self.configuration()) { gatehouse, _ in
+            let env = gatehouse.env
+            // Each label set's handle is made at its first use: many tasks meet there at once.
+            await withTaskGroup { group in
+                for index in 0..<400 {
+                    group.addTask {
+                        env.countAuthEvent(index % 2 == 0 ? .refresh : .logout, app: index % 4 < 2 ? "test-app" : "auto-app")
+                    }
+                }
+            }
+            let scrape = try await Self.parse(String(decoding: gatehouse.metrics.text(), as: UTF8.self))
+            for (app, kind) in [("test-app", "refresh"), ("test-app", "logout"), ("auto-app", "refresh"), ("auto-app", "logout")] {
+                #expect(scrape.value("gatehouse_auth_events_total", ["app": app, "kind": kind, "provider": "none"]) == 100, "\(app) \(kind)")
+            }
+        }
+    }
+
     @Test func theOutboxDepthAndItsDeliveryOutcomesAreMeasured() async throws {
         let clock = ManualClock()
         let token = "scrape-token-0123456789abcdef"

@@ -4,7 +4,9 @@ import Foundation
 import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseWire
+import HTTPTypes
 import Hummingbird
+import HummingbirdTesting
 import GatehouseTestSupport
 import Testing
 
@@ -218,6 +220,34 @@ import Testing
             #expect(try await gatehouse.env.store.identities(userId: login.userId).isEmpty)
             // The address is free again.
             #expect(try await client.register("eve@example.com").status == .created)
+        }
+    }
+
+    @Test(arguments: [
+        ("Bearer abc.def", "abc.def"), ("bearer abc", "abc"), ("BEARER \tabc \t", "abc"), ("  Bearer abc", "abc"),
+        ("Bearer a b", "a b"), ("Bearer", nil), ("Bearer   ", nil), ("Bearer \t", nil), ("Bearerabc", nil), ("Basic abc", nil),
+        ("Bearex abc", nil), ("", nil), ("Bearer\tabc", nil),
+    ] as [(String, String?)])
+    func theBearerTokenIsTheAuthorizationValueAfterItsScheme(value: String, token: String?) {
+        #expect(Request.bearerToken(in: value) == token)
+    }
+
+    @Test func aRequestWithoutExactlyOneBearerHeaderIsRefused() async throws {
+        try await withGatehouse { _, client in
+            let login = try await client.signUp("hdr@example.com")
+            func refresh(_ values: [String]) async throws -> Reply {
+                var headers: HTTPFields = [.contentType: "application/json"]
+                for value in values { headers.append(HTTPField(name: .authorization, value: value)) }
+                return try await client.execute(uri: Path.session, method: .post, headers: headers) { response in
+                    Reply(status: response.status, contentType: response.headers[.contentType], body: Data(response.body.readableBytesView), headers: response.headers)
+                }
+            }
+            #expect(try await refresh(["bearer \(login.refreshToken) "]).status == .created, "the scheme in any case, blanks around")
+            for values in [[], ["Basic \(login.refreshToken)"], ["Bearer \(login.refreshToken)", "Bearer \(login.refreshToken)"]] {
+                let reply = try await refresh(values)
+                #expect(reply.status == .unauthorized, "\(values.count) headers")
+                #expect(reply.error?.errorCode == .invalidSession)
+            }
         }
     }
 }

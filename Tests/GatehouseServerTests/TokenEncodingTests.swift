@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GatehouseDomain
+import Hummingbird
 import Testing
 
 @testable import GatehouseServer
@@ -94,13 +95,12 @@ struct TokenEncodingTests {
 
     @Test("bearer tokens lose the spaces and tabs at either end, nothing else")
     func trimming() {
-        #expect(" \t abc.def \t"[...].trimmingSpacesAndTabs() == "abc.def")
-        #expect("a b\tc"[...].trimmingSpacesAndTabs() == "a b\tc")
-        #expect("\nabc\r"[...].trimmingSpacesAndTabs() == "\nabc\r")
-        #expect(" \t "[...].trimmingSpacesAndTabs() == "")
-        #expect(""[...].trimmingSpacesAndTabs() == "")
+        #expect(Request.bearerToken(in: "Bearer \t abc.def \t") == "abc.def")
+        #expect(Request.bearerToken(in: "Bearer a b\tc") == "a b\tc")
+        #expect(Request.bearerToken(in: "Bearer \nabc\r") == "\nabc\r")
+        #expect(Request.bearerToken(in: "Bearer \t ") == nil)
         let token = "x\(String(repeating: "y", count: 600))z"
-        #expect("  \(token)\t"[...].trimmingSpacesAndTabs() == token[...])
+        #expect(Request.bearerToken(in: "Bearer  \(token)\t") == token)
     }
 
     @Test("SQLite statements: $n becomes ?n, a $ before anything else stays")

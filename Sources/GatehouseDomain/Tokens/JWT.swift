@@ -241,7 +241,11 @@ package enum JWT {
         token.append(contentsOf: key.header.utf8)
         token.append(UInt8(ascii: "."))
         Base64URL.append(payload, to: &token)
-        let signature = ECDSALowS.normalized(Array(try key.privateKey.signature(for: token).rawRepresentation))
+        // Hashed here from the buffer: swift-crypto's `signature(for:)` over a collection hashes it through the
+        // generic `DataProtocol` path, which cost more than the SHA-256 itself.
+        var hasher = SHA256()
+        token.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        let signature = ECDSALowS.normalized(Array(try key.privateKey.signature(for: hasher.finalize()).rawRepresentation))
         token.append(UInt8(ascii: "."))
         Base64URL.append(signature, to: &token)
         return String(decoding: token, as: UTF8.self)

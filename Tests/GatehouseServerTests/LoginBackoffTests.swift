@@ -114,6 +114,33 @@ import Testing
         }
     }
 
+    /// The same for a refusal by the login rate limit: it is answered before the password is checked, so it spends
+    /// none of the flow's attempts either.
+    @Test func aRateLimitedNativeSignInKeepsItsFlowsAttempts() async throws {
+        let clock = ManualClock()
+        let config = limitedConfiguration([.login: .init(perIP: .init(1, per: 60), perIdentifier: nil)], native: true)
+        try await withGatehouse(config, clock: clock) { _, client in
+            _ = try await client.signUp("bo@example.com")  // from no address: not counted against one
+            let from: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "198.51.100.30"]
+            func passwordStep() async throws -> String {
+                let ct1 = try #require(try await client.nativeStep(.signInInitiate, ["username": "bo@example.com", "challenge_type": allChallengeTypes]).continuationToken)
+                return try #require(try await client.nativeStep(.signInChallenge, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).continuationToken)
+            }
+            let wrong = try await client.native(.token, headers: from, ["continuation_token": try await passwordStep(), "grant_type": "password", "password": "wrong horse"])
+            expectNativeError(wrong, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
+            let ct2 = try await passwordStep()
+            // More refusals than the flow has attempts (code.maxAttempts, 5 by default).
+            for _ in 0..<6 {
+                let limited = try await client.native(.token, headers: from, ["continuation_token": ct2, "grant_type": "password", "password": "correct horse"])
+                expectNativeError(limited, .slowDown, code: NativeAuthErrorCode.rateLimited, status: .tooManyRequests)
+            }
+            clock.advance(by: 61)
+            let signedIn = try await client.native(.token, headers: from, ["continuation_token": ct2, "grant_type": "password", "password": "correct horse"])
+            #expect(signedIn.status == .ok, "\(signedIn.text)")
+            #expect(try !signedIn.decode(NativeAuthTokenResponse.self).accessToken.isEmpty)
+        }
+    }
+
     /// Someone else's guesses from their own address cannot keep the owner out: failures count per account and
     /// client address, and an address with none is never delayed.
     @Test func guessesFromOneAddressDoNotDelayTheOwnerElsewhere() async throws {

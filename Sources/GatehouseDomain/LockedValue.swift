@@ -15,3 +15,17 @@ package final class LockedValue<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+extension LockedValue {
+    /// The value kept under `key`, made by `make` (outside the lock) and kept at its first use. Of racing first
+    /// uses, the one kept first is the one every caller gets.
+    package func value<Key: Hashable, Kept>(for key: Key, orMake make: () -> Kept) -> Kept where Value == [Key: Kept] {
+        if let found = withLockedValue({ $0[key] }) { return found }
+        let made = make()
+        return withLockedValue { kept in
+            if let found = kept[key] { return found }
+            kept[key] = made
+            return made
+        }
+    }
+}

@@ -37,7 +37,7 @@ extension AuthEnvironment {
 /// label set and kept: swift-metrics' `Counter(label:dimensions:factory:)` asks the factory again at every use, and
 /// every refresh counts an event. The label sets are bounded (see the metric), so the handles are too.
 package final class AuthEventCounters: Sendable {
-    package let factory: any MetricsFactory
+    private let factory: any MetricsFactory
     /// False for swift-metrics' no-op factory: nothing is counted, and no label is worked out.
     package let enabled: Bool
     private struct Labels: Hashable {
@@ -56,15 +56,8 @@ package final class AuthEventCounters: Sendable {
     package static let none = AuthEventCounters(NOOPMetricsHandler.instance)
 
     fileprivate func counter(app: String, kind: AuditKind, provider: String) -> Counter {
-        let labels = Labels(app: app, kind: kind, provider: provider)
-        if let found = counters.withLockedValue({ $0[labels] }) { return found }
-        let made = Counter(
-            label: AuthEnvironment.authEventsMetric, dimensions: [("app", app), ("kind", kind.rawValue), ("provider", provider)], factory: factory
-        )
-        return counters.withLockedValue { counters in
-            if let found = counters[labels] { return found }  // another request made it meanwhile
-            counters[labels] = made
-            return made
+        counters.value(for: Labels(app: app, kind: kind, provider: provider)) {
+            Counter(label: AuthEnvironment.authEventsMetric, dimensions: [("app", app), ("kind", kind.rawValue), ("provider", provider)], factory: factory)
         }
     }
 }

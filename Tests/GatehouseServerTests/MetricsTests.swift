@@ -1,4 +1,5 @@
 import Foundation
+import CoreMetrics
 import GatehouseDomain
 @testable import GatehouseServer
 import GatehouseTestSupport
@@ -260,6 +261,41 @@ import FoundationNetworking
         }
     }
 
+    /// The handle of each label set is made at its first use and kept: later events ask the factory nothing.
+    @Test func anAuthEventsHandleIsMadeOncePerLabelSet() async throws {
+        final class MakingFactory: MetricsFactory, Sendable {
+            let counters = LockedValue(0)
+            func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+                counters.withLockedValue { $0 += 1 }
+                return NOOPMetricsHandler.instance
+            }
+            func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler { NOOPMetricsHandler.instance }
+            func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler { NOOPMetricsHandler.instance }
+            func destroyCounter(_ handler: any CounterHandler) {}
+            func destroyRecorder(_ handler: any RecorderHandler) {}
+            func destroyTimer(_ handler: any TimerHandler) {}
+        }
+        try await withGatehouse(Self.configuration()) { gatehouse, _ in
+            let factory = MakingFactory()
+            var counting = gatehouse.env
+            counting.metrics = AuthEventCounters(factory)
+            let env = counting
+            @Sendable func countMany() async {
+                await withTaskGroup { group in
+                    for index in 0..<400 {
+                        group.addTask { env.countAuthEvent(index % 2 == 0 ? .refresh : .logout, app: index % 4 < 2 ? "test-app" : "auto-app") }
+                    }
+                }
+            }
+            await countMany()
+            let made = factory.counters.withLockedValue { $0 }
+            // Racing first uses may each make one; every label set has one by now.
+            #expect(made >= 4 && made < 400, "\(made)")
+            await countMany()
+            #expect(factory.counters.withLockedValue { $0 } == made)
+        }
+    }
+
     @Test func theOutboxDepthAndItsDeliveryOutcomesAreMeasured() async throws {
         let clock = ManualClock()
         let token = "scrape-token-0123456789abcdef"
@@ -376,6 +412,10 @@ import FoundationNetworking
         for wrong in ["Bearer \(token)x", "Bearer \(token.dropLast())", "Bearer \(token.uppercased())", "Bearer", "Bearer ", token, "Basic \(token)"] {
             #expect(decide(closed, "127.0.0.1", [.authorization: wrong]) == .unauthorized, "\(wrong)")
         }
+        // Two Authorization headers, the right token in each: neither is taken.
+        var twice: HTTPFields = [.authorization: "Bearer \(token)"]
+        twice.append(HTTPField(name: .authorization, value: "Bearer \(token)"))
+        #expect(decide(closed, "127.0.0.1", twice) == .unauthorized)
     }
 
     @Test func theLoaderReadsTheSettingsAndRefusesAShortToken() throws {

@@ -229,7 +229,7 @@ import Testing
         ("Bearex abc", nil), ("", nil), ("Bearer\tabc", nil),
     ] as [(String, String?)])
     func theBearerTokenIsTheAuthorizationValueAfterItsScheme(value: String, token: String?) {
-        #expect(Request.bearerToken(in: value) == token)
+        #expect(BearerToken.parse(value) == token)
     }
 
     @Test func aRequestWithoutExactlyOneBearerHeaderIsRefused() async throws {

@@ -106,7 +106,11 @@ extension NativeAuthService {
                 // Refused before the password was checked (a rate limit, a login delay): the client is told to wait
                 // and send it again on this flow, so the flow keeps the attempt. If giving it back fails, the answer is
                 // still the refusal (the attempt stays counted: one fewer, never one more).
-                try? await env.store.returnFlowAttempt(id: flow.id, tokenHash: token.hash)
+                do {
+                    try await env.store.returnFlowAttempt(id: flow.id, tokenHash: token.hash)
+                } catch {
+                    env.logger.notice("a refused sign-in's flow attempt was not given back", metadata: ["error": "\(error)"])
+                }
                 throw refusal
             }
             try await gate.settle(proof)

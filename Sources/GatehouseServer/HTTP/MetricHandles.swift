@@ -1,5 +1,5 @@
 import CoreMetrics
-import NIOConcurrencyHelpers
+import GatehouseDomain
 
 /// A metrics factory that makes each handler once and hands the same one out again for the same name and labels.
 ///
@@ -29,20 +29,16 @@ final class CachingMetricsFactory: MetricsFactory, Sendable {
             self.dimensions = flat
         }
     }
-    private let handlers = NIOLockedValueBox<[Key: any Sendable]>([:])
+    private let handlers = LockedValue<[Key: any Sendable]>([:])
 
     init(_ base: any MetricsFactory) {
         self.base = base
     }
 
     private func handler<H: Sendable>(_ key: Key, _ make: () -> H) -> H {
-        if let found = handlers.withLockedValue({ $0[key] }) as? H { return found }
-        let made = make()
-        return handlers.withLockedValue { handlers in
-            if let found = handlers[key] as? H { return found }  // another request made it meanwhile
-            handlers[key] = made
-            return made
-        }
+        // Each key's kind names the handler type it holds, so the cast holds; were it not to, a handler made anew
+        // (the registry under `base` keeps one metric per name and labels) still counts in the same place.
+        (handlers.value(for: key) { make() } as? H) ?? make()
     }
 
     func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {

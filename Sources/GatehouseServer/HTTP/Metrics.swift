@@ -116,12 +116,7 @@ enum MetricsAccess: Equatable {
 
     static func decide(settings: MetricsSettings, headers: HTTPFields, peerIP: String?, clientIPHeader: HTTPField.Name?) -> MetricsAccess {
         if let token = settings.token {
-            let given = headers[.authorization].flatMap { value -> String? in
-                let parts = value.split(separator: " ", maxSplits: 1)
-                guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-                return parts[1].trimmingCharacters(in: .whitespaces)
-            }
-            guard let given else { return .unauthorized }
+            guard case .token(let given) = BearerToken(headers) else { return .unauthorized }
             // Hashes first: the compare's time then depends on neither token's length.
             return Secrets.constantTimeEquals(Secrets.sha256(given), Secrets.sha256(token)) ? .allowed : .unauthorized
         }

@@ -230,33 +230,13 @@ extension Request {
         }
     }
 
-    /// The bearer token of the `Authorization` header, or a 401. A request with two `Authorization` headers has none.
+    /// The bearer token of the `Authorization` header (``BearerToken``), or a 401.
     func bearerToken() throws -> String {
-        var header: String?
-        for field in headers where field.name == .authorization {
-            guard header == nil else { throw ClientAPIError.invalidSession("invalid session: expected one Authorization header") }
-            header = field.value
+        switch BearerToken(headers) {
+        case .token(let token): return token
+        case .missing: throw ClientAPIError.invalidSession("must authenticate first: missing bearer token")
+        case .malformed: throw ClientAPIError.invalidSession("invalid session: expected one Authorization: Bearer header")
         }
-        guard let header else { throw ClientAPIError.invalidSession("must authenticate first: missing bearer token") }
-        guard let token = Self.bearerToken(in: header) else {
-            throw ClientAPIError.invalidSession("invalid session: expected an Authorization: Bearer header")
-        }
-        return token
-    }
-
-    /// The token of an `Authorization` value `Bearer <token>` (the scheme in any case, spaces and tabs around the
-    /// token ignored), or nil. Read on the value's UTF-8: every authenticated request parses one, and splitting a
-    /// 600-byte token into characters cost more than the rest of finding it.
-    static func bearerToken(in value: String) -> String? {
-        let bytes = value.utf8
-        let isBlank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
-        guard let schemeStart = bytes.firstIndex(where: { $0 != UInt8(ascii: " ") }),
-            let schemeEnd = bytes[schemeStart...].firstIndex(of: UInt8(ascii: " ")),
-            bytes[schemeStart..<schemeEnd].elementsEqual("bearer".utf8, by: { $0 | 0x20 == $1 }),
-            let tokenStart = bytes[schemeEnd...].firstIndex(where: { !isBlank($0) }),
-            let tokenLast = bytes.lastIndex(where: { !isBlank($0) })
-        else { return nil }
-        return String(Substring(bytes[tokenStart...tokenLast]))
     }
 }
 

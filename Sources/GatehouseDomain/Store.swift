@@ -212,9 +212,10 @@ package protocol GatehouseStore: RateCountStore {
     /// and applies `effects`, in one transaction. Returns false, changing nothing, when the token was used or
     /// expired meanwhile. Throws ``StoreError/conflict`` when a new account's email is taken.
     func advanceFlow(_ flow: NativeFlowRecord, from expectedTokenHash: [UInt8], now: Date, effects: [NativeFlowEffect]) async throws -> Bool
-    /// Counts one wrong-answer attempt against the flow if its token is still `tokenHash` and fewer than `limit`
-    /// were counted; atomic, so racing guesses cannot exceed the limit. False when the limit is reached.
-    func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> Bool
+    /// Counts one wrong-answer attempt against the flow if its token is still `tokenHash`, its basis holds
+    /// (``NativeFlowRecord/userEpoch``) and fewer than `limit` were counted; atomic, so racing guesses cannot exceed
+    /// the limit. Otherwise counts nothing and says why.
+    func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> FlowAttemptCount
     /// Takes back one attempt ``recordFlowAttempt(id:tokenHash:limit:)`` counted, if the flow's token is still
     /// `tokenHash`: for a request refused before its answer was checked (a rate limit, a login delay).
     func returnFlowAttempt(id: String, tokenHash: [UInt8]) async throws

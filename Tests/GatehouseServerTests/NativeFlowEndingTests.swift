@@ -34,6 +34,24 @@ import Testing
         return try #require(continued.continuationToken)
     }
 
+    /// A password sign-in started for `email`, at the password: its continuation token.
+    func passwordSignIn(_ client: any TestClientProtocol, _ email: String) async throws -> String {
+        let started = try await client.nativeStep(.signInInitiate, ["username": email, "challenge_type": "password redirect"])
+        let challenged = try await client.nativeStep(
+            .signInChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": "password redirect"]
+        )
+        return try #require(challenged.continuationToken)
+    }
+
+    func submitPassword(_ client: any TestClientProtocol, _ token: String, _ password: String) async throws -> Reply {
+        try await client.native(.token, ["continuation_token": token, "grant_type": "password", "password": password, "scope": "openid offline_access"])
+    }
+
+    /// The attempts the flow behind a continuation token has counted.
+    func attempts(_ gatehouse: AuthServer, _ token: String) async throws -> Int? {
+        try await gatehouse.env.store.flow(id: try #require(OpaqueToken(token)).id)?.attempts
+    }
+
     func redeem(_ client: any TestClientProtocol, _ held: (token: String, code: String)) async throws -> Reply {
         try await client.native(.token, ["continuation_token": held.token, "grant_type": "oob", "oob": held.code, "scope": "openid offline_access"])
     }
@@ -103,7 +121,12 @@ import Testing
             }
             let live = try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id)
 
+            // A wrong code and the right one get the same answer, before either is checked: start again. The flow
+            // counts no attempt for them.
+            let wrong = (token: held.token, code: held.code == "00000000" ? "11111111" : "00000000")
+            expectNativeError(try await redeem(client, wrong), .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
             expectNativeError(try await redeem(client, held), .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
+            #expect(try await attempts(gatehouse, held.token) == 0)
             #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id) == live)
             // A flow started after the ending signs in as ever.
             #expect(try await redeem(client, try await codeSignIn(client, "kai@example.com")).status == .ok)
@@ -163,6 +186,27 @@ import Testing
             expectNativeError(try await redeem(client, held), .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
             #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id) == live)
             #expect(try await redeem(client, try await codeSignIn(client, "after@example.com")).status == .ok)
+        }
+    }
+
+    /// A password sign-in under way when its user ends every session (here: log out everywhere, which leaves the
+    /// password as it was). Whatever password it is sent next, right or wrong, it answers "start again" before
+    /// checking it: so it tells a guesser nothing, and the owner is not told "wrong password" until the flow's
+    /// attempts run out. A new flow signs in with the password.
+    @Test func aPasswordSignInHeldPastAnEndingIsToldToStartAgainWhateverItIsSent() async throws {
+        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+            let owner = try await client.signUp("kai@example.com", "the owner's password")
+            let held = try await passwordSignIn(client, "kai@example.com")
+            #expect(try await client.call("/api/client/v2.0/auth/sessions", .delete, bearer: owner.accessToken).status == .noContent)
+
+            for password in ["the owner's password", "a wrong guess", "the owner's password"] {
+                expectNativeError(try await submitPassword(client, held, password), .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
+            }
+            #expect(try await attempts(gatehouse, held) == 0)
+            #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).isEmpty)
+
+            let fresh = try await submitPassword(client, try await passwordSignIn(client, "kai@example.com"), "the owner's password")
+            #expect(fresh.status == .ok, "\(fresh.text)")
         }
     }
 }

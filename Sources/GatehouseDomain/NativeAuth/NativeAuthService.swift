@@ -142,7 +142,7 @@ package struct NativeAuthService: Sendable {
         to step: NativeFlowRecord.Step,
         client: Client,
         effects: [NativeFlowEffect] = [],
-        ifEnded ended: NativeFlowError = .invalidContinuationToken("the account changed since this flow began; start again")
+        ifEnded ended: NativeFlowError = .flowEnded
     ) async throws -> (NativeFlowRecord, OpaqueToken) {
         let now = env.clock.now
         let next = OpaqueToken.make(id: flow.id)
@@ -164,14 +164,19 @@ package struct NativeAuthService: Sendable {
         return (flow, next)
     }
 
-    /// Counts one wrong-answer attempt before an answer is checked; `tooManyAttempts` once the flow used them all.
+    /// Counts one wrong-answer attempt before an answer is checked; `tooManyAttempts` once the flow used them all. A
+    /// flow whose basis ended (``FlowAttemptCount/flowEnded``) is told to start again here, before its code or
+    /// password is looked at: the answer is the same whatever the client sent, so a flow held past an ending tells
+    /// no one whether a password was right, and costs the owner no attempts.
     package func recordAttempt(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws {
-        guard try await env.store.recordFlowAttempt(id: flow.id, tokenHash: token.hash, limit: client.settings.code.maxAttempts) else {
-            // Not counted: either a racing request spent the token first (the flow moved on), or the flow has used
-            // its attempts. Only the second is "too many".
-            guard let current = try await env.store.flow(id: flow.id), Secrets.constantTimeEquals(current.tokenHash, token.hash) else {
-                throw NativeFlowError.invalidContinuationToken("the continuation token was already used")
-            }
+        switch try await env.store.recordFlowAttempt(id: flow.id, tokenHash: token.hash, limit: client.settings.code.maxAttempts) {
+        case .counted:
+            return
+        case .tokenSpent:
+            throw NativeFlowError.invalidContinuationToken("the continuation token was already used")
+        case .flowEnded:
+            throw NativeFlowError.flowEnded
+        case .exhausted:
             env.logger.notice("native auth flow out of attempts", metadata: ["app": "\(client.app.id)", "flow": "\(flow.id)"])
             throw NativeFlowError.tooManyAttempts
         }

@@ -111,6 +111,21 @@ package struct NativeFlowRecord: Sendable, Hashable {
     }
 }
 
+/// What counting one attempt against a flow did (``Store/recordFlowAttempt(id:tokenHash:limit:)``), before a step
+/// checks the code or password it was sent.
+package enum FlowAttemptCount: Sendable, Hashable {
+    /// Counted: the step checks its answer.
+    case counted
+    /// The token is no longer the flow's current one (a racing step took it), or the flow is gone.
+    case tokenSpent
+    /// The flow's basis ended (``NativeFlowRecord/userEpoch``): its user ended every session, or no longer has the
+    /// flow's address, since the flow pinned them. No later step can take the flow, whatever it is sent: the client
+    /// starts again. Told before any answer is checked, so that a stale flow is no oracle for a password.
+    case flowEnded
+    /// The flow used up its attempts: it is dead.
+    case exhausted
+}
+
 /// A continuation token or a native refresh token: opaque to clients; inside, the id of its row (a flow or a
 /// session, 12 bytes) and a 256-bit secret, base64url. Only the SHA-256 of the secret is stored.
 package struct OpaqueToken: Sendable, Hashable {

@@ -46,3 +46,8 @@ package enum NativeFlowError: Error, Hashable, Sendable {
     case invalidRefreshToken(String)
     case expiredRefreshToken
 }
+
+extension NativeFlowError {
+    /// The refusal of a step whose flow's basis ended (``NativeFlowRecord/userEpoch``): the client starts again.
+    package static let flowEnded = NativeFlowError.invalidContinuationToken("the account changed since this flow began; start again")
+}

@@ -932,29 +932,33 @@ struct SQLStore: GatehouseStore {
         }
     }
 
-    /// Checks, in a flow's step's transaction and before its effects, that the user the flow fixed had none of its
-    /// sessions ended since the flow pinned its epoch, and still has the flow's address; else
-    /// ``StoreError/sessionEnded``, which rolls the step back. The user's row stays locked to the end (`FOR UPDATE` on
-    /// PostgreSQL), so an ending waits for the step and then ends what it started. A flow without a user yet (an unknown
-    /// address; a sign-up until it makes its user) has nothing to check.
+    /// Checks, in a flow's step's transaction and before its effects, that the flow's basis holds (``flowBasis``);
+    /// else ``StoreError/sessionEnded``, which rolls the step back. The user's row stays locked to the end (`FOR UPDATE`
+    /// on PostgreSQL), so an ending waits for the step and then ends what it started. A flow without a user yet (an
+    /// unknown address; a sign-up until it makes its user) has nothing to check.
     private static func requireFlowBasis(_ flow: NativeFlowRecord, dialect: SQLDialect, _ tx: any SQLExecutor) async throws {
-        guard let userId = flow.userId, let epoch = flow.userEpoch else { return }
-        var binds: [SQLValue] = [.text(userId), .text(flow.appId), .text(flow.username)]
-        var ended = ""
-        // A reset holds to its address only (``NativeFlowRecord/userEpoch``).
-        if flow.heldToEpoch {
-            binds.append(.int(Int64(epoch)))
-            ended = " AND users.session_epoch = $4"
-        }
+        guard flow.userId != nil, flow.userEpoch != nil else { return }
         let found = try await tx.query(
-            """
-            SELECT users.id FROM users JOIN email_accounts ON email_accounts.user_id = users.id
-            WHERE users.id = $1 AND email_accounts.app_id = $2 AND email_accounts.email = $3\(ended)
-            """ + (dialect == .postgres ? " FOR UPDATE OF users" : ""),
-            binds
+            "SELECT users.id \(flowBasis) AND native_flows.id = $1" + (dialect == .postgres ? " FOR UPDATE OF users" : ""), .text(flow.id)
         )
         guard !found.isEmpty else { throw StoreError.sessionEnded }
     }
+
+    /// The rows of a flow whose basis holds (``NativeFlowRecord/userEpoch``), joined with its user: the user still has
+    /// the flow's address in the flow's app and, for every flow held to the epoch (all but a reset), ended none of
+    /// its sessions since the flow pinned the epoch. The caller names the flow (`AND native_flows.id = …`). The one
+    /// statement of the rule: a step's transaction checks it (``requireFlowBasis(_:dialect:_:)``), and so does the
+    /// count of an attempt (``recordFlowAttempt(id:tokenHash:limit:)``) before any answer is checked.
+    private static let flowBasis = """
+        FROM native_flows JOIN users ON users.id = native_flows.user_id
+        JOIN email_accounts ON email_accounts.user_id = users.id AND email_accounts.app_id = native_flows.app_id
+            AND email_accounts.email = native_flows.username
+        WHERE (native_flows.kind = '\(NativeFlowRecord.Kind.resetPassword.rawValue)' OR users.session_epoch = native_flows.user_epoch)
+        """
+
+    /// Whether the flow `$1` has no basis to check (no user yet, or no epoch pinned) or its basis holds.
+    private static let flowBasisHolds =
+        "(user_id IS NULL OR user_epoch IS NULL OR EXISTS (SELECT 1 \(flowBasis) AND native_flows.id = $1))"
 
     private static func apply(_ effect: NativeFlowEffect, now: Date, _ tx: any SQLExecutor) async throws {
         switch effect {
@@ -978,11 +982,22 @@ struct SQLStore: GatehouseStore {
         }
     }
 
-    func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> Bool {
-        !(try await db.query(
-            "UPDATE native_flows SET attempts = attempts + 1 WHERE id = $1 AND token_hash = $2 AND attempts < $3 RETURNING attempts",
+    func recordFlowAttempt(id: String, tokenHash: [UInt8], limit: Int) async throws -> FlowAttemptCount {
+        let counted = try await db.query(
+            """
+            UPDATE native_flows SET attempts = attempts + 1
+            WHERE id = $1 AND token_hash = $2 AND attempts < $3 AND \(Self.flowBasisHolds)
+            RETURNING attempts
+            """,
             .text(id), .blob(tokenHash), .int(Int64(limit))
-        ).isEmpty)
+        )
+        guard counted.isEmpty else { return .counted }
+        // Why not, as the flow is now: its token first (a racing step took it), then its basis, then its count.
+        guard let row = try await db.query(
+            "SELECT token_hash, CASE WHEN \(Self.flowBasisHolds) THEN 1 ELSE 0 END AS holds FROM native_flows WHERE id = $1", .text(id)
+        ).first, Secrets.constantTimeEquals(try row.blob("token_hash"), tokenHash)
+        else { return .tokenSpent }
+        return try row.int("holds") == 1 ? .exhausted : .flowEnded
     }
 
     func returnFlowAttempt(id: String, tokenHash: [UInt8]) async throws {

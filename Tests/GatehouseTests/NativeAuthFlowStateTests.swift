@@ -169,6 +169,31 @@ import GatehouseWire
         }
     }
 
+    /// An app's delegate whose implemented method calls another optional method of its own that it did not implement
+    /// (a shared helper it meant to add later): the SDK called the implemented one, so there is no error.
+    @MainActor final class SelfCallingDelegate: SignUpStartDelegate {
+        var calls: [String] = []
+
+        func onSignUpStartError(error: SignUpStartError) { calls.append("error: \(error.errorDescription ?? "")") }
+        func onSignUpCodeRequired(newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int) {
+            calls.append("code")
+            onSignUpAttributesInvalid(attributeNames: [])
+        }
+    }
+
+    @Test @MainActor func anImplementedCallbackThatCallsAnUnimplementedOneOfItsOwnIsOneCallback() async throws {
+        let harness = Harness([
+            Exchange(endpoint: .signUpStart, fields: Form.start(Self.email), reply: Reply.continuation("ct1")),
+            Exchange(endpoint: .signUpChallenge, fields: Form.challenge("ct1"), reply: Reply.codeSent("ct2")),
+        ])
+        let delegate = SelfCallingDelegate()
+        await withCheckedContinuation { (delivered: CheckedContinuation<Void, Never>) in
+            DelegateCall.$afterDelivery.withValue({ delivered.resume() }) { harness.client.signUp(username: Self.email, delegate: delegate) }
+        }
+        #expect(delegate.calls == ["code"])
+        harness.verify()
+    }
+
     @Test @MainActor func aCallbackHandedOnIsStillOneCallback() async throws {
         let harness = Harness([
             Exchange(endpoint: .signUpStart, fields: Form.start(Self.email), reply: Reply.continuation("ct1")),

@@ -128,7 +128,7 @@ public final class NativeAuthUserAccountResult: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(RetrieveAccessTokenError) {
                 let result = try await self.engine.accessToken(userId: self.account.userId, request: request)
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onAccessTokenRetrieveCompleted) {
                     delegate.onAccessTokenRetrieveCompleted(result: result)
                 } otherwise: { message in
                     delegate.onAccessTokenRetrieveError(error: RetrieveAccessTokenError(general: message, correlationId: result.correlationId))

@@ -98,7 +98,7 @@ public protocol AccountSessionsDelegate: AnyObject {
 
 extension AccountSessionsDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onAccountSessionsRetrieved(sessions: [UserSession]) { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onAccountSessionsRetrieved(sessions: [UserSession]) { DelegateCall.notImplemented(.onAccountSessionsRetrieved, self) }
 }
 
 /// Receives the answer of an account change of ``NativeAuthUserAccountResult``: changing the password or the email
@@ -112,7 +112,7 @@ public protocol AccountUpdateDelegate: AnyObject {
 
 extension AccountUpdateDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onAccountUpdateCompleted() { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onAccountUpdateCompleted() { DelegateCall.notImplemented(.onAccountUpdateCompleted, self) }
 }
 
 // MARK: - The calls
@@ -129,12 +129,13 @@ extension NativeAuthUserAccountResult {
         }
     }
 
-    /// Runs `work` for a delegate: its error through `failed`, its value through `completed` (an optional method;
-    /// when the app did not implement it, a general error through `failed`).
+    /// Runs `work` for a delegate: its error through `failed`, its value through `completed`, which calls the optional
+    /// `method` (when the app did not implement it, a general error through `failed`).
     private func deliver<Delegate: AnyObject, T: Sendable>(
         _ delegate: Delegate,
         _ work: @escaping @Sendable (AccountService) async throws -> T,
-        completed: @escaping @MainActor @Sendable (Delegate, T) -> Void,
+        completed method: OptionalDelegateMethod,
+        _ completed: @escaping @MainActor @Sendable (Delegate, T) -> Void,
         failed: @escaping @MainActor @Sendable (Delegate, AccountManagementError) -> Void
     ) {
         let service = self.service
@@ -142,7 +143,7 @@ extension NativeAuthUserAccountResult {
             let correlationId = UUID()
             do {
                 let value = try await work(service)
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, method) {
                     completed(delegate, value)
                 } otherwise: { message in
                     failed(delegate, AccountManagementError(general: message, correlationId: correlationId))
@@ -154,7 +155,10 @@ extension NativeAuthUserAccountResult {
     }
 
     private func deliverUpdate(_ delegate: any AccountUpdateDelegate, _ work: @escaping @Sendable (AccountService) async throws -> Void) {
-        deliver(delegate, work, completed: { delegate, _ in delegate.onAccountUpdateCompleted() }, failed: { $0.onAccountUpdateError(error: $1) })
+        deliver(
+            delegate, work, completed: .onAccountUpdateCompleted, { delegate, _ in delegate.onAccountUpdateCompleted() },
+            failed: { $0.onAccountUpdateError(error: $1) }
+        )
     }
 
     /// The account's live sessions on the server, newest first: this sign-in and every other device or app signed
@@ -168,7 +172,10 @@ extension NativeAuthUserAccountResult {
 
     /// Delegate form of ``getSessions()``.
     public func getSessions(delegate: any AccountSessionsDelegate) {
-        deliver(delegate, { try await $0.sessions() }, completed: { $0.onAccountSessionsRetrieved(sessions: $1) }, failed: { $0.onAccountSessionsError(error: $1) })
+        deliver(
+            delegate, { try await $0.sessions() }, completed: .onAccountSessionsRetrieved, { $0.onAccountSessionsRetrieved(sessions: $1) },
+            failed: { $0.onAccountSessionsError(error: $1) }
+        )
     }
 
     /// Ends one of the account's sessions (an ``UserSession/id`` from ``getSessions()``): its tokens stop working at

@@ -86,15 +86,20 @@ public final class NativeAuthClient: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(SignUpStartError) {
                 let result = try await self.signUp(values, correlationId: correlationId)
-                DelegateCall.optional(delegate) {
-                    switch result {
-                    case .codeRequired(let state, let sentTo, let channel, let length):
-                        delegate.onSignUpCodeRequired(newState: state, sentTo: sentTo, channelTargetType: channel, codeLength: length)
-                    case .attributesInvalid(let names):
-                        delegate.onSignUpAttributesInvalid(attributeNames: names)
-                    }
-                } otherwise: { message in
+                let fallback = { (message: String) in
                     delegate.onSignUpStartError(error: SignUpStartError(general: message, correlationId: correlationId))
+                }
+                switch result {
+                case .codeRequired(let state, let sentTo, let channel, let length):
+                    DelegateCall.optional(
+                        delegate, .onSignUpCodeRequired,
+                        { delegate.onSignUpCodeRequired(newState: state, sentTo: sentTo, channelTargetType: channel, codeLength: length) },
+                        otherwise: fallback
+                    )
+                case .attributesInvalid(let names):
+                    DelegateCall.optional(
+                        delegate, .onSignUpAttributesInvalid, { delegate.onSignUpAttributesInvalid(attributeNames: names) }, otherwise: fallback
+                    )
                 }
             } catch {
                 delegate.onSignUpStartError(error: error)
@@ -197,17 +202,20 @@ public final class NativeAuthClient: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(SignInStartError) {
                 let result = try await self.signIn(values, correlationId: correlationId)
-                DelegateCall.optional(delegate) {
-                    switch result {
-                    case .codeRequired(let state, let sentTo, let channel, let length):
-                        delegate.onSignInCodeRequired(newState: state, sentTo: sentTo, channelTargetType: channel, codeLength: length)
-                    case .passwordRequired(let state):
-                        delegate.onSignInPasswordRequired(newState: state)
-                    case .completed(let account):
-                        delegate.onSignInCompleted(result: account)
-                    }
-                } otherwise: { message in
+                let fallback = { (message: String) in
                     delegate.onSignInStartError(error: SignInStartError(general: message, correlationId: correlationId))
+                }
+                switch result {
+                case .codeRequired(let state, let sentTo, let channel, let length):
+                    DelegateCall.optional(
+                        delegate, .onSignInCodeRequired,
+                        { delegate.onSignInCodeRequired(newState: state, sentTo: sentTo, channelTargetType: channel, codeLength: length) },
+                        otherwise: fallback
+                    )
+                case .passwordRequired(let state):
+                    DelegateCall.optional(delegate, .onSignInPasswordRequired, { delegate.onSignInPasswordRequired(newState: state) }, otherwise: fallback)
+                case .completed(let account):
+                    DelegateCall.optional(delegate, .onSignInCompleted, { delegate.onSignInCompleted(result: account) }, otherwise: fallback)
                 }
             } catch {
                 delegate.onSignInStartError(error: error)
@@ -313,7 +321,7 @@ public final class NativeAuthClient: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(ResetPasswordStartError) {
                 let sent = try await self.resetPassword(values, correlationId: correlationId)
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onResetPasswordCodeRequired) {
                     delegate.onResetPasswordCodeRequired(
                         newState: sent.newState,
                         sentTo: sent.sentTo,

@@ -18,13 +18,18 @@ import Foundation
 
 /// Runs delegate methods and notices when an optional one fell back to its default implementation.
 enum DelegateCall {
-    /// The method the current default implementation stands for, noted only when it is the delegate's own.
+    /// The optional method the SDK called, and whether its default implementation ran on the delegate.
     @MainActor final class Missing {
         /// The delegate the SDK called.
         let delegate: ObjectIdentifier
-        var method: String?
+        /// The method the SDK called.
+        let expected: OptionalDelegateMethod
+        var ranDefault = false
 
-        init(delegate: AnyObject) { self.delegate = ObjectIdentifier(delegate) }
+        init(delegate: AnyObject, expected: OptionalDelegateMethod) {
+            self.delegate = ObjectIdentifier(delegate)
+            self.expected = expected
+        }
     }
 
     @TaskLocal static var missing: Missing?
@@ -51,23 +56,51 @@ enum DelegateCall {
         init(_ value: Value) { self.value = value }
     }
 
-    /// Called by the default implementations, with the delegate they ran on.
+    /// Called by the default implementations, with the method they stand for and the delegate they ran on.
     ///
-    /// A default that runs on another object is not the called delegate's: an app's method that hands the callback
-    /// on to an object of its own, which does not implement it, has still implemented it (one callback, not that
-    /// one and an error besides).
-    @MainActor static func notImplemented(_ method: String, _ delegate: AnyObject) {
-        guard let missing, missing.method == nil, missing.delegate == ObjectIdentifier(delegate) else { return }
-        missing.method = method
+    /// Only the default of the method the SDK called, on the delegate it called, counts. A default that runs on
+    /// another object (an app's method that hands the callback on to an object of its own that does not implement
+    /// it), or for another method (an app's method that calls one of its own optional methods it did not implement),
+    /// is not a method missing from what the SDK called: the app implemented that one, and gets one callback, not
+    /// that one and an error besides.
+    @MainActor static func notImplemented(_ method: OptionalDelegateMethod, _ delegate: AnyObject) {
+        guard let missing, missing.expected == method, missing.delegate == ObjectIdentifier(delegate) else { return }
+        missing.ranDefault = true
     }
 
-    /// Calls `method` of `delegate`; if it turns out to be a default implementation, calls `fallback` with the error
-    /// message.
-    @MainActor static func optional(_ delegate: AnyObject, _ method: () -> Void, otherwise fallback: (String) -> Void) {
-        let box = Missing(delegate: delegate)
-        $missing.withValue(box) { method() }
-        if let name = box.method { fallback(NativeAuthErrorText.delegateNotImplemented(name)) }
+    /// Calls the optional `method` of `delegate` through `call`; if its default implementation ran, calls `fallback`
+    /// with the error message.
+    @MainActor static func optional(
+        _ delegate: AnyObject, _ method: OptionalDelegateMethod, _ call: () -> Void, otherwise fallback: (String) -> Void
+    ) {
+        let box = Missing(delegate: delegate, expected: method)
+        $missing.withValue(box) { call() }
+        if box.ranDefault { fallback(NativeAuthErrorText.delegateNotImplemented(method.rawValue)) }
     }
+}
+
+/// The optional delegate methods, each named as Swift names it (`#function`): the SDK's call of one and that method's
+/// default implementation name it alike (``DelegateCall/optional(_:_:_:otherwise:)``), and the error an app gets
+/// when it did not implement the method quotes the name.
+enum OptionalDelegateMethod: String {
+    case onSignInCompleted = "onSignInCompleted(result:)"
+    case onSignUpAttributesRequired = "onSignUpAttributesRequired(attributes:newState:)"
+    case onSignUpCompleted = "onSignUpCompleted(newState:)"
+    case onSignUpCodeRequired = "onSignUpCodeRequired(newState:sentTo:channelTargetType:codeLength:)"
+    case onSignUpAttributesInvalid = "onSignUpAttributesInvalid(attributeNames:)"
+    case onSignUpPasswordRequired = "onSignUpPasswordRequired(newState:)"
+    case onSignUpResendCodeCodeRequired = "onSignUpResendCodeCodeRequired(newState:sentTo:channelTargetType:codeLength:)"
+    case onSignUpAttributesInvalidWithState = "onSignUpAttributesInvalid(attributeNames:newState:)"
+    case onResetPasswordCodeRequired = "onResetPasswordCodeRequired(newState:sentTo:channelTargetType:codeLength:)"
+    case onPasswordRequired = "onPasswordRequired(newState:)"
+    case onResetPasswordResendCodeRequired = "onResetPasswordResendCodeRequired(newState:sentTo:channelTargetType:codeLength:)"
+    case onResetPasswordCompleted = "onResetPasswordCompleted(newState:)"
+    case onSignInCodeRequired = "onSignInCodeRequired(newState:sentTo:channelTargetType:codeLength:)"
+    case onSignInPasswordRequired = "onSignInPasswordRequired(newState:)"
+    case onSignInResendCodeCodeRequired = "onSignInResendCodeCodeRequired(newState:sentTo:channelTargetType:codeLength:)"
+    case onAccessTokenRetrieveCompleted = "onAccessTokenRetrieveCompleted(result:)"
+    case onAccountSessionsRetrieved = "onAccountSessionsRetrieved(sessions:)"
+    case onAccountUpdateCompleted = "onAccountUpdateCompleted()"
 }
 
 // MARK: - Shared methods
@@ -80,7 +113,7 @@ public protocol SignInCompletionDelegate: AnyObject {
 
 extension SignInCompletionDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignInCompleted(result: NativeAuthUserAccountResult) { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onSignInCompleted(result: NativeAuthUserAccountResult) { DelegateCall.notImplemented(.onSignInCompleted, self) }
 }
 
 /// The methods the sign-up steps after the code share.
@@ -94,10 +127,10 @@ public protocol SignUpStepDelegate: AnyObject {
 extension SignUpStepDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
     @MainActor public func onSignUpAttributesRequired(attributes: [RequiredAttribute], newState: SignUpAttributesRequiredState) {
-        DelegateCall.notImplemented(#function, self)
+        DelegateCall.notImplemented(.onSignUpAttributesRequired, self)
     }
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignUpCompleted(newState: SignInAfterSignUpState) { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onSignUpCompleted(newState: SignInAfterSignUpState) { DelegateCall.notImplemented(.onSignUpCompleted, self) }
 }
 
 // MARK: - Sign-up
@@ -115,10 +148,10 @@ public protocol SignUpStartDelegate: AnyObject {
 extension SignUpStartDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
     @MainActor public func onSignUpCodeRequired(newState: SignUpCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int) {
-        DelegateCall.notImplemented(#function, self)
+        DelegateCall.notImplemented(.onSignUpCodeRequired, self)
     }
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignUpAttributesInvalid(attributeNames: [String]) { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onSignUpAttributesInvalid(attributeNames: [String]) { DelegateCall.notImplemented(.onSignUpAttributesInvalid, self) }
 }
 
 /// Receives the answer of ``SignUpCodeRequiredState/submitCode(code:delegate:)``.
@@ -131,7 +164,7 @@ public protocol SignUpVerifyCodeDelegate: SignUpStepDelegate {
 
 extension SignUpVerifyCodeDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignUpPasswordRequired(newState: SignUpPasswordRequiredState) { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onSignUpPasswordRequired(newState: SignUpPasswordRequiredState) { DelegateCall.notImplemented(.onSignUpPasswordRequired, self) }
 }
 
 /// Receives the answer of ``SignUpCodeRequiredState/resendCode(delegate:)``.
@@ -150,7 +183,7 @@ extension SignUpResendCodeDelegate {
         channelTargetType: NativeAuthChannelType,
         codeLength: Int
     ) {
-        DelegateCall.notImplemented(#function, self)
+        DelegateCall.notImplemented(.onSignUpResendCodeCodeRequired, self)
     }
 }
 
@@ -171,7 +204,7 @@ public protocol SignUpAttributesRequiredDelegate: SignUpStepDelegate {
 extension SignUpAttributesRequiredDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
     @MainActor public func onSignUpAttributesInvalid(attributeNames: [String], newState: SignUpAttributesRequiredState) {
-        DelegateCall.notImplemented(#function, self)
+        DelegateCall.notImplemented(.onSignUpAttributesInvalidWithState, self)
     }
 }
 
@@ -204,7 +237,7 @@ extension ResetPasswordStartDelegate {
         channelTargetType: NativeAuthChannelType,
         codeLength: Int
     ) {
-        DelegateCall.notImplemented(#function, self)
+        DelegateCall.notImplemented(.onResetPasswordCodeRequired, self)
     }
 }
 
@@ -218,7 +251,7 @@ public protocol ResetPasswordVerifyCodeDelegate: AnyObject {
 
 extension ResetPasswordVerifyCodeDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onPasswordRequired(newState: ResetPasswordRequiredState) { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onPasswordRequired(newState: ResetPasswordRequiredState) { DelegateCall.notImplemented(.onPasswordRequired, self) }
 }
 
 /// Receives the answer of ``ResetPasswordCodeRequiredState/resendCode(delegate:)``.
@@ -242,7 +275,7 @@ extension ResetPasswordResendCodeDelegate {
         channelTargetType: NativeAuthChannelType,
         codeLength: Int
     ) {
-        DelegateCall.notImplemented(#function, self)
+        DelegateCall.notImplemented(.onResetPasswordResendCodeRequired, self)
     }
 }
 
@@ -256,7 +289,7 @@ public protocol ResetPasswordRequiredDelegate: AnyObject {
 
 extension ResetPasswordRequiredDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onResetPasswordCompleted(newState: SignInAfterResetPasswordState) { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onResetPasswordCompleted(newState: SignInAfterResetPasswordState) { DelegateCall.notImplemented(.onResetPasswordCompleted, self) }
 }
 
 /// Receives the answer of ``SignInAfterResetPasswordState/signIn(parameters:delegate:)``.
@@ -280,10 +313,10 @@ public protocol SignInStartDelegate: SignInCompletionDelegate {
 extension SignInStartDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
     @MainActor public func onSignInCodeRequired(newState: SignInCodeRequiredState, sentTo: String, channelTargetType: NativeAuthChannelType, codeLength: Int) {
-        DelegateCall.notImplemented(#function, self)
+        DelegateCall.notImplemented(.onSignInCodeRequired, self)
     }
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onSignInPasswordRequired(newState: SignInPasswordRequiredState) { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onSignInPasswordRequired(newState: SignInPasswordRequiredState) { DelegateCall.notImplemented(.onSignInPasswordRequired, self) }
 }
 
 /// Receives the answer of ``SignInPasswordRequiredState/submitPassword(password:delegate:)``.
@@ -314,7 +347,7 @@ extension SignInResendCodeDelegate {
         channelTargetType: NativeAuthChannelType,
         codeLength: Int
     ) {
-        DelegateCall.notImplemented(#function, self)
+        DelegateCall.notImplemented(.onSignInResendCodeCodeRequired, self)
     }
 }
 
@@ -330,5 +363,5 @@ public protocol CredentialsDelegate: AnyObject {
 
 extension CredentialsDelegate {
     /// Default: not implemented; the SDK reports a general error through the required error method.
-    @MainActor public func onAccessTokenRetrieveCompleted(result: NativeAuthTokenResult) { DelegateCall.notImplemented(#function, self) }
+    @MainActor public func onAccessTokenRetrieveCompleted(result: NativeAuthTokenResult) { DelegateCall.notImplemented(.onAccessTokenRetrieveCompleted, self) }
 }

@@ -47,7 +47,7 @@ public final class ResetPasswordCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(ResendCodeError) {
                 let sent = try await self.resendCode()
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onResetPasswordResendCodeRequired) {
                     delegate.onResetPasswordResendCodeRequired(
                         newState: sent.newState,
                         sentTo: sent.sentTo,
@@ -100,7 +100,7 @@ public final class ResetPasswordCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(VerifyCodeError) {
                 let state = try await self.submitCode(code)
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onPasswordRequired) {
                     delegate.onPasswordRequired(newState: state)
                 } otherwise: { message in
                     delegate.onResetPasswordVerifyCodeError(
@@ -219,7 +219,7 @@ public final class ResetPasswordRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(PasswordRequiredError) {
                 let state = try await self.submitPassword(password)
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onResetPasswordCompleted) {
                     delegate.onResetPasswordCompleted(newState: state)
                 } otherwise: { message in
                     delegate.onResetPasswordRequiredError(
@@ -275,7 +275,7 @@ public final class SignInAfterResetPasswordState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(SignInAfterResetPasswordError) {
                 let result = try await self.signIn(options: options)
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onSignInCompleted) {
                     delegate.onSignInCompleted(result: result)
                 } otherwise: { message in
                     delegate.onSignInAfterResetPasswordError(

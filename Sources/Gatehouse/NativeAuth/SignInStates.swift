@@ -51,7 +51,7 @@ public final class SignInCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(ResendCodeError) {
                 let sent = try await self.resendCode()
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onSignInResendCodeCodeRequired) {
                     delegate.onSignInResendCodeCodeRequired(
                         newState: sent.newState,
                         sentTo: sent.sentTo,
@@ -100,7 +100,7 @@ public final class SignInCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(VerifyCodeError) {
                 let result = try await self.submitCode(code)
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onSignInCompleted) {
                     delegate.onSignInCompleted(result: result)
                 } otherwise: { message in
                     delegate.onSignInVerifyCodeError(error: VerifyCodeError(general: message, correlationId: self.correlationId), newState: nil)
@@ -153,7 +153,7 @@ public final class SignInPasswordRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(PasswordRequiredError) {
                 let result = try await self.submitPassword(password)
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onSignInCompleted) {
                     delegate.onSignInCompleted(result: result)
                 } otherwise: { message in
                     delegate.onSignInPasswordRequiredError(

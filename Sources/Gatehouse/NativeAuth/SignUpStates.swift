@@ -101,7 +101,7 @@ public final class SignUpCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(ResendCodeError) {
                 let sent = try await self.resendCode()
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onSignUpResendCodeCodeRequired) {
                     delegate.onSignUpResendCodeCodeRequired(
                         newState: sent.newState,
                         sentTo: sent.sentTo,
@@ -160,14 +160,19 @@ public final class SignUpCodeRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(VerifyCodeError) {
                 let result = try await self.submitCode(code)
-                DelegateCall.optional(delegate) {
-                    switch result {
-                    case .completed(let state): delegate.onSignUpCompleted(newState: state)
-                    case .passwordRequired(let state): delegate.onSignUpPasswordRequired(newState: state)
-                    case .attributesRequired(let attributes, let state): delegate.onSignUpAttributesRequired(attributes: attributes, newState: state)
-                    }
-                } otherwise: { message in
+                let fallback = { (message: String) in
                     delegate.onSignUpVerifyCodeError(error: VerifyCodeError(general: message, correlationId: self.correlationId), newState: nil)
+                }
+                switch result {
+                case .completed(let state):
+                    DelegateCall.optional(delegate, .onSignUpCompleted, { delegate.onSignUpCompleted(newState: state) }, otherwise: fallback)
+                case .passwordRequired(let state):
+                    DelegateCall.optional(delegate, .onSignUpPasswordRequired, { delegate.onSignUpPasswordRequired(newState: state) }, otherwise: fallback)
+                case .attributesRequired(let attributes, let state):
+                    DelegateCall.optional(
+                        delegate, .onSignUpAttributesRequired, { delegate.onSignUpAttributesRequired(attributes: attributes, newState: state) },
+                        otherwise: fallback
+                    )
                 }
             } catch {
                 delegate.onSignUpVerifyCodeError(error: error, newState: error.keepsState ? self : nil)
@@ -221,15 +226,19 @@ public final class SignUpPasswordRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(PasswordRequiredError) {
                 let result = try await self.submitPassword(password)
-                DelegateCall.optional(delegate) {
-                    switch result {
-                    case .completed(let state): delegate.onSignUpCompleted(newState: state)
-                    case .attributesRequired(let attributes, let state): delegate.onSignUpAttributesRequired(attributes: attributes, newState: state)
-                    }
-                } otherwise: { message in
+                let fallback = { (message: String) in
                     delegate.onSignUpPasswordRequiredError(
                         error: PasswordRequiredError(general: message, correlationId: self.correlationId),
                         newState: nil
+                    )
+                }
+                switch result {
+                case .completed(let state):
+                    DelegateCall.optional(delegate, .onSignUpCompleted, { delegate.onSignUpCompleted(newState: state) }, otherwise: fallback)
+                case .attributesRequired(let attributes, let state):
+                    DelegateCall.optional(
+                        delegate, .onSignUpAttributesRequired, { delegate.onSignUpAttributesRequired(attributes: attributes, newState: state) },
+                        otherwise: fallback
                     )
                 }
             } catch {
@@ -283,14 +292,22 @@ public final class SignUpAttributesRequiredState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(AttributesRequiredError) {
                 let result = try await self.submitAttributes(encoded)
-                DelegateCall.optional(delegate) {
-                    switch result {
-                    case .completed(let state): delegate.onSignUpCompleted(newState: state)
-                    case .attributesRequired(let attributes, let state): delegate.onSignUpAttributesRequired(attributes: attributes, newState: state)
-                    case .attributesInvalid(let names, let state): delegate.onSignUpAttributesInvalid(attributeNames: names, newState: state)
-                    }
-                } otherwise: { message in
+                let fallback = { (message: String) in
                     delegate.onSignUpAttributesRequiredError(error: AttributesRequiredError(general: message, correlationId: self.correlationId))
+                }
+                switch result {
+                case .completed(let state):
+                    DelegateCall.optional(delegate, .onSignUpCompleted, { delegate.onSignUpCompleted(newState: state) }, otherwise: fallback)
+                case .attributesRequired(let attributes, let state):
+                    DelegateCall.optional(
+                        delegate, .onSignUpAttributesRequired, { delegate.onSignUpAttributesRequired(attributes: attributes, newState: state) },
+                        otherwise: fallback
+                    )
+                case .attributesInvalid(let names, let state):
+                    DelegateCall.optional(
+                        delegate, .onSignUpAttributesInvalidWithState, { delegate.onSignUpAttributesInvalid(attributeNames: names, newState: state) },
+                        otherwise: fallback
+                    )
                 }
             } catch {
                 delegate.onSignUpAttributesRequiredError(error: error)
@@ -342,7 +359,7 @@ public final class SignInAfterSignUpState: Sendable {
         DelegateCall.deliver(delegate) { delegate in
             do throws(SignInAfterSignUpError) {
                 let result = try await self.signIn(options: options)
-                DelegateCall.optional(delegate) {
+                DelegateCall.optional(delegate, .onSignInCompleted) {
                     delegate.onSignInCompleted(result: result)
                 } otherwise: { message in
                     delegate.onSignInAfterSignUpError(error: SignInAfterSignUpError(general: message, correlationId: self.correlationId))

@@ -380,9 +380,11 @@ public final class AuthServer: Sendable {
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully and closes the database: requests in flight have
     /// `server.shutdownTimeout` seconds to finish, after which they are cancelled (and the process ends at most 5 s
     /// later whatever they do). First raises the process's soft limit on open files to its hard limit: every
-    /// connection is a file, and `server.maxConnections` defaults to that limit less 256.
+    /// connection is a file, and `server.maxConnections` defaults to that limit less 256; and opens the timers'
+    /// descriptors (``TimerDescriptors``), so that running out of files later cannot end the process.
     public func run(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let files = FileLimit.raise()
+        await TimerDescriptors.open()
         env.logger.info(
             "connection limits",
             metadata: [

@@ -9,7 +9,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// The audit log: security events with time, app, user, address and user agent, never a secret (issue 8, point 7).
+/// The audit log: security events with time, app, user, address and user agent, never a secret.
 @Suite struct AuditLogTests {
     @Test func securityEventsAreRecordedWithTheirOriginAndNoSecrets() async throws {
         var config = testConfiguration()

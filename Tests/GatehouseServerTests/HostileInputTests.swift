@@ -9,7 +9,7 @@ import NIOCore
 import Testing
 
 /// Every route of `openapi.yaml`, and every hostile body of the list below: never a 5xx, always the envelope of the
-/// API that was called (issue 8, points 8 and 10).
+/// API that was called.
 @Suite struct HostileInputTests {
     /// Every operation the API description lists, with its path parameters filled in.
     static let routes: [(method: HTTPRequest.Method, path: String)] = {

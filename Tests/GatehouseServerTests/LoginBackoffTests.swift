@@ -9,7 +9,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// Growing delays after repeated wrong passwords (issue 8, point 2).
+/// Growing delays after repeated wrong passwords.
 @Suite struct LoginBackoffTests {
     @Test func delaysGrowAfterTheFreeFailuresAndASuccessClearsThem() async throws {
         let clock = ManualClock()
@@ -95,10 +95,7 @@ import Testing
         let config = backoffConfiguration(freeFailures: 1, baseDelay: 30, maxDelay: 60, native: true)
         try await withGatehouse(config, clock: clock) { _, client in
             _ = try await client.signUp("bea@example.com")
-            func passwordStep() async throws -> String {
-                let ct1 = try #require(try await client.nativeStep(.signInInitiate, ["username": "bea@example.com", "challenge_type": allChallengeTypes]).continuationToken)
-                return try #require(try await client.nativeStep(.signInChallenge, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).continuationToken)
-            }
+            func passwordStep() async throws -> String { try await nativePasswordStep(client, "bea@example.com") }
             let wrong = try await client.native(.token, ["continuation_token": try await passwordStep(), "grant_type": "password", "password": "wrong horse"])
             expectNativeError(wrong, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
             let ct2 = try await passwordStep()
@@ -114,6 +111,37 @@ import Testing
         }
     }
 
+    /// When a delay ends, racing password grants on one native flow (one continuation token) get one check between
+    /// them: the others are refused unchecked (a delay again, or the flow's attempts, all taken by racers at once), and
+    /// every refused one gives its attempt back. So the flow ends with one attempt spent for the one password checked,
+    /// and the owner's password is taken on it once the next delay ends.
+    @Test func racingNativeGrantsOnOneFlowGetOneCheck() async throws {
+        let clock = ManualClock()
+        let config = backoffConfiguration(freeFailures: 1, baseDelay: 10, maxDelay: 60, native: true)
+        try await withGatehouse(config, clock: clock) { gatehouse, client in
+            _ = try await client.signUp("bea@example.com")
+            func passwordStep() async throws -> String { try await nativePasswordStep(client, "bea@example.com") }
+            let wrong = try await client.native(.token, ["continuation_token": try await passwordStep(), "grant_type": "password", "password": "wrong horse"])
+            expectNativeError(wrong, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
+            let ct2 = try await passwordStep()
+            clock.advance(by: 10)
+            let replies = try await withThrowingTaskGroup(of: Reply.self) { group in
+                for i in 0..<8 {
+                    group.addTask { try await client.native(.token, ["continuation_token": ct2, "grant_type": "password", "password": "guess \(i)"]) }
+                }
+                return try await group.reduce(into: [Reply]()) { $0.append($1) }
+            }
+            let codes = replies.map { $0.nativeError?.errorCodes.first }
+            #expect(codes.filter { $0 == NativeAuthErrorCode.invalidCredentials }.count == 1, "\(codes)")
+            #expect(replies.allSatisfy { $0.status == .badRequest || $0.status == .tooManyRequests }, "\(replies.map(\.text))")
+            #expect(try await gatehouse.env.store.flow(id: try #require(OpaqueToken(ct2)).id)?.attempts == 1)
+
+            clock.advance(by: 60)
+            let signedIn = try await client.native(.token, ["continuation_token": ct2, "grant_type": "password", "password": "correct horse"])
+            #expect(signedIn.status == .ok, "\(signedIn.text)")
+        }
+    }
+
     /// The same for a refusal by the login rate limit: it is answered before the password is checked, so it spends
     /// none of the flow's attempts either.
     @Test func aRateLimitedNativeSignInKeepsItsFlowsAttempts() async throws {
@@ -122,10 +150,7 @@ import Testing
         try await withGatehouse(config, clock: clock) { _, client in
             _ = try await client.signUp("bo@example.com")  // from no address: not counted against one
             let from: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "198.51.100.30"]
-            func passwordStep() async throws -> String {
-                let ct1 = try #require(try await client.nativeStep(.signInInitiate, ["username": "bo@example.com", "challenge_type": allChallengeTypes]).continuationToken)
-                return try #require(try await client.nativeStep(.signInChallenge, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).continuationToken)
-            }
+            func passwordStep() async throws -> String { try await nativePasswordStep(client, "bo@example.com") }
             let wrong = try await client.native(.token, headers: from, ["continuation_token": try await passwordStep(), "grant_type": "password", "password": "wrong horse"])
             expectNativeError(wrong, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
             let ct2 = try await passwordStep()
@@ -310,4 +335,10 @@ import Testing
         #expect(backoff.delay(afterFailures: 10_000) == 900)
         #expect(LoginBackoffSettings(enabled: false).delay(afterFailures: 50) == 0)
     }
+}
+
+/// A native sign-in for `email` started and challenged: the continuation token its password grant takes.
+func nativePasswordStep(_ client: any TestClientProtocol, _ email: String) async throws -> String {
+    let ct1 = try #require(try await client.nativeStep(.signInInitiate, ["username": email, "challenge_type": allChallengeTypes]).continuationToken)
+    return try #require(try await client.nativeStep(.signInChallenge, ["continuation_token": ct1, "challenge_type": allChallengeTypes]).continuationToken)
 }

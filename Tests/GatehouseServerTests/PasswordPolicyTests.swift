@@ -9,7 +9,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// The bundled common-password list and the rule against using the email (issue 8, point 4).
+/// The bundled common-password list and the rule against using the email.
 @Suite struct PasswordPolicyTests {
     @Test func theBundledListHasTheMostCommonPasswords() {
         #expect(CommonPasswords.count >= 10_000)

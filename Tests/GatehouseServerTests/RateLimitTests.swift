@@ -9,7 +9,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// Rate limits per client address and per identifier, kept in the database (issue 8, point 1).
+/// Rate limits per client address and per identifier, kept in the database.
 @Suite struct RateLimitTests {
     @Test func loginsPerAddressAreLimitedWith429AndRetryAfterUntilTheWindowEnds() async throws {
         let clock = ManualClock()

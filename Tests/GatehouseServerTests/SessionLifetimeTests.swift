@@ -9,7 +9,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// Absolute lifetime and idle timeout of refresh tokens (issue 8, point 5).
+/// Absolute lifetime and idle timeout of refresh tokens.
 @Suite struct SessionLifetimeTests {
     @Test func anUnusedSessionEndsAfterTheIdleTimeoutAndAUsedOneLivesOn() async throws {
         let clock = ManualClock()

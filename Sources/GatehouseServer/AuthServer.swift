@@ -88,6 +88,8 @@ public final class AuthServer: Sendable {
         // after its working directory went away) must not fail then.
         CommonPasswords.load()
         _ = OpenAPIDocument.bytes
+        // So are the descriptors of Swift concurrency's timers (``TimerDescriptors``).
+        await TimerDescriptors.open()
         let metrics = GatehouseMetrics(enabled: configuration.server.metrics.enabled)
         let database = try await openDatabase(configuration.database.url, logger: logger, connect: !waitForDatabase, metrics: metrics.database)
         do {
@@ -380,11 +382,9 @@ public final class AuthServer: Sendable {
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully and closes the database: requests in flight have
     /// `server.shutdownTimeout` seconds to finish, after which they are cancelled (and the process ends at most 5 s
     /// later whatever they do). First raises the process's soft limit on open files to its hard limit: every
-    /// connection is a file, and `server.maxConnections` defaults to that limit less 256; and opens the timers'
-    /// descriptors (``TimerDescriptors``), so that running out of files later cannot end the process.
+    /// connection is a file, and `server.maxConnections` defaults to that limit less 256.
     public func run(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let files = FileLimit.raise()
-        await TimerDescriptors.open()
         env.logger.info(
             "connection limits",
             metadata: [

@@ -62,8 +62,6 @@ package struct NativeFlowRecord: Sendable, Hashable {
     /// moves (an undo gives it back) the flow goes nowhere.
     /// Nil before the flow has a user. Set by the store only.
     package var userEpoch: Int?
-    /// Whether the flow's steps are held to ``userEpoch`` as well as to its address: every flow but a reset.
-    package var heldToEpoch: Bool { kind != .resetPassword }
     /// The `challenge_type` list the client started with.
     package var challengeTypes: Set<NativeAuthChallengeType>
     package var tokenHash: [UInt8]
@@ -122,7 +120,8 @@ package enum FlowAttemptCount: Sendable, Hashable {
     /// flow's address, since the flow pinned them. No later step can take the flow, whatever it is sent: the client
     /// starts again. Told before any answer is checked, so that a stale flow is no oracle for a password.
     case flowEnded
-    /// The flow used up its attempts: it is dead.
+    /// The flow had used up its attempts: it is dead. (Racing requests on one flow that were refused unchecked give
+    /// theirs back after this was read, so a client racing its own flow may be told so while the flow lives on.)
     case exhausted
 }
 

@@ -161,10 +161,11 @@ extension NativeAuthService {
         let session = issued.record
         var effects: [NativeFlowEffect] = [.createSession(issued)]
         if confirmEmail { effects.insert(.proveMailbox(userId: user.id, email: flow.username, .ownerProven(newPasswordHash: nil)), at: 0) }
-        // Every session of the user ended (or the user went) after this step's attempt was counted, which checked the
-        // flow's basis (``recordAttempt(_:token:client:)``): the step is not taken, and the next one on this flow is
-        // told to start again. A password is answered as a wrong one, as it may be a moment later (a reset changes
-        // it), so that an ending racing a guess does not confirm the guess.
+        // Every session of the user ended (or the user went) after the flow's basis was last checked — for a password or
+        // a code, when this step's attempt was counted (``recordAttempt(_:token:client:)``); a completed sign-up or reset
+        // counts none — and the step is not taken: the next one on this flow is told to start again. A password is
+        // answered as a wrong one, as it may be a moment later (a reset changes it), so that an ending racing a guess
+        // does not confirm the guess.
         let ended: NativeFlowError = proof.methods.contains(.password)
             ? .invalidCredentials : .invalidContinuationToken("the account changed while this sign-in ran; sign in again")
         _ = try await advance(flow, from: token, to: .finished, client: client, effects: effects, ifEnded: ended)

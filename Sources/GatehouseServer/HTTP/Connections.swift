@@ -383,22 +383,22 @@ enum FileLimit {
     }
 }
 
-/// The descriptors of Swift concurrency's timers, opened before the server takes connections.
+/// The descriptors of Swift concurrency's timers, opened when the server opens (``AuthServer/open(configuration:clock:logger:waitForDatabase:retry:functions:)``),
+/// before it takes connections.
 ///
 /// On Linux every `Task.sleep` is a libdispatch timer, and libdispatch opens its descriptors (an epoll instance, an
 /// eventfd, a timerfd per clock) at the first timer on each clock — and when it cannot, traps with no message
 /// (`SIGILL`) or leaves the sleep that asked never to end. A server whose connections have used every descriptor it
 /// may open (a `server.maxConnections` above the process's limit, or a limit never raised) and whose first sleep on
 /// some clock came only then would end there: a background service that started late under load did, once, in the
-/// fault suite. One short sleep on each clock at start-up opens them while descriptors are free; they stay open for
-/// the life of the process. (Checked by hand with a small program that uses up its descriptors and then sleeps: its
-/// first `Task.sleep` on any clock trapped or never returned in most runs; after these three sleeps, 30 of 30 runs
-/// slept and woke on every clock.)
+/// fault suite. One short sleep on each clock Swift's sleeps use (continuous and suspending; the server's own sleeps
+/// are on the continuous one) opens them while descriptors are free; they stay open for the life of the process.
+/// (Checked by hand with a small program that uses up its descriptors and then sleeps: its first `Task.sleep` on a
+/// clock trapped or never returned in most runs; after these sleeps, 30 of 30 runs slept and woke on both clocks.)
 enum TimerDescriptors {
     static func open() async {
         try? await Task.sleep(for: .milliseconds(1), clock: .continuous)
         try? await Task.sleep(for: .milliseconds(1), clock: .suspending)
-        try? await Task.sleep(nanoseconds: 1_000_000)
     }
 }
 

@@ -937,6 +937,8 @@ struct SQLStore: GatehouseStore {
     /// on PostgreSQL), so an ending waits for the step and then ends what it started. A flow without a user yet (an
     /// unknown address; a sign-up until it makes its user) has nothing to check.
     private static func requireFlowBasis(_ flow: NativeFlowRecord, dialect: SQLDialect, _ tx: any SQLExecutor) async throws {
+        // The row's `user_id` and `user_epoch` are the flow's: the step's UPDATE just wrote the one, and only the store
+        // sets the other (a sign-up's new user is pinned after its effects).
         guard flow.userId != nil, flow.userEpoch != nil else { return }
         let found = try await tx.query(
             "SELECT users.id \(flowBasis) AND native_flows.id = $1" + (dialect == .postgres ? " FOR UPDATE OF users" : ""), .text(flow.id)

@@ -525,8 +525,15 @@ package struct EmailPasswordService: Sendable {
         let (attempt, found) = if let readable { try await backoff.admit(readingAccount: readable.normalized) } else { (try await backoff.admit(), nil) }
         let login = PasswordLogin(app: app, password: password, backoff: backoff, attempt: attempt)
         guard let readable, let (account, user) = found else {
-            if askable, let email, let migrated = await askToMigrate(app: app, email: email, password: password, account: nil) {
-                return PasswordProof(user: try await logInMigrated(migrated, email: email, login, replacing: nil), backoff: backoff)
+            if askable, let email {
+                if let migrated = await askToMigrate(app: app, email: email, password: password, account: nil) {
+                    return PasswordProof(user: try await logInMigrated(migrated, email: email, login, replacing: nil), backoff: backoff)
+                }
+                // Not vouched for now: perhaps because a racing login of the same old user migrated the address after
+                // this one read it (the old system hands an address over once). Its account is checked as any is.
+                if let user = try await verifyAccountMadeMeanwhile(email: email, login) {
+                    return PasswordProof(user: user, backoff: backoff)
+                }
             }
             // The same work as for a known account: a hash.
             try await env.hasher.burnVerify(password, parameters: app.passwordHash)
@@ -612,10 +619,18 @@ package struct EmailPasswordService: Sendable {
         if let user = try await createMigrated(migrated, app: login.app, email: email, passwordHash: hash, reason: .login, replacing: pending) {
             return user
         }
-        guard let (account, user) = try await env.store.emailAccountWithUser(appId: login.app.id, email: email.normalized) else {
+        guard let user = try await verifyAccountMadeMeanwhile(email: email, login) else {
             // The user id the function gave is another user's: nothing was created.
             try await login.wrongPassword(nil)
         }
+        return user
+    }
+
+    /// For a login that found no account of `email`: the account made since (a racing login of the same old user
+    /// migrated the address, or someone registered it), with the password checked against it as any login's is; nil
+    /// when there is still none.
+    private func verifyAccountMadeMeanwhile(email: EmailAddress, _ login: PasswordLogin) async throws -> UserRecord? {
+        guard let (account, user) = try await env.store.emailAccountWithUser(appId: login.app.id, email: email.normalized) else { return nil }
         return try await verify(account, user: user, email: email, login, migrate: false)
     }
 

@@ -346,6 +346,37 @@ import Testing
         }
     }
 
+    /// A login of an address without an account asks the old system. When the answer is no, but the address got an
+    /// account while it was asked (someone registered it, or a racing login of the same old user migrated it — the old
+    /// system hands an address over once, so a login that read no account just before is not vouched for), the
+    /// password is checked against that account, as if the login had come a moment later.
+    @Test func aLoginWhoseAddressGotAnAccountWhileTheOldSystemWasAskedIsCheckedAgainstIt() async throws {
+        let (asked, askedNow) = AsyncStream<Void>.makeStream()
+        let (release, releaseNow) = AsyncStream<Void>.makeStream()
+        let functions = FunctionHandlers(migrateUser: { _ in
+            askedNow.yield()
+            for await _ in release { break }
+            return .unknown
+        })
+        var config = testConfiguration()
+        config.apps[0].localUserpass?.confirmation = .auto
+        try await withOpenServer(config, logger: quietLogger, functions: functions) { gatehouse in
+            try await gatehouse.makeApplication().test(.router) { client in
+                async let login = client.login("fresh@example.com", "the same password")
+                var calls = asked.makeAsyncIterator()
+                _ = await calls.next()
+                #expect(try await client.register("fresh@example.com", "the same password").status == .created)
+                releaseNow.yield()
+                let reply = try await login
+                #expect(reply.status == .ok, "\(reply.text)")
+                let account = try await gatehouse.env.store.emailAccount(appId: "test-app", email: "fresh@example.com")
+                #expect(try reply.decode(LoginResponse.self).userId == account?.userId)
+                // Its wrong password is refused as any is.
+                #expect(try await client.login("fresh@example.com", "another password").status == .unauthorized)
+            }
+        }
+    }
+
     /// Embedded: a Swift closure stands in for the webhook, for logins and resets.
     @Test func aClosureStandsInForTheWebhookWhenEmbedded() async throws {
         let calls = NIOLockedValueBox<[MigrateUserCall]>([])

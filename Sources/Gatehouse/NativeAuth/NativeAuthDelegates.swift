@@ -79,6 +79,22 @@ enum DelegateCall {
     }
 }
 
+extension DelegateCall {
+    /// ``SignUpStepDelegate/onSignUpCompleted(newState:)``, which every sign-up step's delegate shares.
+    @MainActor static func signUpCompleted(_ delegate: any SignUpStepDelegate, _ state: SignInAfterSignUpState, otherwise fallback: (String) -> Void) {
+        optional(delegate, .onSignUpCompleted, { delegate.onSignUpCompleted(newState: state) }, otherwise: fallback)
+    }
+
+    /// ``SignUpStepDelegate/onSignUpAttributesRequired(attributes:newState:)``, which every sign-up step's delegate
+    /// shares.
+    @MainActor static func signUpAttributesRequired(
+        _ delegate: any SignUpStepDelegate, _ attributes: [RequiredAttribute], _ state: SignUpAttributesRequiredState,
+        otherwise fallback: (String) -> Void
+    ) {
+        optional(delegate, .onSignUpAttributesRequired, { delegate.onSignUpAttributesRequired(attributes: attributes, newState: state) }, otherwise: fallback)
+    }
+}
+
 /// The optional delegate methods, each named as Swift names it (`#function`): the SDK's call of one and that method's
 /// default implementation name it alike (``DelegateCall/optional(_:_:_:otherwise:)``), and the error an app gets
 /// when it did not implement the method quotes the name.

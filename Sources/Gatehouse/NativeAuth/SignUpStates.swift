@@ -165,14 +165,11 @@ public final class SignUpCodeRequiredState: Sendable {
                 }
                 switch result {
                 case .completed(let state):
-                    DelegateCall.optional(delegate, .onSignUpCompleted, { delegate.onSignUpCompleted(newState: state) }, otherwise: fallback)
+                    DelegateCall.signUpCompleted(delegate, state, otherwise: fallback)
                 case .passwordRequired(let state):
                     DelegateCall.optional(delegate, .onSignUpPasswordRequired, { delegate.onSignUpPasswordRequired(newState: state) }, otherwise: fallback)
                 case .attributesRequired(let attributes, let state):
-                    DelegateCall.optional(
-                        delegate, .onSignUpAttributesRequired, { delegate.onSignUpAttributesRequired(attributes: attributes, newState: state) },
-                        otherwise: fallback
-                    )
+                    DelegateCall.signUpAttributesRequired(delegate, attributes, state, otherwise: fallback)
                 }
             } catch {
                 delegate.onSignUpVerifyCodeError(error: error, newState: error.keepsState ? self : nil)
@@ -234,12 +231,9 @@ public final class SignUpPasswordRequiredState: Sendable {
                 }
                 switch result {
                 case .completed(let state):
-                    DelegateCall.optional(delegate, .onSignUpCompleted, { delegate.onSignUpCompleted(newState: state) }, otherwise: fallback)
+                    DelegateCall.signUpCompleted(delegate, state, otherwise: fallback)
                 case .attributesRequired(let attributes, let state):
-                    DelegateCall.optional(
-                        delegate, .onSignUpAttributesRequired, { delegate.onSignUpAttributesRequired(attributes: attributes, newState: state) },
-                        otherwise: fallback
-                    )
+                    DelegateCall.signUpAttributesRequired(delegate, attributes, state, otherwise: fallback)
                 }
             } catch {
                 delegate.onSignUpPasswordRequiredError(error: error, newState: error.keepsState ? self : nil)
@@ -297,12 +291,9 @@ public final class SignUpAttributesRequiredState: Sendable {
                 }
                 switch result {
                 case .completed(let state):
-                    DelegateCall.optional(delegate, .onSignUpCompleted, { delegate.onSignUpCompleted(newState: state) }, otherwise: fallback)
+                    DelegateCall.signUpCompleted(delegate, state, otherwise: fallback)
                 case .attributesRequired(let attributes, let state):
-                    DelegateCall.optional(
-                        delegate, .onSignUpAttributesRequired, { delegate.onSignUpAttributesRequired(attributes: attributes, newState: state) },
-                        otherwise: fallback
-                    )
+                    DelegateCall.signUpAttributesRequired(delegate, attributes, state, otherwise: fallback)
                 case .attributesInvalid(let names, let state):
                     DelegateCall.optional(
                         delegate, .onSignUpAttributesInvalidWithState, { delegate.onSignUpAttributesInvalid(attributeNames: names, newState: state) },

@@ -383,8 +383,8 @@ enum FileLimit {
     }
 }
 
-/// The descriptors of Swift concurrency's timers, opened when the server opens (``AuthServer/open(configuration:clock:logger:waitForDatabase:retry:functions:)``),
-/// before it takes connections.
+/// The descriptors of Swift concurrency's timers, opened when the server opens (`AuthServer.open`), before it takes
+/// connections.
 ///
 /// On Linux every `Task.sleep` is a libdispatch timer, and libdispatch opens its descriptors (an epoll instance, an
 /// eventfd, a timerfd per clock) at the first timer on each clock — and when it cannot, traps with no message

@@ -39,16 +39,20 @@ def _get(result, server, scenario, mode, key):
         return None
 
 
-def floor(result: dict) -> float | None:
-    """Gatehouse's /healthz per server CPU-second in this run (None in results from before it was measured)."""
-    cpu = _get(result, "gatehouse", "healthz", "saturation", "cpu_s_per_1000_flows")
+def floor(result: dict, scenario: str | None = None) -> float | None:
+    """Gatehouse's /healthz per server CPU-second: the one measured right before `scenario` (run.py's `floor_before`,
+    for the scenarios compared to the floor) when there is one, else the one at the start of the run (None in results
+    from before it was measured). A shared machine's speed moves between minutes, and the run's first /healthz is
+    minutes away from the refresh; the floor right before a scenario ran on the machine as the scenario found it."""
+    cpu = (_get(result, "gatehouse", scenario, "floor_before", "cpu_s_per_1000_flows") if scenario else None) \
+        or _get(result, "gatehouse", "healthz", "saturation", "cpu_s_per_1000_flows")
     return 1000 / cpu if cpu else None
 
 
 def of_floor(result: dict, server: str, scenario: str) -> float | None:
-    """A scenario's flows per server CPU-second as a fraction of Gatehouse's floor in the same run: the figure to
-    compare across machines (the floor carries the processor's speed and what a wake-up costs on it)."""
-    cpu, f = _get(result, server, scenario, "saturation", "cpu_s_per_1000_flows"), floor(result)
+    """A scenario's flows per server CPU-second as a fraction of Gatehouse's floor in the same run (``floor``): the
+    figure to compare across machines (the floor carries the processor's speed and what a wake-up costs on it)."""
+    cpu, f = _get(result, server, scenario, "saturation", "cpu_s_per_1000_flows"), floor(result, scenario)
     return (1000 / cpu) / f if cpu and f else None
 
 
@@ -79,7 +83,8 @@ def markdown(results: list[dict]) -> str:
         "sign-up: 5 to Gatehouse, 3 to the peer, counting the mailbox reads). Per CPU-second: flows per second of "
         "the server's own CPU time (all its processes), which does not depend on how many cores it got. "
         "Ratio: Gatehouse / peer. Of the floor: flows per CPU-second as a fraction of Gatehouse's /healthz "
-        "requests per CPU-second in the same run (the HTTP floor), the figure that compares across machines.",
+        "requests per CPU-second in the same run (the HTTP floor; for refresh and profile, the /healthz run right "
+        "before them), the figure that compares across machines.",
         "",
     ]
     for r in results:
@@ -244,7 +249,8 @@ def readme_block(results: list[dict], out: Path) -> str:
              f"`Benchmarks/results/latest.svg`; every figure: `Benchmarks/results/{first['date']}-*.json`.", ""]
     for r in results:
         lines += [f"**{r['database']}** (flows/s at saturation; p99 ms at half of it; flows per CPU-second of the "
-                  "server; and those as a fraction of Gatehouse's /healthz per CPU-second in the same run, the floor)",
+                  "server; and those as a fraction of Gatehouse's /healthz per CPU-second in the same run, the floor: for "
+                  "refresh and profile, the /healthz run right before them)",
                   "",
                   "| scenario | Gatehouse flows/s | peer flows/s | ratio | Gatehouse p99 | peer p99 | "
                   "Gatehouse per CPU-s | peer per CPU-s | ratio per CPU-s | Gatehouse of the floor |",

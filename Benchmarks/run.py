@@ -48,6 +48,10 @@ HASHING = {"register", "login", "native-signin", "native-signup"}
 # The HTTP floor: Gatehouse's /healthz, no database and no token behind it. Measured at saturation only, in the same
 # run as the rest, so that every figure can also be read as a fraction of it (a figure that holds across machines).
 FLOOR = "healthz"
+# The scenarios whose per-CPU-second figure is a target as a fraction of the floor: the floor is run again at
+# saturation right before each, since a shared machine's speed moves between minutes and the run's first /healthz is
+# minutes away from them (report.floor picks the floor a scenario is compared to).
+FLOOR_RELATIVE = ("refresh", "profile")
 # The scenario whose p99 at half load is a target: the floor is also run at its fixed rate, for its latency beside it.
 LATENCY_SCENARIO = "refresh"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -410,6 +414,13 @@ def bench_server(server: Server, args, workdir: Path, tag: str) -> dict:
                 results["hash_bound"] = hash_bound(args, reference=False)
                 log(f"  hash bound now: {results['hash_bound'].get('gatehouse_concurrent_hashes_per_cpu_s')} per "
                     f"CPU-second, {results['hash_bound'].get('threads')} at once")
+            if isinstance(server, Gatehouse) and scenario in FLOOR_RELATIVE and FLOOR in args.scenarios:
+                log(f"{server.name} {FLOOR} before {scenario}: saturation, {args.connections} connections, "
+                    f"{args.duration:g} s")
+                floor = run_wrk(server, FLOOR, args.connections, args.duration, None, None, args.users,
+                                f"{tag}-{FLOOR}-before-{scenario}-sat")
+                results["floor_before"] = floor
+                log(f"  {floor['flows_per_s']:.1f} requests/s, {floor['cpu_s_per_1000_flows']} CPU s per 1000")
             log(f"{server.name} {scenario}: saturation, {args.connections} connections, {args.duration:g} s")
             sat = run_wrk(server, scenario, args.connections, args.duration, None, tokens, args.users,
                           f"{tag}-{scenario}-sat")
@@ -616,6 +627,8 @@ def method(args) -> dict:
         "warmup_s": args.warmup,
         "latency": "per flow: first request sent to last answer received",
         "cpu": "server utime+stime (all its processes) / flows",
+        "floor": "/healthz at saturation at the start of the run, and again right before each of "
+                 + ", ".join(FLOOR_RELATIVE) + " (the floor each is compared to)",
         "rss": "RSS of the server's processes, sampled every 50 ms; idle after start-up and a 2 s wait",
         "idle_memory": "PSS (the target), RSS and anonymous memory of the server's processes, from smaps_rollup",
         "peer_workers": args.peer_workers,
@@ -630,15 +643,6 @@ P99_MS = 2.0  # refresh at half of saturation, SQLite
 IDLE_PSS_MB = 30.0
 
 
-def floor_per_cpu_s(result: dict) -> float | None:
-    """Gatehouse's /healthz requests per server CPU-second in this run: the HTTP floor."""
-    try:
-        c = result["servers"]["gatehouse"]["scenarios"][FLOOR]["saturation"]["cpu_s_per_1000_flows"]
-    except (KeyError, TypeError):
-        return None
-    return 1000 / c if c else None
-
-
 def add_targets(result: dict):
     """The performance targets, each with the measured value and the distance to it (measured / target), stated so
     that they hold on any machine: refresh and profile read per server CPU-second as a fraction of the same server's
@@ -649,7 +653,7 @@ def add_targets(result: dict):
     peer = result["servers"].get("peer")
     hb = result.get("hash_bound", {})
     targets = []
-    floor = floor_per_cpu_s(result)
+    import report  # Benchmarks/report.py: the floor a scenario is compared to, one definition for both
 
     def sat(server, scenario, key="flows_per_s"):
         try:
@@ -665,11 +669,16 @@ def add_targets(result: dict):
                         "met": ok, "note": note})
 
     sqlite = result.get("database") == "sqlite"
-    for scenario in ("refresh", "profile"):
-        ca = sat(gh, scenario, "cpu_s_per_1000_flows")
+    start = report.floor(result)
+    for scenario in FLOOR_RELATIVE:
+        ca, floor = sat(gh, scenario, "cpu_s_per_1000_flows"), report.floor(result, scenario)
+        before = (gh or {}).get("scenarios", {}).get(scenario, {}).get("floor_before")
+        where = f"right before {scenario}" if before else "at the start of the run"
+        note = (f"floor {floor:,.0f} /healthz per server CPU-second {where}"
+                + (f" ({(1000 / ca) / start:.3f} of the run's first, {start:,.0f})" if before and ca and start else "")
+                if floor else "floor not measured")
         add(f"{scenario} per CPU-second / the server's /healthz per CPU-second",
-            (1000 / ca) / floor if ca and floor else None, FLOOR_FRACTION, True, "",
-            f"floor {floor:,.0f} /healthz per server CPU-second in this run" if floor else "floor not measured")
+            report.of_floor(result, "gatehouse", scenario) if gh else None, FLOOR_FRACTION, True, "", note)
     for scenario in ("refresh", "profile"):
         # per CPU: flows per server CPU-second, which does not depend on what else the machine ran
         ca, cb = sat(gh, scenario, "cpu_s_per_1000_flows"), sat(peer, scenario, "cpu_s_per_1000_flows")

@@ -94,11 +94,7 @@ import Testing
         let clock = ManualClock()
         let config = backoffConfiguration(freeFailures: 1, baseDelay: 30, maxDelay: 60, native: true)
         try await withGatehouse(config, clock: clock) { _, client in
-            _ = try await client.signUp("bea@example.com")
-            func passwordStep() async throws -> String { try await nativePasswordStep(client, "bea@example.com") }
-            let wrong = try await client.native(.token, ["continuation_token": try await passwordStep(), "grant_type": "password", "password": "wrong horse"])
-            expectNativeError(wrong, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
-            let ct2 = try await passwordStep()
+            let ct2 = try await secondFlowAfterAWrongPassword(client, "bea@example.com")
             // More refusals than the flow has attempts (code.maxAttempts, 5 by default).
             for _ in 0..<6 {
                 let delayed = try await client.native(.token, ["continuation_token": ct2, "grant_type": "password", "password": "correct horse"])
@@ -119,11 +115,7 @@ import Testing
         let clock = ManualClock()
         let config = backoffConfiguration(freeFailures: 1, baseDelay: 10, maxDelay: 60, native: true)
         try await withGatehouse(config, clock: clock) { gatehouse, client in
-            _ = try await client.signUp("bea@example.com")
-            func passwordStep() async throws -> String { try await nativePasswordStep(client, "bea@example.com") }
-            let wrong = try await client.native(.token, ["continuation_token": try await passwordStep(), "grant_type": "password", "password": "wrong horse"])
-            expectNativeError(wrong, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
-            let ct2 = try await passwordStep()
+            let ct2 = try await secondFlowAfterAWrongPassword(client, "bea@example.com")
             clock.advance(by: 10)
             let replies = try await withThrowingTaskGroup(of: Reply.self) { group in
                 for i in 0..<8 {
@@ -157,12 +149,8 @@ import Testing
         let clock = ManualClock()
         let config = limitedConfiguration([.login: .init(perIP: .init(1, per: 60), perIdentifier: nil)], native: true)
         try await withGatehouse(config, clock: clock) { _, client in
-            _ = try await client.signUp("bo@example.com")  // from no address: not counted against one
             let from: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: "198.51.100.30"]
-            func passwordStep() async throws -> String { try await nativePasswordStep(client, "bo@example.com") }
-            let wrong = try await client.native(.token, headers: from, ["continuation_token": try await passwordStep(), "grant_type": "password", "password": "wrong horse"])
-            expectNativeError(wrong, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
-            let ct2 = try await passwordStep()
+            let ct2 = try await secondFlowAfterAWrongPassword(client, "bo@example.com", from: from)
             // More refusals than the flow has attempts (code.maxAttempts, 5 by default).
             for _ in 0..<6 {
                 let limited = try await client.native(.token, headers: from, ["continuation_token": ct2, "grant_type": "password", "password": "correct horse"])
@@ -344,6 +332,16 @@ import Testing
         #expect(backoff.delay(afterFailures: 10_000) == 900)
         #expect(LoginBackoffSettings(enabled: false).delay(afterFailures: 50) == 0)
     }
+}
+
+/// Signs `email` up (from no client address: its sign-up counts against none), sends one wrong password on a native
+/// sign-in from `from`'s address (checked: a wrong password), and starts a second sign-in: its password step's
+/// continuation token.
+func secondFlowAfterAWrongPassword(_ client: any TestClientProtocol, _ email: String, from: HTTPFields = [:]) async throws -> String {
+    _ = try await client.signUp(email)
+    let wrong = try await client.native(.token, headers: from, ["continuation_token": try await nativePasswordStep(client, email), "grant_type": "password", "password": "wrong horse"])
+    expectNativeError(wrong, .invalidGrant, code: NativeAuthErrorCode.invalidCredentials)
+    return try await nativePasswordStep(client, email)
 }
 
 /// A native sign-in for `email` started and challenged: the continuation token its password grant takes.

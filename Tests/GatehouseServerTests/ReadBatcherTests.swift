@@ -1,5 +1,7 @@
 import Foundation
 import GatehouseDomain
+import NIOCore
+import NIOPosix
 @testable import GatehouseServer
 import Synchronization
 import Testing
@@ -120,6 +122,70 @@ struct ReadBatcherTests {
         guard calls.count == 3, case .batch(let big) = calls[1], case .one(let last) = calls[2] else { return }
         #expect(big.count == ReadBatcher.maximumBatch)
         #expect(Set(big + [last]) == Set((0..<count).map { "k\($0)" }))
+    }
+
+    /// The reads of every event loop share one lane: reads asked from both loops while one is in flight run as one
+    /// statement, and each resumes on the loop it was asked from (where its request's connection is), not on the
+    /// loop that ran the statement.
+    @Test func readsFromEveryEventLoopShareOneStatementAndEachResumesOnItsOwnLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let loops = Array(group.makeIterator())
+        let executor = EventLoopTaskExecutor(group: group)
+        let (db, batcher) = (GatedReads(holding: true), ReadBatcher())
+        // A read of `key` asked from `loop`: its rows, and whether its request came back on that loop.
+        func read(_ key: String, on loop: any EventLoop) async throws -> Task<([SQLRow], Bool), any Error> {
+            try await loop.submit {
+                Task(executorPreference: executor) {
+                    let rows = try await batcher.rows(of: Self.read, key: key, from: db)
+                    return (rows, MultiThreadedEventLoopGroup.currentEventLoop === loop)
+                }
+            }.get()
+        }
+        let first = try await read("a", on: loops[0])
+        await db.started(1)
+        let keys = ["b", "c", "d", "e"]
+        var waiting: [Task<([SQLRow], Bool), any Error>] = []
+        for (index, key) in keys.enumerated() { waiting.append(try await read(key, on: loops[index % 2])) }
+        try await until { batcher.waiting(Self.read) == keys.count }
+        #expect(db.calls == [.one("a")], "nothing more runs while a read is in flight, whichever loop asks")
+        db.release()
+        let (rows, _) = try await first.value
+        #expect(rows.map(\.values) == GatedReads.rows(of: "a").map(\.values))
+        for (key, task) in zip(keys, waiting) {
+            let (rows, home) = try await task.value
+            #expect(rows.map(\.values) == GatedReads.rows(of: key).map(\.values), "\(key)")
+            #expect(home, "\(key) resumed on another loop than the one it was asked from")
+        }
+        #expect(db.calls.count == 2, "one statement for the reads of both loops: \(db.calls)")
+        if case .batch(let batched)? = db.calls.last { #expect(Set(batched) == Set(keys)) } else { Issue.record("\(db.calls)") }
+        try await group.shutdownGracefully()
+    }
+
+    /// One lane must not cap what a distant database serves: when a full batch waits, it runs beside the statement in
+    /// flight, up to the batcher's limit; past the limit, full batches wait for a statement to end.
+    @Test func aFullBatchRunsBesideTheStatementInFlightUpToTheLimit() async throws {
+        let (db, batcher) = (GatedReads(holding: true), ReadBatcher(maximumInFlight: 2))
+        let first = await inFlight("first", batcher, db)
+        let full = (0..<ReadBatcher.maximumBatch).map { "k\($0)" }
+        let fullReads = full.map { key in Task { try await batcher.rows(of: Self.read, key: key, from: db) } }
+        try await until { db.calls.count == 2 }
+        #expect(batcher.waiting(Self.read) == 0)
+        guard db.calls.count == 2, case .batch(let beside) = db.calls[1] else { Issue.record("\(db.calls)"); return }
+        #expect(Set(beside) == Set(full), "the full batch started while the first read is still held")
+        // Two statements in flight, the limit: the next full batch waits.
+        let more = (0..<ReadBatcher.maximumBatch).map { "m\($0)" }
+        let moreReads = try await queue(more, batcher, db)
+        #expect(db.calls.count == 2)
+        db.release()
+        _ = try await first.value
+        for (key, task) in zip(full + more, fullReads + moreReads) {
+            #expect(try await task.value.map(\.values) == GatedReads.rows(of: key).map(\.values), "\(key)")
+        }
+        #expect(db.calls.count == 3, "\(db.calls.count)")
+        if case .batch(let after)? = db.calls.last { #expect(Set(after) == Set(more)) } else { Issue.record("\(db.calls)") }
+        // Both places in the lane are free again: the next read runs alone.
+        _ = try await batcher.rows(of: Self.read, key: "z", from: db)
+        #expect(db.calls.last == .one("z"))
     }
 
     /// A read of `key` started and in flight (the database holds it).

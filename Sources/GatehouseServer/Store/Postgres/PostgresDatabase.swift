@@ -31,16 +31,19 @@ final class PostgresDatabase: SQLDatabase {
     private let metrics: QueuedWorkMetrics
     /// The lease timeouts and work deadlines of every statement in flight.
     private let deadlines = Deadlines()
-    /// Keyed reads waiting for one in flight (``rows(of:key:)``).
-    private let batcher = ReadBatcher()
+    /// Keyed reads waiting for one in flight (``rows(of:key:)``); a quarter of the pool at most for one kind of read
+    /// at once, so that the reads never hold the connections the writes need.
+    private let batcher: ReadBatcher
     /// Whether the last real write failed with `disk_full` (53100) or ENOSPC, for `/readyz`.
     let writeHealth: WriteHealth? = WriteHealth()
 
     private init(
-        pool: PostgresPool, logger: Logger, leaseTimeout: Duration, workDeadline: Duration, metrics: QueuedWorkMetrics
+        pool: PostgresPool, poolSize: Int, logger: Logger, leaseTimeout: Duration, workDeadline: Duration,
+        metrics: QueuedWorkMetrics
     ) {
         self.metrics = metrics
         self.pool = pool
+        batcher = ReadBatcher(maximumInFlight: poolSize / 4)
         self.logger = logger
         self.leaseTimeout = leaseTimeout
         self.workDeadline = workDeadline
@@ -56,8 +59,8 @@ final class PostgresDatabase: SQLDatabase {
         clientLogger.logLevel = max(logger.logLevel, .notice)
         let pool = PostgresPool(size: settings.poolSize, configuration: configuration, logger: clientLogger)
         let db = PostgresDatabase(
-            pool: pool, logger: clientLogger, leaseTimeout: .seconds(Int64(settings.connectTimeout)),
-            workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace, metrics: metrics
+            pool: pool, poolSize: settings.poolSize, logger: clientLogger,
+            leaseTimeout: .seconds(Int64(settings.connectTimeout)), workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace, metrics: metrics
         )
         guard connect else { return db }
         do {

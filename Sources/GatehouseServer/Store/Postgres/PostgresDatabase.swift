@@ -60,7 +60,8 @@ final class PostgresDatabase: SQLDatabase {
         let pool = PostgresPool(size: settings.poolSize, configuration: configuration, logger: clientLogger)
         let db = PostgresDatabase(
             pool: pool, poolSize: settings.poolSize, logger: clientLogger,
-            leaseTimeout: .seconds(Int64(settings.connectTimeout)), workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace, metrics: metrics
+            leaseTimeout: .seconds(Int64(settings.connectTimeout)),
+            workDeadline: .seconds(Int64(settings.queryTimeout)) + deadlineGrace, metrics: metrics
         )
         guard connect else { return db }
         do {

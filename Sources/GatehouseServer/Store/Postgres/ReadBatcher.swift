@@ -28,9 +28,10 @@ import Synchronization
 /// One lane per kind of read serves every event loop: the reads of all the server's requests share a statement, and
 /// each answer resumes its request on the loop it asked from (``answer(_:)``: one hand-off per other loop and
 /// statement). Lanes per loop, as this was first, carried half as many reads per statement on two loops, and a
-/// statement costs more than the hand-offs it saves (PROFILING.md, 2026-12-01). So that one lane cannot cap the reads a database far away serves (a round trip
-/// of milliseconds carries at most ``maximumBatch`` keys), a second statement starts beside the one in flight when
-/// a full batch waits, up to ``maximumInFlight`` at once; below that load one statement is in flight at a time.
+/// statement costs more than the hand-offs it saves (`Benchmarks/PROFILING.md`, 2026-12-01). So that one lane cannot
+/// cap what a distant database serves (a round trip of milliseconds carries at most ``maximumBatch`` keys), a second
+/// statement starts beside the one in flight when a full batch waits, up to ``maximumInFlight`` at once; below that
+/// load one statement is in flight at a time.
 final class ReadBatcher: Sendable {
     /// The most keys one statement carries; more wait for the next.
     static let maximumBatch = 64

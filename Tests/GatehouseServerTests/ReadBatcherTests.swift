@@ -39,6 +39,7 @@ struct ReadBatcherTests {
         guard db.calls.count == 2, case .batch(let batched) = db.calls[1] else { Issue.record("\(db.calls)"); return }
         #expect(batched.count == 3 && Set(batched) == ["b", "c", "d"], "\(batched)")
         // The lane is idle again: the next read runs alone.
+        try await until { batcher.inFlight(Self.read) == 0 }
         _ = try await batcher.rows(of: Self.read, key: "e", from: db)
         #expect(db.calls.last == .one("e"))
     }
@@ -184,6 +185,7 @@ struct ReadBatcherTests {
         #expect(db.calls.count == 3, "\(db.calls.count)")
         if case .batch(let after)? = db.calls.last { #expect(Set(after) == Set(more)) } else { Issue.record("\(db.calls)") }
         // Both places in the lane are free again: the next read runs alone.
+        try await until { batcher.inFlight(Self.read) == 0 }
         _ = try await batcher.rows(of: Self.read, key: "z", from: db)
         #expect(db.calls.last == .one("z"))
     }

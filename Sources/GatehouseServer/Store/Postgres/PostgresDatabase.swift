@@ -31,8 +31,8 @@ final class PostgresDatabase: SQLDatabase {
     private let metrics: QueuedWorkMetrics
     /// The lease timeouts and work deadlines of every statement in flight.
     private let deadlines = Deadlines()
-    /// Keyed reads waiting for one in flight (``rows(of:key:)``); a quarter of the pool at most for one kind of read
-    /// at once, so that the reads never hold the connections the writes need.
+    /// Keyed reads waiting for one in flight (``rows(of:key:)``); at most a quarter of the pool (at least one) for one
+    /// kind of read at once, so that under load the reads leave most connections to the writes.
     private let batcher: ReadBatcher
     /// Whether the last real write failed with `disk_full` (53100) or ENOSPC, for `/readyz`.
     let writeHealth: WriteHealth? = WriteHealth()

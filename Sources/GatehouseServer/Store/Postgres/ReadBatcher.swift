@@ -106,6 +106,11 @@ final class ReadBatcher: Sendable {
         lanes.withLock { lanes in lanes[read.name]?.waiting.count ?? 0 }
     }
 
+    /// The statements of `read`'s kind in flight (for tests).
+    func inFlight(_ read: KeyedRead) -> Int {
+        lanes.withLock { lanes in lanes[read.name]?.running ?? 0 }
+    }
+
     /// Starts the next batch of `read`'s lane when a statement of it ends, if any waits; else that statement's place
     /// in the lane is free. After a statement that failed because the database is unavailable (`failure`), every read
     /// waiting fails with it instead: a database that failed one read now would most likely fail theirs, each after

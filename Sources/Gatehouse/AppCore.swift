@@ -247,7 +247,7 @@ final class AppCore: Sendable {
     func freshAccessToken(_ userId: String) async throws -> String {
         guard let user = read({ $0.user(userId) }), user.loggedIn, user.refreshToken != nil else { throw ClientError.userNotLoggedIn }
         if let token = user.accessToken, hasFreshAccessToken(user) { return token }
-        return try await refresh(userId)
+        return try await refresh(userId, replacing: user.accessToken ?? "")
     }
 
     /// Whether `user` has an access token that will not expire within the refresh leeway (both session kinds).
@@ -256,16 +256,14 @@ final class AppCore: Sendable {
         return expiry.timeIntervalSince(configuration.now()) > configuration.refreshLeeway
     }
 
-    /// A request with the user's access token. A 401 refreshes once (unless another call already did) and
-    /// retries once.
+    /// A request with the user's access token. A 401 refreshes once (unless another call already replaced the token)
+    /// and retries once.
     func authorized(_ method: String, _ path: String, userId: String, body: JSONValue? = nil) async throws -> TransportResponse {
         let token = try await freshAccessToken(userId)
         do {
             return try await request(method, path, body: body, bearer: token)
         } catch let error as AppError where error.httpStatus == 401 {
-            let current = read { $0.user(userId)?.accessToken }
-            let retryToken = (current != nil && current != token) ? current! : try await refresh(userId)
-            return try await request(method, path, body: body, bearer: retryToken)
+            return try await request(method, path, body: body, bearer: try await refresh(userId, replacing: token))
         }
     }
 
@@ -324,9 +322,13 @@ final class AppCore: Sendable {
     /// Refreshes the user's access token (App-style callers). Concurrent calls for one user share one request. A
     /// refusal of the session logs the user out with ``AuthEvent/sessionEnded(userId:)``; an answer that arrives after
     /// the user logged out (or logged in again) is dropped.
-    func refresh(_ userId: String) async throws -> String {
+    /// - Parameter seen: the access token that made the caller refresh (expired, answered 401, or empty when there
+    ///   was none); a fresh token stored in its place since means another refresh did the work, and it is returned
+    ///   without a request. Nil for a refresh the caller asked for as such.
+    func refresh(_ userId: String, replacing seen: String? = nil) async throws -> String {
         do {
-            guard let token = try await refreshed(userId, scopes: nil, claims: nil, correlationId: UUID()).accessToken else {
+            let user = try await refreshed(userId, scopes: nil, claims: nil, correlationId: UUID(), replacing: seen)
+            guard let token = user.accessToken else {
                 throw ClientError.userNotLoggedIn
             }
             return token
@@ -342,11 +344,23 @@ final class AppCore: Sendable {
     /// The user after a refresh, through the one single-flight refresher: `auth/session` for an App login, the
     /// native `/token` grant (for `scopes`, nil for those of the sign-in) for a native-auth sign-in, whose rotated
     /// refresh token is stored.
-    func refreshed(_ userId: String, scopes: [String]?, claims: String?, correlationId: UUID) async throws -> StoredUser {
+    ///
+    /// With `seen` (the access token that made the caller refresh), a refresh that ended after the caller looked and
+    /// left a fresh token for these scopes, without extra claims, is the caller's result: no second request.
+    func refreshed(
+        _ userId: String, scopes: [String]?, claims: String?, correlationId: UUID, replacing seen: String? = nil
+    ) async throws -> StoredUser {
         let session = read { $0.user(userId)?.native }
         let scopes = session == nil ? [] : (scopes ?? session?.requestedScopes ?? [])
         let key = TokenRefresher.Key(userId: userId, scopes: scopes.sorted(), claims: claims)
-        return try await refresher.refresh(key) {
+        let unlessDone: @Sendable () -> StoredUser? = { [self] in
+            guard let seen, claims == nil,
+                let user = read({ $0.user(userId) }), user.loggedIn, user.accessToken != seen, hasFreshAccessToken(user)
+            else { return nil }
+            if let native = user.native, !Set(scopes).isSubset(of: Set(native.grantedScopes)) { return nil }
+            return user
+        }
+        return try await refresher.refresh(key, unlessDone: unlessDone) {
             try await self.performRefresh(userId, scopes: scopes, claims: claims, correlationId: correlationId)
         }
     }

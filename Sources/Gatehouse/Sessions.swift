@@ -52,6 +52,11 @@ struct JWTClaims {
 ///
 /// A caller that is cancelled stops waiting at once (`CancellationError`); the refresh it started or joined runs on
 /// for the others, and stays the user's running refresh until it ends, so no second one starts beside it.
+///
+/// A caller that decided to refresh because of the token it saw (expired, or answered 401) passes `unlessDone`: a
+/// refresh that ended between that caller's look and its arrival here has already replaced that token, and starting
+/// another would spend a second request (and, natively, a second rotation) on the same need. The check runs in the
+/// actor, with no suspension before the refresh would start, so no finished refresh slips between them.
 actor TokenRefresher {
     struct Key: Hashable, Sendable {
         var userId: String
@@ -65,8 +70,13 @@ actor TokenRefresher {
     /// Callers inside ``refresh(_:_:)`` now, running, joining or waiting; tests read it.
     private(set) var callers = 0
 
-    /// The user as `work` left it, or the running refresh's result for the same key.
-    func refresh(_ key: Key, _ work: @escaping @Sendable () async throws -> StoredUser) async throws -> StoredUser {
+    /// The user as `work` left it, the running refresh's result for the same key, or what `unlessDone` returns when
+    /// a refresh already did the caller's work.
+    func refresh(
+        _ key: Key,
+        unlessDone: @Sendable () -> StoredUser? = { nil },
+        _ work: @escaping @Sendable () async throws -> StoredUser
+    ) async throws -> StoredUser {
         callers += 1
         defer { callers -= 1 }
         while let current = running[key.userId] {
@@ -84,6 +94,7 @@ actor TokenRefresher {
         }
         // A caller cancelled before its refresh starts sends nothing (a native refresh spends its token).
         try Task.checkCancellation()
+        if let done = unlessDone() { return done }
         nextId += 1
         let id = nextId
         // Unstructured, so that one caller's cancellation does not cancel the refresh the others wait for.

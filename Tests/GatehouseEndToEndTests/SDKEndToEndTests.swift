@@ -117,6 +117,32 @@ import Testing
         }
     }
 
+    /// The interleaving behind the test above, made certain: a call read the token, met a 401, and reaches the
+    /// refresher only after another call's refresh replaced that token. It takes the new token; no second refresh.
+    @Test func aCallWhose401OutlivedAnotherRefreshTakesItsToken() async throws {
+        try await withLiveServer { server in
+            let transport = ObservingTransport()
+            let app = server.app(transport: transport)
+            _ = try await server.signedInUser(app, "outlived@example.com")
+            var configuration = app.configuration
+            configuration.now = { Date(timeIntervalSince1970: 0) }
+            let frozen = App(id: "test-app", configuration: configuration)
+            let same = try #require(frozen.currentUser)
+            let seen = try #require(same.accessToken)
+            server.clock.advance(by: 1801)
+            _ = try await same.refreshProfile()
+            #expect(transport.count("POST /api/client/v2.0/auth/session") == 1)
+            let replaced = try #require(same.accessToken)
+            #expect(replaced != seen)
+
+            #expect(try await frozen.core.refresh(same.id, replacing: seen) == replaced)
+            #expect(transport.count("POST /api/client/v2.0/auth/session") == 1)
+            // A refresh asked for as such still asks.
+            _ = try await frozen.core.refresh(same.id)
+            #expect(transport.count("POST /api/client/v2.0/auth/session") == 2)
+        }
+    }
+
     @Test func aRefreshThatReturnsAfterLogOutChangesNothing() async throws {
         try await withLiveServer { server in
             let transport = ObservingTransport()

@@ -125,6 +125,29 @@ import GatehouseWire
         harness.verify()
     }
 
+    /// A caller that saw the expired token but reaches the refresher only after another caller's refresh ended takes
+    /// that refresh's token: no second request, no second rotation. A forced refresh still asks.
+    @Test func aCallerArrivingAfterARefreshEndedTakesItsToken() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        harness.clock.advance(by: 4000)
+        harness.transport.then(Self.refresh("rt-1", Reply.tokens(access: "at-2", refresh: "rt-2")))
+        #expect(try await account.getAccessToken().accessToken == "at-2")
+        let requests = harness.transport.seen.count
+
+        let core = harness.client.engine.core
+        let userId = try #require(core.read { $0.users.first?.id })
+        let late = try await core.refreshed(userId, scopes: nil, claims: nil, correlationId: UUID(), replacing: "at-1")
+        #expect(late.accessToken == "at-2")
+        #expect(harness.transport.seen.count == requests)
+        #expect(harness.storedRefreshToken == "rt-2")
+
+        harness.transport.then(Self.refresh("rt-2", Reply.tokens(access: "at-3", refresh: "rt-3")))
+        #expect(try await account.getAccessToken(forceRefresh: true).accessToken == "at-3")
+        #expect(harness.transport.seen.count == requests + 1)
+        harness.verify()
+    }
+
     /// Callers waiting for a refresh that hangs stop waiting as soon as they are cancelled; the refresh runs on for the
     /// caller that was not, and no second refresh starts beside it (a newcomer joins it).
     @Test func cancelledCallersStopWaitingForARefreshThatRunsOn() async throws {

@@ -262,7 +262,11 @@ final class NativeAuthEngine: Sendable {
         }
         let refreshed: StoredUser
         do {
-            refreshed = try await core.refreshed(userId, scopes: scopes, claims: request.claimsRequest, correlationId: correlationId)
+            refreshed = try await core.refreshed(
+                userId, scopes: scopes, claims: request.claimsRequest, correlationId: correlationId,
+                // A forced refresh always asks; otherwise one that ended since the look above may already have done it.
+                replacing: request.forceRefresh ? nil : (user.accessToken ?? "")
+            )
         } catch let failure as NativeAuthFailure {
             throw Self.tokenError(failure)
         } catch {

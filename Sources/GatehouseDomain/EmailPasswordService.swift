@@ -609,8 +609,9 @@ package struct EmailPasswordService: Sendable {
     }
 
     /// Creates the user the migrate-user function vouched for, with the login's password hashed to the app's
-    /// Argon2id, and logs it in. When the address was taken meanwhile (a racing login of the same user migrated it
-    /// first, or someone registered it), the password is checked against that account instead, as any login's is.
+    /// Argon2id, and logs it in. When the address was taken meanwhile by an account ``createMigrated`` does not replace
+    /// (a racing login of the same user migrated it first, or a registration was confirmed), the password is checked
+    /// against that account instead, as any login's is.
     private func logInMigrated(_ migrated: MigratedUser, email: EmailAddress, _ login: PasswordLogin, replacing pending: EmailAccountRecord?)
         async throws -> UserRecord
     {
@@ -688,8 +689,9 @@ package struct EmailPasswordService: Sendable {
     /// Writes a migrated user: the user (with the function's id and custom data), its `local-userpass` identity, and
     /// its email account, confirmed and proven (the old system verified the address; the function vouches for it as
     /// a confirmation function's `success` does), with `passwordHash` (empty for a reset: the reset sets it). A
-    /// pending registration of the address is discarded first, with its user and links. Nil, creating nothing, when
-    /// the address is taken meanwhile, the pending account was confirmed meanwhile, or the user id is taken.
+    /// pending registration of the address is discarded first, with its user and links — also one made while the old
+    /// system was asked. Nil, creating nothing, when the address was taken meanwhile by a confirmed account (a racing
+    /// migration of the same user), the pending account was confirmed meanwhile, or the user id is taken.
     private func createMigrated(
         _ migrated: MigratedUser, app: AppSettings, email: EmailAddress, passwordHash: String, reason: MigrateUserCall.Reason,
         replacing pending: EmailAccountRecord?
@@ -711,6 +713,12 @@ package struct EmailPasswordService: Sendable {
             let event = env.auditEvent(.userMigrated, app: app.id, user: user.id, detail: detail)
             try await env.store.createEmailUser(user: user, identity: identity, account: account, token: nil, mail: nil, recording: event)
         } catch StoreError.conflict {
+            // Taken while the old system was asked. By a registration never confirmed: the old system's answer replaces
+            // it, as it would have had the registration come first (once; a second conflict is a racing migration's,
+            // a confirmation's or the user id's).
+            if pending == nil, let racing = try await env.store.emailAccount(appId: app.id, email: email.normalized), racing.confirmedAt == nil {
+                return try await createMigrated(migrated, app: app, email: email, passwordHash: passwordHash, reason: reason, replacing: racing)
+            }
             return nil
         }
         env.countAuthEvent(.userMigrated, app: app.id, detail: detail)

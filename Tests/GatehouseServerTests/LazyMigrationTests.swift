@@ -377,6 +377,54 @@ import Testing
         }
     }
 
+    /// The old user's login or reset request asks the old system about an address Gatehouse does not know, and while
+    /// it answers, someone registers the address here (pending, never confirmed). The old system's answer still wins,
+    /// as it does over a registration that came first: the squatter's pending account is replaced, and the owner is
+    /// in (a login) or the reset goes to the owner's migrated account (a reset request) — not a 401 for the right
+    /// password, nor a reset of the squatter's account.
+    @Test(arguments: [MigrateUserCall.Reason.login, .passwordReset])
+    func aRegistrationWhileTheOldSystemIsAskedLosesToItsAnswer(at reason: MigrateUserCall.Reason) async throws {
+        let (asked, askedNow) = AsyncStream<Void>.makeStream()
+        let (release, releaseNow) = AsyncStream<Void>.makeStream()
+        let functions = FunctionHandlers(migrateUser: { _ in
+            askedNow.yield()
+            for await _ in release { break }
+            return .migrated(emailVerified: true, customData: ["plan": "gold"])
+        })
+        let victim = reason == .login ? "owner-at-login@example.com" : "owner-at-reset@example.com"
+        try await withOpenServer(testConfiguration(), logger: quietLogger, functions: functions) { gatehouse in
+            try await gatehouse.makeApplication().test(.router) { client in
+                async let asking = reason == .login
+                    ? client.login(victim, Self.oldPassword) : client.call(Path.local("reset/send"), json: EmailRequest(email: victim))
+                var calls = asked.makeAsyncIterator()
+                _ = await calls.next()
+                #expect(try await client.register(victim, "squatter's password").status == .created)
+                let squatter = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: victim))
+                #expect(squatter.confirmedAt == nil)
+                releaseNow.yield()
+                let reply = try await asking
+                #expect(reply.status == .ok, "\(reply.text)")
+
+                let account = try #require(try await gatehouse.env.store.emailAccount(appId: "test-app", email: victim))
+                #expect(account.userId != squatter.userId)
+                #expect(account.confirmedAt != nil && account.fromOldSystem)
+                #expect(try await gatehouse.env.store.user(id: squatter.userId) == nil)
+                #expect(try await gatehouse.env.store.user(id: account.userId)?.customData == ["plan": "gold"])
+                #expect(try await migrations(gatehouse).map { $0.detail["replacedPending"] } == ["true"])
+                if reason == .login {
+                    #expect(try reply.decode(LoginResponse.self).userId == account.userId)
+                } else {
+                    // The reset mail is the owner's account's: it sets the password the migration left empty.
+                    let link = try await client.latestLink(victim)
+                    let reset = ResetPasswordRequest(password: "the owner's new one", token: link.token, tokenId: link.tokenId)
+                    #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+                    #expect(try await client.login(victim, "the owner's new one").decode(LoginResponse.self).userId == account.userId)
+                }
+                #expect(try await client.login(victim, "squatter's password").status == .unauthorized)
+            }
+        }
+    }
+
     /// Embedded: a Swift closure stands in for the webhook, for logins and resets.
     @Test func aClosureStandsInForTheWebhookWhenEmbedded() async throws {
         let calls = NIOLockedValueBox<[MigrateUserCall]>([])

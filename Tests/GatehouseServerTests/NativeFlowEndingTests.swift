@@ -183,6 +183,62 @@ import Testing
         }
     }
 
+    /// Someone who could read the owner's mailbox for a while made a native reset (its sign-in after it not yet
+    /// taken), and holds another at its password and a reset link. The owner gets the mailbox back and resets, by
+    /// either protocol: none of what the other holds sets a password or signs in any more.
+    @Test(arguments: [false, true]) func aResetEndsEveryResetUnderWayOfEitherProtocol(ownerResetsNatively: Bool) async throws {
+        try await withGatehouse(nativeConfiguration()) { gatehouse, client in
+            let email = "rue@example.com"
+            let owner = try await client.signUp(email, "the owner's password")
+            // A reset finished up to its sign-in, then one held at the new password, then a link.
+            let finished = try await client.native(
+                .resetPasswordSubmit, ["continuation_token": try await resetAtNewPassword(client, email), "new_password": "the other's first password"]
+            )
+            #expect(finished.status == .ok, "\(finished.text)")
+            let polled = try await client.native(
+                .resetPasswordPollCompletion, ["continuation_token": try finished.decode(NativeAuthSubmitResponse.self).continuationToken]
+            ).decode(NativeAuthPollResponse.self)
+            let heldSignIn = try #require(polled.continuationToken)
+            let heldReset = try await resetAtNewPassword(client, email)
+            #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: email)).status == .ok)
+            let heldLink = try await client.latestLink(email)
+
+            // The owner resets, and signs in after it.
+            if ownerResetsNatively {
+                let submitted = try await client.native(
+                    .resetPasswordSubmit, ["continuation_token": try await resetAtNewPassword(client, email), "new_password": "the owner's new password"]
+                )
+                #expect(submitted.status == .ok, "\(submitted.text)")
+                let done = try await client.native(
+                    .resetPasswordPollCompletion, ["continuation_token": try submitted.decode(NativeAuthSubmitResponse.self).continuationToken]
+                ).decode(NativeAuthPollResponse.self)
+                _ = try await client.nativeTokens(try #require(done.continuationToken), username: email)
+            } else {
+                #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: email)).status == .ok)
+                let link = try await client.latestLink(email)
+                let reset = ResetPasswordRequest(password: "the owner's new password", token: link.token, tokenId: link.tokenId)
+                #expect(try await client.call(Path.local("reset"), json: reset).status == .ok)
+            }
+            let live = try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id)
+
+            // The finished reset's sign-in, the held reset's submit and the held link: all refused, nothing written.
+            let signIn = try await client.native(
+                .token, ["continuation_token": heldSignIn, "grant_type": "continuation_token", "username": email, "scope": "openid offline_access"]
+            )
+            expectNativeError(signIn, .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
+            let submit = try await client.native(.resetPasswordSubmit, ["continuation_token": heldReset, "new_password": "the other's second password"])
+            expectNativeError(submit, .invalidGrant, code: NativeAuthErrorCode.invalidContinuationToken)
+            let linkReset = ResetPasswordRequest(password: "the other's third password", token: heldLink.token, tokenId: heldLink.tokenId)
+            #expect(try await client.call(Path.local("reset"), json: linkReset).status == .badRequest)
+
+            #expect(try await gatehouse.env.store.liveSessions(userId: owner.userId, now: gatehouse.env.clock.now).map(\.id) == live)
+            for other in ["the other's first password", "the other's second password", "the other's third password"] {
+                #expect(try await client.login(email, other).status == .unauthorized)
+            }
+            #expect(try await client.login(email, "the owner's new password").status == .ok)
+        }
+    }
+
     /// A flow for an address its user gave up since (an email change, which ends no session) goes nowhere: the old
     /// mailbox's holder is no longer anyone's way in.
     @Test func aFlowForAnAddressItsUserNoLongerHasSignsNoOneIn() async throws {

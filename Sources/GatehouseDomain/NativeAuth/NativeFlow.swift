@@ -59,7 +59,10 @@ package struct NativeFlowRecord: Sendable, Hashable {
     /// to the epoch too, anyone with one of the user's sessions, however stale, could keep the owner from ever
     /// resetting natively by ending the other sessions again and again, while the reset is the owner's way to end
     /// theirs. A held reset code is worth nothing the mailbox could not give its holder again, and once the address
-    /// moves (an undo gives it back) the flow goes nowhere.
+    /// moves (an undo gives it back) the flow goes nowhere. Once a reset sets its password, it is held to the epoch
+    /// as it left it (its sign-in after the reset ends with the user's next ending of sessions), and every other reset
+    /// of the user under way that has not set one is deleted, its reset links superseded: an older reset code cannot
+    /// set a password over the owner's newer one.
     /// Nil before the flow has a user. Set by the store only.
     package var userEpoch: Int?
     /// The `challenge_type` list the client started with.

@@ -400,10 +400,23 @@ struct SQLStore: GatehouseStore {
         }
     }
 
-    /// A reset: the proof that sets the new password, then every session of the user ends (API-key sessions too).
+    /// A reset: the proof that sets the new password, then every session of the user ends (API-key sessions too), and
+    /// with them every other reset of the user under way, whichever protocol it came by: its unused reset links are
+    /// superseded, and its native reset flows that have not set a password are deleted (one that has — the flow of
+    /// this reset among them — holds to the user's epoch from then on, ``flowBasis``, so an older one's sign-in after
+    /// its reset ends here too). Whoever held an earlier reset code or link can neither set a password over the
+    /// owner's new one nor sign in with what it already set.
     private static func resetPassword(userId: String, email: String?, newPasswordHash: String, now: Date, _ tx: any SQLExecutor) async throws {
         try await proveMailbox(userId: userId, email: email, .ownerProven(newPasswordHash: newPasswordHash), now: now, tx)
         _ = try await revokeAllSessions(userId: userId, now: now, tx)
+        try await tx.query(
+            "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND kind = $3 AND used_at IS NULL AND superseded_at IS NULL",
+            SQLValue(now), .text(userId), .text(OneTimeTokenKind.passwordReset.rawValue)
+        )
+        try await tx.query(
+            "DELETE FROM native_flows WHERE user_id = $1 AND kind = $2 AND step IN \(resetBeforeItsPassword)",
+            .text(userId), .text(NativeFlowRecord.Kind.resetPassword.rawValue)
+        )
     }
 
     /// Applies ``MailboxProof`` to the user's email account of `email` (of the user's only one when nil, for tokens
@@ -918,7 +931,8 @@ struct SQLStore: GatehouseStore {
                 SQLValue(flow.passwordHash), .text(try Self.attributesColumn(flow.attributes)), .blob(expectedTokenHash), SQLValue(now)
             )
             guard !updated.isEmpty else { return false }
-            try await Self.requireFlowBasis(flow, dialect: dialect, tx)
+            let resets = effects.contains { if case .resetPassword = $0 { true } else { false } }
+            try await Self.requireFlowBasis(flow, resetting: resets, dialect: dialect, tx)
             for case .createSession(let session) in effects { try await Self.requireSessionBasis(session, dialect: dialect, tx) }
             for effect in effects { try await Self.apply(effect, now: now, tx) }
             if let userId = flow.userId, effects.contains(where: \.changesUser) {
@@ -936,26 +950,45 @@ struct SQLStore: GatehouseStore {
     /// else ``StoreError/sessionEnded``, which rolls the step back. The user's row stays locked to the end (`FOR UPDATE`
     /// on PostgreSQL), so an ending waits for the step and then ends what it started. A flow without a user yet (an
     /// unknown address; a sign-up until it makes its user) has nothing to check.
-    private static func requireFlowBasis(_ flow: NativeFlowRecord, dialect: SQLDialect, _ tx: any SQLExecutor) async throws {
+    ///
+    /// A step that `resetting` the password (a reset's `submit`) is held to the flow's address only, whatever its row's
+    /// new step says: the reset is the owner's way to end every session, and no session's holder may keep it from
+    /// them by ending sessions again and again (``NativeFlowRecord/userEpoch``).
+    private static func requireFlowBasis(_ flow: NativeFlowRecord, resetting: Bool, dialect: SQLDialect, _ tx: any SQLExecutor) async throws {
         // The row's `user_id` and `user_epoch` are the flow's: the step's UPDATE just wrote the one, and only the store
         // sets the other (a sign-up's new user is pinned after its effects).
         guard flow.userId != nil, flow.userEpoch != nil else { return }
         let found = try await tx.query(
-            "SELECT users.id \(flowBasis) AND native_flows.id = $1" + (dialect == .postgres ? " FOR UPDATE OF users" : ""), .text(flow.id)
+            "SELECT users.id " + (resetting ? flowUserAndAddress + " WHERE" : flowBasis + " AND") + " native_flows.id = $1"
+                + (dialect == .postgres ? " FOR UPDATE OF users" : ""),
+            .text(flow.id)
         )
         guard !found.isEmpty else { throw StoreError.sessionEnded }
     }
 
     /// The rows of a flow whose basis holds (``NativeFlowRecord/userEpoch``), joined with its user: the user still has
-    /// the flow's address in the flow's app and, for every flow held to the epoch (all but a reset), ended none of
-    /// its sessions since the flow pinned the epoch. The caller names the flow (`AND native_flows.id = …`). The one
-    /// statement of the rule: a step's transaction checks it (``requireFlowBasis(_:dialect:_:)``), and so does the
-    /// count of an attempt (``recordFlowAttempt(id:tokenHash:limit:)``) before any answer is checked.
-    private static let flowBasis = """
+    /// the flow's address in the flow's app and, for every flow held to the epoch (all but a reset that has not set
+    /// its password yet), ended none of its sessions since the flow pinned the epoch. A reset is held to the epoch
+    /// pinned after its own reset (its `submitted` step's effects): its `poll_completion` and its sign-in after the
+    /// reset end with the user's next ending of sessions, as a sign-in's steps do. The caller names the flow
+    /// (`AND native_flows.id = …`). The one statement of the rule: a step's transaction checks it
+    /// (``requireFlowBasis(_:resetting:dialect:_:)``), and so does the count of an attempt
+    /// (``recordFlowAttempt(id:tokenHash:limit:)``) before any answer is checked.
+    private static let flowBasis = flowUserAndAddress + """
+
+        WHERE ((native_flows.kind = '\(NativeFlowRecord.Kind.resetPassword.rawValue)' AND native_flows.step IN \(resetBeforeItsPassword))
+            OR users.session_epoch = native_flows.user_epoch)
+        """
+
+    /// The steps of a reset before it sets its password (as an SQL list): held to the flow's address only.
+    private static let resetBeforeItsPassword = "(" + [NativeFlowRecord.Step.started, .codeSent, .newPassword].map { "'\($0.rawValue)'" }
+        .joined(separator: ", ") + ")"
+
+    /// A flow joined with its user, while the user has the flow's address in the flow's app.
+    private static let flowUserAndAddress = """
         FROM native_flows JOIN users ON users.id = native_flows.user_id
         JOIN email_accounts ON email_accounts.user_id = users.id AND email_accounts.app_id = native_flows.app_id
             AND email_accounts.email = native_flows.username
-        WHERE (native_flows.kind = '\(NativeFlowRecord.Kind.resetPassword.rawValue)' OR users.session_epoch = native_flows.user_epoch)
         """
 
     /// Whether the flow `$1` has no basis to check (no user yet, or no epoch pinned) or its basis holds.

@@ -260,16 +260,25 @@ package struct SessionService: Sendable {
             let app = env.configuration.app(id: session.appId)
         else { throw AuthError.invalidSession("invalid session") }
         verifiedApp = app
-        // As at the native API: a client that is no longer configured has no sessions.
-        let configured = app.nativeAuth.map { $0.enabled && $0.clientIds.contains(clientId) } ?? false
+        let configured = Self.configures(app, clientId)
         let accepted = try await SessionRefresh(env: env).accept(
             .init(presented), session: session, user: user, app: app, mode: mode, clientAllowed: configured, via: "client api"
         )
         return Caller(user: accepted.user, session: accepted.session, app: app)
     }
 
+    /// Whether a native session of `clientId` may be used: as at the native API, a client the app no longer configures
+    /// has no sessions — neither its refresh tokens nor its access tokens work (they work again if it is configured
+    /// again, unless they ended meanwhile), but its sign-out still ends the session (``SessionRefresh/Mode/signOut``).
+    static func configures(_ app: AppSettings, _ clientId: String) -> Bool {
+        app.nativeAuth.map { $0.enabled && $0.clientIds.contains(clientId) } ?? false
+    }
+
     /// The caller behind a verified access token's session, if the session and its user may still be used.
     private func caller(session: SessionRecord, user: UserRecord?, app: AppSettings) throws(AuthError) -> Caller {
+        if let clientId = session.clientId, !Self.configures(app, clientId) {
+            throw AuthError.invalidSession("invalid session: native auth is off for this client")
+        }
         switch Self.problem(with: session, user: user, app: app, now: env.clock.now, refreshing: false) {
         case nil: break
         case .revoked?, .expired?, .userGone?: throw AuthError.invalidSession("invalid session")

@@ -75,19 +75,34 @@ import Testing
         }
     }
 
-    @Test func aNativeClientRemovedFromTheConfigurationHasNoSessionsAtTheClientAPI() async throws {
+    @Test func aNativeClientRemovedFromTheConfigurationHasNoSessionsAtTheClientAPIButMaySignOut() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-native-off-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("db.sqlite").path))
         var config = nativeConfiguration()
         config.database.url = url
-        let refresh = try await withGatehouseResult(config) { _, client in
-            try #require(try await client.nativeSignedUp("yul@example.com").refreshToken)
+        let (refresh, access) = try await withGatehouseResult(config) { _, client in
+            let tokens = try await client.nativeSignedUp("yul@example.com")
+            // Used, so that the server has verified (and may remember) the access token.
+            #expect(try await client.call(Path.profile, .get, bearer: tokens.accessToken).status == .ok)
+            return (try #require(tokens.refreshToken), tokens.accessToken)
         }
+        let clientIds = config.apps[0].nativeAuth?.clientIds
         config.apps[0].nativeAuth?.clientIds = ["another-client"]
         try await withGatehouse(config) { _, client in
+            // Neither its refresh token nor its access token works…
             let refused = try await client.call(Self.keys, .get, bearer: refresh)
             #expect(refused.status == .unauthorized)
+            #expect(try await client.call(Path.profile, .get, bearer: access).status == .unauthorized)
+            #expect(try await client.call("/api/client/v2.0/auth/password", body: #"{"password":"a new password"}"#, bearer: access).status == .unauthorized)
+            // …but its holder can still sign it out.
+            #expect(try await client.call(Path.session, .delete, bearer: refresh).status == .noContent)
+        }
+        // Configured again, the client's session stays signed out.
+        config.apps[0].nativeAuth?.clientIds = clientIds ?? []
+        try await withGatehouse(config) { _, client throws in
+            #expect(try await client.call(Self.keys, .get, bearer: refresh).status == .unauthorized)
+            #expect(try await client.call(Path.profile, .get, bearer: access).status == .unauthorized)
         }
         await drop()
     }

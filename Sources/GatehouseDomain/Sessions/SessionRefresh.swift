@@ -84,7 +84,8 @@ package struct SessionRefresh: Sendable {
     }
 
     /// Accepts `presented` for `session` (of `user`, nil when gone) of `app`, or refuses it. `clientAllowed`: false
-    /// for a native session whose client the app no longer configures (said only once the secret is known good).
+    /// for a native session whose client the app no longer configures (said only once the secret is known good);
+    /// such a session is refused for every use but signing out.
     package func accept(
         _ presented: Presented, session: SessionRecord, user: UserRecord?, app: AppSettings, mode: Mode, clientAllowed: Bool = true,
         via: String
@@ -99,7 +100,8 @@ package struct SessionRefresh: Sendable {
         // client's token as it was, or the retry after Retry-After (longer than the reuse window) would look like a
         // replay and end the session.
         try await env.checkRateLimit(.refresh, app: app, identifier: session.id)
-        guard clientAllowed else { throw Refusal.clientRemoved }
+        // A removed client's session is used no more, but may still be signed out: its holder must be able to end it.
+        guard clientAllowed || mode == .signOut else { throw Refusal.clientRemoved }
         if let problem = SessionService.problem(with: session, user: user, app: app, now: now, refreshing: true) {
             throw Refusal.ended(problem)
         }

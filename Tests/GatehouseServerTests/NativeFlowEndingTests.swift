@@ -34,6 +34,19 @@ import Testing
         return try #require(continued.continuationToken)
     }
 
+    /// A reset of `email` to `password`, submitted and polled: the continuation token of its sign-in after the reset.
+    func resetUpToItsSignIn(_ client: any TestClientProtocol, _ email: String, _ password: String) async throws -> String {
+        let submitted = try await client.native(
+            .resetPasswordSubmit, ["continuation_token": try await resetAtNewPassword(client, email), "new_password": password]
+        )
+        #expect(submitted.status == .ok, "\(submitted.text)")
+        let polled = try await client.native(
+            .resetPasswordPollCompletion, ["continuation_token": try submitted.decode(NativeAuthSubmitResponse.self).continuationToken]
+        ).decode(NativeAuthPollResponse.self)
+        #expect(polled.status == .succeeded)
+        return try #require(polled.continuationToken)
+    }
+
     /// A password sign-in started for `email`, at the password: its continuation token.
     func passwordSignIn(_ client: any TestClientProtocol, _ email: String) async throws -> String {
         let started = try await client.nativeStep(.signInInitiate, ["username": email, "challenge_type": "password redirect"])
@@ -191,28 +204,14 @@ import Testing
             let email = "rue@example.com"
             let owner = try await client.signUp(email, "the owner's password")
             // A reset finished up to its sign-in, then one held at the new password, then a link.
-            let finished = try await client.native(
-                .resetPasswordSubmit, ["continuation_token": try await resetAtNewPassword(client, email), "new_password": "the other's first password"]
-            )
-            #expect(finished.status == .ok, "\(finished.text)")
-            let polled = try await client.native(
-                .resetPasswordPollCompletion, ["continuation_token": try finished.decode(NativeAuthSubmitResponse.self).continuationToken]
-            ).decode(NativeAuthPollResponse.self)
-            let heldSignIn = try #require(polled.continuationToken)
+            let heldSignIn = try await resetUpToItsSignIn(client, email, "the other's first password")
             let heldReset = try await resetAtNewPassword(client, email)
             #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: email)).status == .ok)
             let heldLink = try await client.latestLink(email)
 
             // The owner resets, and signs in after it.
             if ownerResetsNatively {
-                let submitted = try await client.native(
-                    .resetPasswordSubmit, ["continuation_token": try await resetAtNewPassword(client, email), "new_password": "the owner's new password"]
-                )
-                #expect(submitted.status == .ok, "\(submitted.text)")
-                let done = try await client.native(
-                    .resetPasswordPollCompletion, ["continuation_token": try submitted.decode(NativeAuthSubmitResponse.self).continuationToken]
-                ).decode(NativeAuthPollResponse.self)
-                _ = try await client.nativeTokens(try #require(done.continuationToken), username: email)
+                _ = try await client.nativeTokens(try await resetUpToItsSignIn(client, email, "the owner's new password"), username: email)
             } else {
                 #expect(try await client.call(Path.local("reset/send"), json: EmailRequest(email: email)).status == .ok)
                 let link = try await client.latestLink(email)

@@ -184,7 +184,7 @@ package struct SessionService: Sendable {
     private static func message(_ refusal: SessionRefresh.Refusal) -> String {
         switch refusal {
         case .notValid, .ended(.revoked), .ended(.expired), .ended(.userGone): "invalid session"
-        case .clientRemoved: "invalid session: native auth is off for this client"
+        case .ended(.clientRemoved): "invalid session: native auth is off for this client"
         case .alreadyUsed, .replayed: "invalid session: the refresh token was already used"
         case .ended(.idle): "invalid session: unused for too long, log in again"
         case .ended(.userDisabled): "invalid session: user disabled"
@@ -256,34 +256,22 @@ package struct SessionService: Sendable {
     private func verifyNativeRefreshToken(
         _ presented: OpaqueToken, app verifiedApp: inout AppSettings?, mode: SessionRefresh.Mode
     ) async throws -> Caller {
-        guard let (session, user) = try await env.store.sessionWithUser(id: presented.id), let clientId = session.clientId,
+        guard let (session, user) = try await env.store.sessionWithUser(id: presented.id), session.clientId != nil,
             let app = env.configuration.app(id: session.appId)
         else { throw AuthError.invalidSession("invalid session") }
         verifiedApp = app
-        let configured = Self.configures(app, clientId)
-        let accepted = try await SessionRefresh(env: env).accept(
-            .init(presented), session: session, user: user, app: app, mode: mode, clientAllowed: configured, via: "client api"
-        )
+        let accepted = try await SessionRefresh(env: env).accept(.init(presented), session: session, user: user, app: app, mode: mode, via: "client api")
         return Caller(user: accepted.user, session: accepted.session, app: app)
-    }
-
-    /// Whether a native session of `clientId` may be used: as at the native API, a client the app no longer configures
-    /// has no sessions — neither its refresh tokens nor its access tokens work (they work again if it is configured
-    /// again, unless they ended meanwhile), but its sign-out still ends the session (``SessionRefresh/Mode/signOut``).
-    static func configures(_ app: AppSettings, _ clientId: String) -> Bool {
-        app.nativeAuth.map { $0.enabled && $0.clientIds.contains(clientId) } ?? false
     }
 
     /// The caller behind a verified access token's session, if the session and its user may still be used.
     private func caller(session: SessionRecord, user: UserRecord?, app: AppSettings) throws(AuthError) -> Caller {
-        if let clientId = session.clientId, !Self.configures(app, clientId) {
-            throw AuthError.invalidSession("invalid session: native auth is off for this client")
-        }
         switch Self.problem(with: session, user: user, app: app, now: env.clock.now, refreshing: false) {
         case nil: break
         case .revoked?, .expired?, .userGone?: throw AuthError.invalidSession("invalid session")
         case .idle?: throw AuthError.invalidSession("invalid session: unused for too long, log in again")
         case .userDisabled?: throw AuthError.invalidSession("invalid session: user disabled")
+        case .clientRemoved?: throw AuthError.invalidSession("invalid session: native auth is off for this client")
         }
         guard let user else { throw AuthError.invalidSession("invalid session") }
         return Caller(user: user, session: session, app: app)
@@ -299,6 +287,10 @@ package struct SessionService: Sendable {
         case idle
         case userGone
         case userDisabled
+        /// A native session of a client the app no longer configures (or with native auth off): as at the native API,
+        /// such a client has no sessions — neither its refresh tokens nor its access tokens work (they do again once
+        /// it is configured again, unless they ended meanwhile). Its sign-out still ends it (``SessionRefresh/Mode/signOut``).
+        case clientRemoved
     }
 
     /// The first reason `session` (of `user`, nil when the user is gone) cannot be used at `now`, or nil.
@@ -307,7 +299,12 @@ package struct SessionService: Sendable {
         if session.expiresAt <= now { return .expired }
         if refreshing, isIdle(session, app: app, now: now) { return .idle }
         guard let user else { return .userGone }
-        return user.disabled ? .userDisabled : nil
+        if user.disabled { return .userDisabled }
+        // Last: a session with no other problem may still be signed out when this is its only one.
+        if let clientId = session.clientId, !(app.nativeAuth.map { $0.enabled && $0.clientIds.contains(clientId) } ?? false) {
+            return .clientRemoved
+        }
+        return nil
     }
 
     /// Whether `session` has gone unused longer than the app's `sessionIdleTimeout`.

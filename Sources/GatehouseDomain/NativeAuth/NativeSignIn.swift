@@ -241,7 +241,7 @@ extension NativeAuthService {
     /// Native auth's words for a refused refresh token.
     private static func error(_ refusal: SessionRefresh.Refusal) -> NativeFlowError {
         switch refusal {
-        case .notValid, .clientRemoved: .invalidRefreshToken("the refresh token is not valid")
+        case .notValid, .ended(.clientRemoved): .invalidRefreshToken("the refresh token is not valid")
         case .alreadyUsed: .invalidRefreshToken("the refresh token was already used")
         case .replayed: .invalidRefreshToken("the refresh token was already used; the session is revoked, sign in again")
         case .ended(.revoked): .invalidRefreshToken("the session was revoked; sign in again")

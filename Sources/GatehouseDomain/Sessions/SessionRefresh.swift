@@ -62,8 +62,6 @@ package struct SessionRefresh: Sendable {
     package enum Refusal: Error, Sendable, Hashable {
         /// Not a secret of this session, or not a session this caller may use.
         case notValid
-        /// A session of a native client the app no longer configures.
-        case clientRemoved
         /// A spent secret within the reuse window: a client's late retry of a race it already won.
         case alreadyUsed
         /// A spent secret after the window: someone holds a copy, and the session has ended.
@@ -75,7 +73,7 @@ package struct SessionRefresh: Sendable {
         package var reason: String {
             switch self {
             case .notValid: "not valid"
-            case .clientRemoved: "client removed"
+            case .ended(.clientRemoved): "client removed"
             case .alreadyUsed: "already used"
             case .replayed: "replayed"
             case .ended(let problem): "\(problem)"
@@ -83,12 +81,11 @@ package struct SessionRefresh: Sendable {
         }
     }
 
-    /// Accepts `presented` for `session` (of `user`, nil when gone) of `app`, or refuses it. `clientAllowed`: false
-    /// for a native session whose client the app no longer configures (said only once the secret is known good);
-    /// such a session is refused for every use but signing out.
+    /// Accepts `presented` for `session` (of `user`, nil when gone) of `app`, or refuses it. A session whose only
+    /// problem is that its client is no longer configured (``SessionService/Problem/clientRemoved``, said only once
+    /// the secret is known good) is refused for every use but signing out: its holder must be able to end it.
     package func accept(
-        _ presented: Presented, session: SessionRecord, user: UserRecord?, app: AppSettings, mode: Mode, clientAllowed: Bool = true,
-        via: String
+        _ presented: Presented, session: SessionRecord, user: UserRecord?, app: AppSettings, mode: Mode, via: String
     ) async throws -> Accepted {
         var session = session
         let now = env.clock.now
@@ -100,9 +97,9 @@ package struct SessionRefresh: Sendable {
         // client's token as it was, or the retry after Retry-After (longer than the reuse window) would look like a
         // replay and end the session.
         try await env.checkRateLimit(.refresh, app: app, identifier: session.id)
-        // A removed client's session is used no more, but may still be signed out: its holder must be able to end it.
-        guard clientAllowed || mode == .signOut else { throw Refusal.clientRemoved }
-        if let problem = SessionService.problem(with: session, user: user, app: app, now: now, refreshing: true) {
+        if let problem = SessionService.problem(with: session, user: user, app: app, now: now, refreshing: true),
+            problem != .clientRemoved || mode != .signOut
+        {
             throw Refusal.ended(problem)
         }
         guard let user else { throw Refusal.ended(.userGone) }
@@ -148,7 +145,7 @@ package struct SessionRefresh: Sendable {
     }
 
     /// Records a refused presentation, once: it counts against the address's refresh limit unless it was counted
-    /// with its session (``accept(_:session:user:app:mode:clientAllowed:via:)`` counts every known secret), and it
+    /// with its session (``accept(_:session:user:app:mode:via:)`` counts every known secret), and it
     /// is audited unless it was a replay (audited as one). `app`: the app the token was issued for once that is known
     /// (a verified signature or a stored session), else nil: audited server-wide, an unverified token's claims being
     /// anyone's words.

@@ -12,16 +12,19 @@ import Testing
 let nativeClient = "ios-app"
 
 /// ``testConfiguration(database:mailbox:reveal:hash:localUserpass:)`` with native auth on for `test-app`
-/// (client `ios-app`, both sign-up methods, an optional `country` attribute) and `auto-app` (which reveals user
-/// existence).
+/// (client `ios-app`, both sign-up methods, an optional `country` attribute, the default refresh-token reuse window)
+/// and `auto-app` (which reveals user existence).
 func nativeConfiguration(
     reveal: Bool = false,
     methods: Set<NativeAuthSettings.SignUpMethod> = [.emailOTP, .emailPassword],
     attributes: [NativeAuthSettings.Attribute] = [.init(name: "country", regex: "^[A-Z]{2}$")],
-    code: NativeAuthSettings.CodeSettings = .init()
+    code: NativeAuthSettings.CodeSettings = .init(),
+    reuseWindow: Int = NativeAuthSettings(clientIds: []).refreshTokenReuseWindow
 ) -> GatehouseConfiguration {
     var config = testConfiguration(reveal: reveal)
-    let settings = NativeAuthSettings(clientIds: [nativeClient], signUpMethods: methods, attributes: attributes, code: code)
+    let settings = NativeAuthSettings(
+        clientIds: [nativeClient], signUpMethods: methods, attributes: attributes, code: code, refreshTokenReuseWindow: reuseWindow
+    )
     config.apps[0].nativeAuth = settings
     config.apps[1].nativeAuth = settings
     return config

@@ -105,6 +105,39 @@ import Testing
         }
     }
 
+    /// With a reuse window of 0 a rotated token is spent at once: presented again at the very instant it rotated (the
+    /// clock stands still), it is a replay, and the session ends, instead of answering the new token a second time.
+    @Test func withNoReuseWindowASecondUseAtTheSameInstantEndsTheSession() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(nativeConfiguration(reuseWindow: 0), clock: clock) { _, client in
+            let rt1 = try #require(try await signedIn(client, "strict@example.com").refreshToken)
+            let rotated = try await refresh(client, rt1).decode(NativeAuthTokenResponse.self)
+            expectNativeError(try await refresh(client, rt1), .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+            expectNativeError(try await refresh(client, try #require(rotated.refreshToken)), .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+            #expect(try await client.call(Path.profile, .get, bearer: rotated.accessToken).status == .unauthorized)
+        }
+    }
+
+    /// Refreshes racing with one token and no reuse window: exactly one answers a new token; the others are refused,
+    /// none with the winner's token, and the session ends, the winner's new token with it.
+    @Test func withNoReuseWindowRacingRefreshesHaveOneWinnerAndEndTheSession() async throws {
+        try await withGatehouse(nativeConfiguration(reuseWindow: 0)) { _, client in
+            let rt1 = try #require(try await signedIn(client, "race@example.com").refreshToken)
+            let replies = try await withThrowingTaskGroup(of: Reply.self) { group in
+                for _ in 0..<4 { group.addTask { try await refresh(client, rt1) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let won = replies.filter { $0.status == .ok }
+            try #require(won.count == 1)
+            for lost in replies where lost.status != .ok {
+                expectNativeError(lost, .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+            }
+            let winner = try won[0].decode(NativeAuthTokenResponse.self)
+            expectNativeError(try await refresh(client, try #require(winner.refreshToken)), .invalidGrant, code: NativeAuthErrorCode.invalidRefreshToken)
+            #expect(try await client.call(Path.profile, .get, bearer: winner.accessToken).status == .unauthorized)
+        }
+    }
+
     @Test func anExpiredSessionIsExpiredRefreshToken() async throws {
         let clock = ManualClock()
         try await withGatehouse(nativeConfiguration(), clock: clock) { _, client in

@@ -74,7 +74,7 @@ public struct NativeAuthSettings: Sendable, Hashable {
     public var continuationTokenTTL: Int
     /// Seconds during which a just-rotated refresh token, used again, returns the same new token (a client that
     /// lost the answer retries). After the window, using it again revokes the session: it was stolen or replayed.
-    /// Default 30.
+    /// 0: no retry, so a second use, even one racing the first, revokes the session. Default 30.
     public var refreshTokenReuseWindow: Int
 
     public init(

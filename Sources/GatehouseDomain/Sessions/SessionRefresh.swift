@@ -135,7 +135,7 @@ package struct SessionRefresh: Sendable {
                 let salt = session.rotationSalt, let rotatedAt = session.rotatedAt
             else { throw Refusal.notValid }
             let next = Self.derive(secret, salt: salt)
-            guard now.timeIntervalSince(rotatedAt) <= Self.reuseWindow(app), Secrets.constantTimeEquals(Self.sha256(next), session.secretHash),
+            guard withinReuseWindow(since: rotatedAt, app: app), Secrets.constantTimeEquals(Self.sha256(next), session.secretHash),
                 session.revokedAt == nil
             else { try await endReplayed(session, app: app.id, via: via) }
             return Accepted(session: session, user: user, nextSecret: next)
@@ -215,13 +215,20 @@ package struct SessionRefresh: Sendable {
     /// spent.
     private func isReplay(_ presented: Classified, session: SessionRecord, app: AppSettings) -> Bool {
         guard session.revokedAt == nil else { return false }
-        let now = env.clock.now
-        let window = Self.reuseWindow(app)
         switch presented {
-        case .spent(let at): return now.timeIntervalSince(at) > window
-        case .previous: return session.rotatedAt.map { now.timeIntervalSince($0) > window } ?? true
+        case .spent(let at): return !withinReuseWindow(since: at, app: app)
+        case .previous: return session.rotatedAt.map { !withinReuseWindow(since: $0, app: app) } ?? true
         case .current, .unknown: return false
         }
+    }
+
+    /// Whether a secret spent at `spentAt` may be presented now without being a replay: within the app's reuse
+    /// window. A window of 0 means none at all: a secret is spent the moment it rotates, so a refresh that raced the
+    /// rotating one (and started no later than it: the clock is read when a request starts) is a replay too, and
+    /// ends the session, rather than answering the same new secret to both.
+    private func withinReuseWindow(since spentAt: Date, app: AppSettings) -> Bool {
+        let window = Self.reuseWindow(app)
+        return window > 0 && env.clock.now.timeIntervalSince(spentAt) <= window
     }
 
     /// The app's native-auth reuse window (the default when native auth has since been removed from the app).

@@ -90,6 +90,31 @@ import GatehouseWire
         harness.verify()
     }
 
+    /// A refresh whose answer was lost is sent again with the same refresh token: within its reuse window the
+    /// server answers the same new token, which is what the window is for.
+    @Test(arguments: [Exchange.Reply.answer(status: 502, body: "bad gateway", headers: [:]), .lost])
+    func aRefreshWhoseAnswerWasLostIsSentAgain(_ failure: Exchange.Reply) async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        harness.transport.then(Self.refresh("rt-1", failure), Self.refresh("rt-1", Reply.tokens(access: "at-2", refresh: "rt-2")))
+        #expect(try await account.getAccessToken(forceRefresh: true).accessToken == "at-2")
+        #expect(harness.storedRefreshToken == "rt-2")
+        harness.verify()
+    }
+
+    /// The sign-in's last step (the password grant, which spends its continuation token and starts a session) is not
+    /// sent again when its answer was lost: a second try could only be refused for a spent token.
+    @Test func aSignInWhoseLastAnswerWasLostIsNotSentAgain() async throws {
+        let harness = Harness(Self.passwordSignIn("lost@example.com", tokens: .lost))
+        let error = try #require(
+            await thrown { () async throws(SignInStartError) in _ = try await harness.client.signIn(username: "lost@example.com", password: "pw") }
+        )
+        #expect(error.kind == .generalError)
+        #expect(harness.transport.seen.filter { $0.url.hasSuffix(NativeAuthEndpoint.token.rawValue) }.count == 1)
+        #expect(harness.client.app.currentUser == nil)
+        harness.verify()
+    }
+
     @Test func scopesTheCachedTokenLacksAreRefreshedFor() async throws {
         let harness = Harness()
         let account = try await Self.signIn(harness)

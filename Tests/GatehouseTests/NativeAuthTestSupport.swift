@@ -14,8 +14,10 @@ import GatehouseWire
 struct Exchange: Sendable {
     enum Reply: Sendable {
         case answer(status: Int, body: String, headers: [String: String])
-        /// The connection fails (no HTTP answer).
+        /// No connection can be made (no HTTP answer; the request never reached the server).
         case unreachable
+        /// The request went out and no answer came back (it timed out): whether the server acted is unknown.
+        case lost
         /// Waits until the gate opens, then answers.
         case gated(Gate, status: Int, body: String)
     }
@@ -103,6 +105,8 @@ final class ScriptedTransport: NetworkTransport, Sendable {
             )
         case .unreachable:
             throw URLError(.cannotConnectToHost)
+        case .lost:
+            throw URLError(.timedOut)
         case .gated(let gate, let status, let body):
             await gate.wait()
             return TransportResponse(statusCode: status, headers: ["Content-Type": "application/json"], body: Data(body.utf8))

@@ -14,9 +14,41 @@ import GatehouseWire
         Exchange.Reply.answer(status: 500, body: "oops", headers: [:]),
         .answer(status: 503, body: "", headers: [:]),
         .unreachable,
+        .lost,
     ])
-    func aServerErrorOrAFailedConnectionIsRetriedOnce(_ failure: Exchange.Reply) async throws {
+    func aStartIsRetriedOnceAfterAServerErrorOrAFailedConnection(_ failure: Exchange.Reply) async throws {
         let harness = Harness([Self.start(failure), Self.start(Reply.continuation("ct1")), Self.challenge])
+        _ = try await harness.client.resetPassword(username: Self.email)
+        harness.verify()
+    }
+
+    /// A step that spends its continuation token (here the reset's challenge, which mails a code) is not sent again
+    /// when the first try's outcome is unknown — a 5xx, or no answer after the request went out: the server may have
+    /// spent the token (a second try is `invalid_grant`) or acted. The caller hears a general error.
+    @Test(arguments: [
+        Exchange.Reply.answer(status: 502, body: "bad gateway", headers: [:]),
+        .answer(status: 503, body: "", headers: [:]),
+        .lost,
+    ])
+    func aStepThatSpendsItsTokenIsNotSentAgainWhenItsOutcomeIsUnknown(_ failure: Exchange.Reply) async throws {
+        let harness = Harness([
+            Self.start(Reply.continuation("ct1")), Exchange(endpoint: .resetPasswordChallenge, fields: Form.challenge("ct1"), reply: failure),
+        ])
+        let error = try #require(
+            await thrown { () async throws(ResetPasswordStartError) in try await harness.client.resetPassword(username: Self.email) }
+        )
+        #expect(error.kind == .generalError)
+        #expect(harness.transport.seen.count == 2)
+        harness.verify()
+    }
+
+    /// The same step is sent again when its first try never reached the server: nothing can have been spent.
+    @Test func aStepWhoseConnectionCouldNotBeMadeIsSentAgain() async throws {
+        let harness = Harness([
+            Self.start(Reply.continuation("ct1")),
+            Exchange(endpoint: .resetPasswordChallenge, fields: Form.challenge("ct1"), reply: .unreachable),
+            Self.challenge,
+        ])
         _ = try await harness.client.resetPassword(username: Self.email)
         harness.verify()
     }

@@ -78,9 +78,14 @@ final class NativeAuthEngine: Sendable {
 
     /// POSTs `fields` to `endpoint` and returns the body of a 200 answer that is not the redirect fallback.
     ///
-    /// A 5xx answer or a failed connection is retried once. A 400, 401 or 429 (a rate limit or login delay, whose
-    /// body's `retry_after` says how long to wait) with the native auth error body becomes
-    /// ``NativeAuthFailure/Reason/server(_:)``; any other status, or a body that cannot be read, a general failure.
+    /// Sent a second time, once, only when that cannot act twice or spend what the first try may have spent: a
+    /// request that never reached the server (its connection could not be made) always; after a 5xx answer or a
+    /// connection lost once the request was out, only a request the server is built to take again
+    /// (``mayResend(_:_:)``). A step that spends its continuation token is not sent again then: the first try may
+    /// have spent it (a second would be `invalid_grant`) or acted (signed in, reset the password), and the failure
+    /// is the caller's to handle. A 400, 401 or 429 (a rate limit or login delay, whose body's `retry_after` says
+    /// how long to wait) with the native auth error body becomes ``NativeAuthFailure/Reason/server(_:)``; any other
+    /// status, or a body that cannot be read, a general failure.
     func post(_ endpoint: NativeAuthEndpoint, _ fields: [(String, String)], correlationId: UUID) async throws(NativeAuthFailure) -> Data {
         try await Self.post(configuration, endpoint, fields, correlationId: correlationId)
     }
@@ -104,6 +109,7 @@ final class NativeAuthEngine: Sendable {
             body: FormURLEncoding.encode(fields),
             timeout: configuration.requestTimeout
         )
+        let resendable = mayResend(endpoint, fields)
         var attempt = 0
         while true {
             attempt += 1
@@ -111,7 +117,7 @@ final class NativeAuthEngine: Sendable {
             do {
                 response = try await configuration.transport.send(request)
             } catch {
-                if attempt == 1 && !Task.isCancelled { continue }
+                if attempt == 1 && !Task.isCancelled && (resendable || neverSent(error)) { continue }
                 throw .general("The server could not be reached: \(error.localizedDescription)", correlationId)
             }
             let answerId = response.headers["client-request-id"].flatMap(UUID.init(uuidString:)) ?? correlationId
@@ -128,12 +134,31 @@ final class NativeAuthEngine: Sendable {
                     throw .general("Unexpected HTTP \(response.statusCode) answer: \(Self.excerpt(response.body))", answerId)
                 }
                 throw NativeAuthFailure(reason: .server(body), correlationId: answerId)
-            case 500..<600 where attempt == 1:
+            case 500..<600 where attempt == 1 && resendable:
                 continue
             default:
                 throw .general("Unexpected HTTP \(response.statusCode) answer: \(Self.excerpt(response.body))", answerId)
             }
         }
+    }
+
+    /// Whether the server takes a second copy of this request without harm: a flow's start (a new flow; the first
+    /// one, if it was made, expires unused), a revocation (ending a session twice ends it once), and a refresh (the
+    /// previous refresh token within the app's reuse window answers the same new token: the retry the window exists
+    /// for). Every other step spends its continuation token.
+    static func mayResend(_ endpoint: NativeAuthEndpoint, _ fields: [(String, String)]) -> Bool {
+        switch endpoint {
+        case .signUpStart, .signInInitiate, .resetPasswordStart, .revoke: true
+        case .token: fields.contains { $0 == ("grant_type", NativeAuthGrantType.refreshToken.rawValue) }
+        default: false
+        }
+    }
+
+    /// Whether `error` says the request never reached the server: no connection to it could be made. A timeout or a
+    /// connection lost midway says nothing of whether the server acted.
+    static func neverSent(_ error: any Error) -> Bool {
+        guard let error = error as? URLError else { return false }
+        return [.cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet].contains(error.code)
     }
 
     /// Asks the server to end the session of `refreshToken` (RFC 7009). Failures are ignored: the caller has already

@@ -83,7 +83,7 @@ struct AccountService: Sendable {
     func endSession(id: String) async throws {
         let own = core.read { $0.user(userId)?.accessToken }.flatMap { JWTClaims($0)?.sid }
         _ = try await core.authorized("DELETE", "\(Self.sessionsPath)/\(Self.pathSegment(id))", userId: userId)
-        if own == id { try core.signOutLocally(userId) }
+        if own == id, let unsaved = core.signOutLocally(userId).unsaved { throw unsaved }
     }
 
     func endOtherSessions() async throws {

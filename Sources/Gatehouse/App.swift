@@ -60,11 +60,11 @@ public final class App: Sendable {
     /// changes.
     @discardableResult
     public func `switch`(to user: User) -> User {
-        let changed = (try? core.mutate { users -> Bool in
+        let changed = core.mutateAnyway { users -> Bool in
             guard user.core === core, users.user(user.id)?.loggedIn == true, users.currentUserId != user.id else { return false }
             users.currentUserId = user.id
             return true
-        }) ?? false
+        }.result
         if changed { core.events.emit(.currentUserChanged(userId: user.id)) }
         return currentUser ?? user
     }

@@ -103,8 +103,19 @@ final class AppCore: Sendable {
     /// Changes the users under the lock, then saves them as they are by then — unless a later change was saved
     /// already: a refresh that ends as `signOut()` runs must not write back, after it, the account the sign-out
     /// removed. Writes to the ``UserStore`` happen one at a time (the lock order is `written`, then `state`).
+    ///
+    /// - Throws: ``ClientError/storage(_:)`` when the store cannot save them; the change stands in memory all the same.
     @discardableResult
     func mutate<T>(_ body: (inout PersistedUsers) -> T) throws -> T {
+        let (result, unsaved) = mutateAnyway(body)
+        if let unsaved { throw unsaved }
+        return result
+    }
+
+    /// ``mutate(_:)`` for a change that must be carried through whatever the store does — a sign-out, which must
+    /// still end the session on the server and tell the app: the body's result, and beside it the error of a save
+    /// that failed (the change stands in memory; the store keeps what it had until a later save succeeds).
+    func mutateAnyway<T>(_ body: (inout PersistedUsers) -> T) -> (result: T, unsaved: ClientError?) {
         let result = state.withLock { current -> T in
             let result = body(&current.users)
             current.users.repairCurrentUser()
@@ -119,9 +130,9 @@ final class AppCore: Sendable {
                 last = change
             }
         } catch {
-            throw ClientError.storage("cannot save users: \(error)")
+            return (result, ClientError.storage("cannot save users: \(error)"))
         }
-        return result
+        return (result, nil)
     }
 
     /// How many times the users changed (tests).
@@ -282,11 +293,11 @@ final class AppCore: Sendable {
     }
 
     /// Logs the user out here (an anonymous user is removed, since nobody could log in as them again) and reports
-    /// it with ``AuthEvent/signedOut(userId:)``.
+    /// it with ``AuthEvent/signedOut(userId:)``, even when the store cannot save it (then `unsaved` says so, for the
+    /// caller to throw once it has ended the session on the server too).
     /// - Returns: the refresh token the user had; nil if the user was not logged in (then nothing changed).
-    @discardableResult
-    func signOutLocally(_ userId: String) throws -> String? {
-        guard let refreshToken = try mutate({ users -> String? in
+    func signOutLocally(_ userId: String) -> (refreshToken: String?, unsaved: ClientError?) {
+        let (refreshToken, unsaved) = mutateAnyway({ users -> String? in
             guard let user = users.user(userId), user.loggedIn else { return nil }
             let token = user.refreshToken
             if user.isAnonymous {
@@ -299,14 +310,14 @@ final class AppCore: Sendable {
                 }
             }
             return token
-        }) else { return nil }
-        events.emit(.signedOut(userId: userId))
-        return refreshToken
+        })
+        if refreshToken != nil { events.emit(.signedOut(userId: userId)) }
+        return (refreshToken, unsaved)
     }
 
     /// Logs the user out locally after the server refused `refreshToken`, unless the user has logged in again since.
     private func endSession(_ userId: String, refreshToken: String) {
-        let ended = (try? mutate { users -> Bool in
+        let ended = mutateAnyway { users -> Bool in
             guard users.user(userId)?.refreshToken == refreshToken else { return false }
             users.update(userId) { user in
                 user.loggedIn = false
@@ -314,7 +325,7 @@ final class AppCore: Sendable {
                 user.refreshToken = nil
             }
             return true
-        }) ?? false
+        }.result
         // Never silently: whoever shows the signed-in state hears that the server ended the session.
         if ended { events.emit(.sessionEnded(userId: userId)) }
     }

@@ -61,10 +61,15 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
     // MARK: Session
 
     /// Logs out: local state is cleared first (even if the server cannot be reached), then the session is revoked on
-    /// the server. Anonymous users are removed, since nobody could log in as them again.
+    /// the server. Anonymous users are removed, since nobody could log in as them again. When the user store cannot
+    /// save the change, the user is logged out all the same (here and on the server), and then this throws
+    /// ``ClientError/storage(_:)``: the store may still hold the session, which the server no longer accepts.
     public func logOut() async throws {
-        guard let refreshToken = try core.signOutLocally(id) else { return }
-        _ = try await core.request("DELETE", "/api/client/v2.0/auth/session", bearer: refreshToken)
+        let (refreshToken, unsaved) = core.signOutLocally(id)
+        if let refreshToken {
+            _ = try await core.request("DELETE", "/api/client/v2.0/auth/session", bearer: refreshToken)
+        }
+        if let unsaved { throw unsaved }
     }
 
     /// Completion form of ``logOut()``, with the Realm SDK's label.

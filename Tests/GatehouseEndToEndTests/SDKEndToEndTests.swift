@@ -5,6 +5,10 @@ import GatehouseServer
 import GatehouseTestSupport
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// The SDK against a real server over real HTTP.
 @Suite struct SDKEndToEndTests {
     @Test func theWholeLifeOfAUser() async throws {
@@ -207,6 +211,32 @@ import Testing
             #expect(user.state == .loggedOut)
             #expect(user.accessToken == nil)
             #expect(app.currentUser == nil)
+        }
+    }
+
+    /// A logout the user store cannot save (its folder was swapped for a symbolic link, which the file store
+    /// refuses) is carried through: the user is logged out here and on the server, and then the storage error is
+    /// thrown, so the app knows the device may still hold the session the server no longer accepts.
+    @Test func aLogOutTheStoreCannotSaveStillEndsTheSessionAndSaysSo() async throws {
+        try await withLiveServer { server in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-store-\(UUID().uuidString)")
+            let moved = directory.appendingPathExtension("moved")
+            defer { for url in [directory, moved] { try? FileManager.default.removeItem(at: url) } }
+            let app = server.app(store: FileUserStore(directory: directory))
+            let user = try await server.signedInUser(app, "unsaved-logout@example.com")
+            let refreshToken = try #require(user.refreshToken)
+            try FileManager.default.moveItem(at: directory, to: moved)
+            try FileManager.default.createSymbolicLink(at: directory, withDestinationURL: moved)
+
+            let error = await #expect(throws: ClientError.self) { try await user.logOut() }
+            #expect(error?.message.hasPrefix("cannot save users") == true, "a storage error, not \(String(describing: error))")
+            #expect(user.state == .loggedOut)
+            #expect(app.currentUser == nil)
+            var refresh = URLRequest(url: try #require(URL(string: "\(server.base)/api/client/v2.0/auth/session")))
+            refresh.httpMethod = "POST"
+            refresh.setValue("Bearer \(refreshToken)", forHTTPHeaderField: "Authorization")
+            let (_, response) = try await URLSession.shared.data(for: refresh)
+            #expect((response as? HTTPURLResponse)?.statusCode == 401)
         }
     }
 

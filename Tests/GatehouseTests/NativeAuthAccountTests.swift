@@ -334,6 +334,25 @@ import GatehouseWire
         harness.verify()
     }
 
+    /// A sign-out the user store cannot save is carried through all the same: the account is gone here, the app
+    /// hears that it signed out, and the server is asked to end the session, so that the account the store still
+    /// holds is signed out at its next refresh (after a restart) instead of coming back to life.
+    @Test func aSignOutTheStoreCannotSaveStillEndsTheSession() async throws {
+        let store = SaveFailingUserStore()
+        let harness = Harness(store: store)
+        let account = try await Self.signIn(harness)
+        let events = harness.client.app.authEvents()
+        store.failing.withLock { $0 = true }
+        harness.transport.then(Exchange(endpoint: .revoke, fields: Form.revoke("rt-1"), reply: Reply.ok("{}")))
+        await account.signOut().value
+        #expect(harness.client.getNativeAuthUserAccount() == nil)
+        // A marker after it: the first event is the sign-out, or the marker when there was none (no waiting forever).
+        harness.client.app.core.events.emit(.currentUserChanged(userId: "marker"))
+        var iterator = events.makeAsyncIterator()
+        #expect(await iterator.next() == .signedOut(userId: "u1"))
+        harness.verify()
+    }
+
     /// A second account signing in on the client replaces the first (MSAL keeps one): the first's session is ended
     /// on the server too, with the refresh token the client is about to forget, and the app hears that it signed out.
     /// Signing the same account in again ends its earlier session the same way.
@@ -501,5 +520,18 @@ import GatehouseWire
             error?.errorDescription
                 == "Gatehouse has called the delegate method onAccessTokenRetrieveCompleted(result:) that has not been implemented"
         )
+    }
+}
+
+/// A user store whose saves fail once `failing` is set (a locked keychain, a full disk); loads answer what was saved.
+final class SaveFailingUserStore: UserStore, Sendable {
+    let failing = Locked(false)
+    private let saved = Locked<[String: Data]>([:])
+
+    func load(appId: String) throws -> Data? { saved.withLock { $0[appId] } }
+
+    func save(_ data: Data, appId: String) throws {
+        if failing.withLock({ $0 }) { throw ClientError.storage("the store cannot be written") }
+        saved.withLock { $0[appId] = data }
     }
 }

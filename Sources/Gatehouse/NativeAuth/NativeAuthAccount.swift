@@ -88,11 +88,13 @@ public final class NativeAuthUserAccountResult: Sendable {
     public func signOut() -> Task<Void, Never> {
         let userId = account.userId
         let core = engine.core
-        let refreshToken = (try? core.mutate { users -> String? in
+        // Carried through even when the store cannot save it: the session still ends on the server, so that an
+        // account the store kept is signed out at its next refresh.
+        let refreshToken = core.mutateAnyway { users -> String? in
             guard let user = users.user(userId), user.native != nil else { return nil }
             users.users.removeAll { $0.id == userId }
             return user.loggedIn ? user.refreshToken : nil
-        }) ?? nil
+        }.result
         if refreshToken != nil { core.events.emit(.signedOut(userId: userId)) }
         return Task { [engine] in
             guard let refreshToken else { return }

@@ -7,6 +7,31 @@ import HummingbirdTesting
 import Testing
 
 @Suite struct PasswordResetTests {
+    /// A user with two addresses (the second linked to it) resets the password of the second, through either
+    /// protocol: the new password is the user's, as a password change sets it, and the first address's old
+    /// password — perhaps the one that leaked — logs in no more.
+    @Test(arguments: ["link", "native"]) func aResetSetsThePasswordOfEveryAddressOfTheUser(_ via: String) async throws {
+        try await withGatehouse(nativeConfiguration()) { _, client in
+            let owner = try await client.signUp("first@example.com", "first password one")
+            try await client.registerConfirmed("second@example.com", "second password two")
+            let link = EmailPasswordLoginRequest(username: "second@example.com", password: "second password two")
+            #expect(try await client.call(Path.local("login") + "?link=true", json: link, bearer: owner.accessToken).status == .ok)
+            #expect(try await client.login("first@example.com", "first password one").status == .ok)
+
+            if via == "link" {
+                try await LoginInFlightTests().reset(client, "second@example.com", to: "brand new password")
+            } else {
+                _ = try await NativeFlowEndingTests().resetUpToItsSignIn(client, "second@example.com", "brand new password")
+            }
+            for (address, old) in [("first@example.com", "first password one"), ("second@example.com", "second password two")] {
+                #expect(try await client.login(address, old).status == .unauthorized, "\(address)'s old password")
+                let reply = try await client.login(address, "brand new password")
+                #expect(reply.status == .ok, "\(address)")
+                #expect(try reply.decode(LoginResponse.self).userId == owner.userId)
+            }
+        }
+    }
+
     @Test func resetSetsTheNewPasswordOnceAndEndsEverySession() async throws {
         try await withGatehouse { _, client in
             let login = try await client.signUp("mia@example.com", "old password")

@@ -406,8 +406,19 @@ struct SQLStore: GatehouseStore {
     /// this reset among them — holds to the user's epoch from then on, ``flowBasis``, so an older one's sign-in after
     /// its reset ends here too). Whoever held an earlier reset code or link can neither set a password over the
     /// owner's new one nor sign in with what it already set.
+    ///
+    /// The new password is the user's, as a password change sets it (``changePassword(userId:newPasswordHash:session:methods:mail:now:)``):
+    /// every other confirmed address of the user (one linked to it) takes it too, so that the old password of a
+    /// linked address, which may be the one that leaked, is no way in after the owner's reset of another.
     private static func resetPassword(userId: String, email: String?, newPasswordHash: String, now: Date, _ tx: any SQLExecutor) async throws {
         try await proveMailbox(userId: userId, email: email, .ownerProven(newPasswordHash: newPasswordHash), now: now, tx)
+        try await tx.query(
+            """
+            UPDATE email_accounts SET password_hash = $2, password_set_at = $3, password_session = NULL, password_methods = NULL
+            WHERE user_id = $1 AND confirmed_at IS NOT NULL AND password_hash <> $2
+            """,
+            .text(userId), .text(newPasswordHash), SQLValue(now)
+        )
         _ = try await revokeAllSessions(userId: userId, now: now, tx)
         try await tx.query(
             "UPDATE one_time_tokens SET superseded_at = $1 WHERE user_id = $2 AND kind = $3 AND used_at IS NULL AND superseded_at IS NULL",

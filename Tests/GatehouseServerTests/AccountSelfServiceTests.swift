@@ -299,6 +299,24 @@ import Testing
         }
     }
 
+    /// An anonymous user that made an API key holds a way in besides its anonymous session, so that session is held
+    /// to the window like any other (a stolen copy must not link or delete at any age). The owner is not stuck:
+    /// deleting the key needs no proof, and gives the exemption back.
+    @Test func anAnonymousUserHoldingAnAPIKeyIsHeldToTheWindowUntilItDeletesTheKey() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { _, client in
+            let anonymous = try await client.call(Path.app() + "/auth/providers/anon-user/login", json: AnonymousLoginRequest()).decode(LoginResponse.self)
+            let key = try await client.call(Path.apiKeys, json: CreateAPIKeyRequest(name: "device"), bearer: anonymous.refreshToken).decode(APIKeyResponse.self)
+            try await client.registerConfirmed("anonymous-upgrade@example.com")
+            clock.advance(by: 301)
+            let link = EmailPasswordLoginRequest(username: "anonymous-upgrade@example.com", password: "correct horse")
+            let refused = try await client.call(Path.local("login") + "?link=true", json: link, bearer: anonymous.accessToken)
+            #expect(refused.error?.errorCode == .reauthenticationRequired)
+            #expect(try await client.call(Path.apiKey(key.id), .delete, bearer: anonymous.refreshToken).status == .noContent)
+            #expect(try await client.call(Path.local("login") + "?link=true", json: link, bearer: anonymous.accessToken).status == .ok)
+        }
+    }
+
     /// Adding a way in asks for a recent proof too: a stolen session older than the window can neither link an
     /// identity of the thief's (which would outlive the owner's reset) nor make an API key. An anonymous session may
     /// still link: it is how an anonymous user upgrades.

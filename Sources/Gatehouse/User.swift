@@ -170,6 +170,7 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
     public func linkUser(credentials: Credentials) async throws -> User {
         if case .anonymous = credentials { throw ClientError.anonymousLink }
         let token = try await core.freshAccessToken(id)
+        let session = core.read { $0.user(id)?.refreshToken }
         var body = credentials.body
         body["options"] = ["device": [:]]
         let response = try await core.request(
@@ -182,7 +183,9 @@ public final class User: Sendable, Hashable, Identifiable, CustomStringConvertib
         )
         try core.mutate { users in
             users.update(id) { user in
-                user.accessToken = linked.accessToken
+                // The link's access token only for the session that asked: a user that logged out meanwhile (or
+                // logged in again) keeps what it has, as a refresh that ends late leaves it.
+                if user.loggedIn, user.refreshToken == session { user.accessToken = linked.accessToken }
                 user.apply(profile)
             }
         }

@@ -165,6 +165,28 @@ import FoundationNetworking
         }
     }
 
+    /// A link whose answer arrives after the user logged out (offline: the server session lives on) gives the
+    /// logged-out user no access token.
+    @Test func aLinkThatReturnsAfterLogOutLeavesTheUserLoggedOut() async throws {
+        try await withLiveServer { server in
+            let transport = ObservingTransport()
+            let app = server.app(transport: transport)
+            let user = try await server.signedInUser(app, "link-late@example.com")
+            try await server.signUp(app, "link-late-second@example.com")
+
+            let gate = transport.hold("POST /api/client/v2.0/app/test-app/auth/providers/local-userpass/login")
+            let link = Task { try await user.linkUser(credentials: .emailPassword(email: "link-late-second@example.com", password: "correct horse")) }
+            await gate.waitForArrival()
+            transport.unreachable = true
+            await #expect(throws: ClientError.self) { try await user.logOut() }
+            transport.unreachable = false
+            gate.open()
+            _ = try await link.value
+            #expect(user.state == .loggedOut)
+            #expect(user.accessToken == nil)
+        }
+    }
+
     @Test func aLateRefreshNeverOverwritesANewerLogin() async throws {
         try await withLiveServer { server in
             let transport = ObservingTransport()

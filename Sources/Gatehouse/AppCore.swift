@@ -379,6 +379,7 @@ final class AppCore: Sendable {
     /// One refresh with the refresh token stored now (so a refresh that waited for another uses the token that one
     /// rotated in).
     private func performRefresh(_ userId: String, scopes: [String], claims: String?, correlationId: UUID) async throws -> StoredUser {
+        if read({ $0.user(userId)?.native }) != nil { adoptStoredRotation(of: userId) }
         guard let user = read({ $0.user(userId) }), user.loggedIn, let refreshToken = user.refreshToken else {
             throw ClientError.userNotLoggedIn
         }
@@ -425,6 +426,27 @@ final class AppCore: Sendable {
         }
         events.emit(.tokenRefreshed(userId: userId))
         return updated
+    }
+
+    /// Takes the user's record from the store when another client of the same store rotated its refresh token since
+    /// this one last wrote (a second `NativeAuthClient` of the app and client, an app extension sharing the
+    /// keychain): the token held here is spent, and presenting it after the server's reuse window would end the
+    /// session for both. Only while every change made here is saved, so that what differs in the store is another
+    /// client's newer write, never an older state a failed save of this one left behind.
+    private func adoptStoredRotation(of userId: String) {
+        guard let data = try? configuration.userStore.load(appId: storeKey),
+            let stored = try? JSONDecoder().decode(PersistedUsers.self, from: data),
+            let theirs = stored.user(userId), theirs.loggedIn, theirs.refreshToken != nil
+        else { return }
+        written.withLock { saved in
+            state.withLock { current in
+                guard saved == current.changes, let mine = current.users.user(userId), mine.loggedIn, mine.refreshToken != theirs.refreshToken
+                else { return }
+                current.users.update(userId) { $0 = theirs }
+                current.changes += 1
+                saved = current.changes
+            }
+        }
     }
 
     // MARK: Completion handlers

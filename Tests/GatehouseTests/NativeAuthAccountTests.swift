@@ -115,6 +115,38 @@ import GatehouseWire
         harness.verify()
     }
 
+    /// Two clients of one app over one store (a second client made later, an app extension sharing the keychain):
+    /// when one rotates the refresh token, the other refreshes with the rotated one it finds in the store, not the
+    /// spent one it loaded, which after the reuse window would end the session for both.
+    @Test func aSecondClientOnTheSameStoreRefreshesWithTheTokenTheFirstRotatedIn() async throws {
+        let harness = Harness()
+        let first = try await Self.signIn(harness)
+        let second = try #require(harness.restart().getNativeAuthUserAccount())
+        harness.clock.advance(by: 4000)
+        harness.transport.then(Self.refresh("rt-1", Reply.tokens(access: "at-2", refresh: "rt-2")))
+        #expect(try await first.getAccessToken().accessToken == "at-2")
+        harness.clock.advance(by: 4000)
+        harness.transport.then(Self.refresh("rt-2", Reply.tokens(access: "at-3", refresh: "rt-3")))
+        #expect(try await second.getAccessToken().accessToken == "at-3")
+        harness.verify()
+    }
+
+    /// What the store holds is taken only as another client's newer write: after this client's own save failed, the
+    /// older token the store kept is never taken back, and the next refresh presents the one rotated in here.
+    @Test func aTokenTheStoreFailedToSaveIsNotReplacedByTheStoresOlderOne() async throws {
+        let store = SaveFailingUserStore()
+        let harness = Harness(store: store)
+        let account = try await Self.signIn(harness)
+        store.failing.withLock { $0 = true }
+        harness.clock.advance(by: 4000)
+        harness.transport.then(Self.refresh("rt-1", Reply.tokens(access: "at-2", refresh: "rt-2")))
+        _ = try? await account.getAccessToken()
+        harness.clock.advance(by: 4000)
+        harness.transport.then(Self.refresh("rt-2", Reply.tokens(access: "at-3", refresh: "rt-3")))
+        _ = try? await account.getAccessToken()
+        harness.verify()
+    }
+
     @Test func scopesTheCachedTokenLacksAreRefreshedFor() async throws {
         let harness = Harness()
         let account = try await Self.signIn(harness)

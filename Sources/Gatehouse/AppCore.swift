@@ -280,15 +280,30 @@ final class AppCore: Sendable {
 
     /// A request with the current user's refresh token (the API key routes). A 401 means the session is over: the
     /// user is logged out locally, as Realm clients do (spec §4.2), and the error is rethrown.
+    ///
+    /// A native session's refresh token rotates: the request waits for a refresh of the user under way, and when a
+    /// refresh that started after it rotated the token while it was out (the server refuses the spent token with a
+    /// 401 before acting), it is sent once more with the new token instead of ending the session. With a reuse window
+    /// of 0 the server ends the session for such a race, and the second 401 logs the user out here too.
     func withRefreshToken(_ method: String, _ path: String, body: JSONValue? = nil) async throws -> TransportResponse {
-        guard let userId = read({ $0.currentUserId }), let user = read({ $0.user(userId) }), user.loggedIn,
-            let refreshToken = user.refreshToken
-        else { throw ClientError.userNotLoggedIn }
-        do {
-            return try await request(method, path, body: body, bearer: refreshToken)
-        } catch let error as AppError where error.httpStatus == 401 {
-            endSession(userId, refreshToken: refreshToken)
-            throw error
+        guard let userId = read({ $0.currentUserId }) else { throw ClientError.userNotLoggedIn }
+        try await refresher.settled(userId)
+        var retried = false
+        while true {
+            guard let user = read({ $0.user(userId) }), user.loggedIn, let refreshToken = user.refreshToken else {
+                throw ClientError.userNotLoggedIn
+            }
+            do {
+                return try await request(method, path, body: body, bearer: refreshToken)
+            } catch let error as AppError where error.httpStatus == 401 {
+                try await refresher.settled(userId)
+                if !retried, read({ $0.user(userId)?.refreshToken }).map({ $0 != refreshToken }) == true {
+                    retried = true
+                    continue
+                }
+                endSession(userId, refreshToken: refreshToken)
+                throw error
+            }
         }
     }
 

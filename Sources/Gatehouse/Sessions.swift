@@ -67,7 +67,7 @@ actor TokenRefresher {
 
     private var running: [String: (id: Int, key: Key, task: Task<StoredUser, any Error>)] = [:]
     private var nextId = 0
-    /// Callers inside ``refresh(_:_:)`` now, running, joining or waiting; tests read it.
+    /// Callers inside ``refresh(_:_:)`` or ``settled(_:)`` now, running, joining or waiting; tests read it.
     private(set) var callers = 0
 
     /// The user as `work` left it, the running refresh's result for the same key, or what `unlessDone` returns when
@@ -114,6 +114,22 @@ actor TokenRefresher {
         } catch {
             ended(key.userId, id)
             throw error
+        }
+    }
+
+    /// Returns once no refresh of `userId` is running (whatever its outcome, which is its own callers'), so that a
+    /// request made with the user's refresh token next presents the token a rotation left, not the one it spends.
+    /// Throws `CancellationError` when the caller is cancelled while it waits.
+    func settled(_ userId: String) async throws {
+        callers += 1
+        defer { callers -= 1 }
+        while let current = running[userId] {
+            do {
+                _ = try await Self.value(of: current.task)
+            } catch is CancellationError where Task.isCancelled {
+                throw CancellationError()
+            } catch {}
+            if running[userId]?.id == current.id { running[userId] = nil }
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Gatehouse
 import GatehouseServer
+import GatehouseTestSupport
 import Testing
 
 /// A native-auth sign-in is also a `User` of the App-style API, against a live server: one stored session, one
@@ -12,6 +13,33 @@ import Testing
             case .completed(let afterSignUp) = try await state.submitCode(try await server.latestCode(email))
         else { throw ClientError.malformedResponse("expected a code, then completion") }
         return try await afterSignUp.signIn()
+    }
+
+    /// An API-key call of a native session (made with its refresh token) while a refresh of it is under way waits
+    /// for the refresh and presents the rotated token: the server would refuse the one being spent, and the SDK
+    /// would take that refusal for the end of the session.
+    @Test func anAPIKeyCallDuringARefreshPresentsTheRotatedToken() async throws {
+        try await withLiveServer { server in
+            let transport = ObservingTransport()
+            let client = server.nativeClient(transport: transport)
+            let account = try await Self.signedUp(client, server, "keys-during-refresh@example.com")
+            let refreshing = "POST /native/test-app/oauth2/v2.0/token"
+            let gate = transport.hold(refreshing)
+            let refresh = Task { try await account.getAccessToken(forceRefresh: true) }
+            await gate.waitForArrival()
+            let keys = Task { try await account.user.apiKeysAuth.fetchAPIKeys() }
+            // Until the keys call waits for the refresh (or, without that, went out with the spent token).
+            let refresher = client.engine.core.refresher
+            var spins = 0
+            while await refresher.callers < 2, transport.count("GET /api/client/v2.0/auth/api_keys") == 0, spins < 100_000 {
+                spins += 1
+                await Task.yield()
+            }
+            gate.open()
+            _ = try await refresh.value
+            #expect(try await keys.value.isEmpty)
+            #expect(account.user.isLoggedIn)
+        }
     }
 
     @Test func aNativeSignInHasTheProfileKeysLinkingAndDeletionOfAnAppUser() async throws {

@@ -35,11 +35,13 @@ struct LiveServer: Sendable {
     /// A native auth client of `test-app` against this server, with its own account store and the server's clock.
     func nativeClient(
         challengeTypes: NativeAuthChallengeTypes = [.oob, .password],
-        store: any UserStore = InMemoryUserStore()
+        store: any UserStore = InMemoryUserStore(),
+        transport: any NetworkTransport = URLSessionTransport()
     ) -> NativeAuthClient {
         var configuration = NativeAuthConfiguration(
             baseURL: base, appId: "test-app", clientId: "ios-app", challengeTypes: challengeTypes, accountStore: store
         )
+        configuration.transport = transport
         let clock = self.clock
         configuration.now = { clock.now }
         return NativeAuthClient(configuration: configuration)

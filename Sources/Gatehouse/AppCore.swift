@@ -363,6 +363,8 @@ final class AppCore: Sendable {
             if failure.endsSession {
                 throw AppError(code: .invalidSession, message: failure.info(NativeAuthErrorText.general).description, httpStatus: 401)
             }
+            // Signed out while the refresh ran: what an App-side refresh says then, not a network failure.
+            if read({ $0.user(userId)?.loggedIn }) != true { throw ClientError.userNotLoggedIn }
             throw ClientError.transport(failure.info(NativeAuthErrorText.general).description)
         }
     }

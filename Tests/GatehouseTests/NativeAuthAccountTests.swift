@@ -521,6 +521,24 @@ import GatehouseWire
         harness.verify()
     }
 
+    /// The same race seen through the App API (a native account's `user`): the caller hears that the user is not
+    /// logged in, as an App-side refresh says it, not a network failure.
+    @Test func aSignOutDuringARefreshOfTheAppAPIIsUserNotLoggedIn() async throws {
+        let harness = Harness()
+        let account = try await Self.signIn(harness)
+        let gate = Gate()
+        harness.transport.then(Self.heldRefresh(gate))
+        let before = harness.transport.seen.count
+        let user = account.user
+        let refreshed = Task { try await user.refreshCustomData() }
+        await harness.transport.waitForRequests(before + 1)
+        harness.transport.then(Exchange(endpoint: .revoke, fields: Form.revoke("rt-1"), reply: Reply.ok("{}")))
+        await account.signOut().value
+        gate.open()
+        await #expect(throws: ClientError.userNotLoggedIn) { try await refreshed.value }
+        harness.verify()
+    }
+
     @Test @MainActor func credentialsDelegate() async throws {
         let harness = Harness()
         let account = try await Self.signIn(harness)

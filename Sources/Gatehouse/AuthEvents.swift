@@ -93,11 +93,12 @@ public final class AuthState {
     /// A model of `app`'s auth state, listening to its events from now on.
     public init(app: App) {
         self.app = app
+        // Registered before the user is read: a login that ends in between is in the stream, and its event reads
+        // the user again (read the other way round, it would be missed until the next event).
+        let events = app.authEvents()
         let user = app.currentUser
         currentUser = user
         isSignedIn = user?.state == .loggedIn
-        // Registered now, before any event could be missed; read on the main actor.
-        let events = app.authEvents()
         listener = Task { @MainActor [weak self] in
             for await event in events {
                 guard let self else { return }

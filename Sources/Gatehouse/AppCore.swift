@@ -297,7 +297,7 @@ final class AppCore: Sendable {
                 return try await request(method, path, body: body, bearer: refreshToken)
             } catch let error as AppError where error.httpStatus == 401 {
                 try await refresher.settled(userId)
-                if !retried, read({ $0.user(userId)?.refreshToken }).map({ $0 != refreshToken }) == true {
+                if !retried, let current = read({ $0.user(userId)?.refreshToken }), current != refreshToken {
                     retried = true
                     continue
                 }

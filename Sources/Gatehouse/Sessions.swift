@@ -83,14 +83,8 @@ actor TokenRefresher {
             if current.key == key {
                 return try await Self.value(of: current.task)
             }
-            do {
-                _ = try await Self.value(of: current.task)
-            } catch is CancellationError where Task.isCancelled {
-                throw CancellationError()
-            } catch {
-                // Its failure is its callers'; this caller's refresh runs next.
-            }
-            if running[key.userId]?.id == current.id { running[key.userId] = nil }
+            // Its failure is its callers'; this caller's refresh runs next.
+            try await waitOut(current)
         }
         // A caller cancelled before its refresh starts sends nothing (a native refresh spends its token).
         try Task.checkCancellation()
@@ -123,14 +117,18 @@ actor TokenRefresher {
     func settled(_ userId: String) async throws {
         callers += 1
         defer { callers -= 1 }
-        while let current = running[userId] {
-            do {
-                _ = try await Self.value(of: current.task)
-            } catch is CancellationError where Task.isCancelled {
-                throw CancellationError()
-            } catch {}
-            if running[userId]?.id == current.id { running[userId] = nil }
-        }
+        while let current = running[userId] { try await waitOut(current) }
+    }
+
+    /// Waits until `current` ends, whatever its outcome (its callers'), and clears it; throws `CancellationError` only
+    /// when the waiting caller is cancelled.
+    private func waitOut(_ current: (id: Int, key: Key, task: Task<StoredUser, any Error>)) async throws {
+        do {
+            _ = try await Self.value(of: current.task)
+        } catch is CancellationError where Task.isCancelled {
+            throw CancellationError()
+        } catch {}
+        if running[current.key.userId]?.id == current.id { running[current.key.userId] = nil }
     }
 
     private func ended(_ userId: String, _ id: Int) {

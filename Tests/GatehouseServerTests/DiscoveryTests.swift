@@ -9,7 +9,7 @@ import HummingbirdTesting
 import Testing
 
 /// OpenID discovery: a resource server that knows only the issuer verifies Gatehouse's tokens with a standard library
-/// (PyJWT's JWKS client, over real HTTP), and stops accepting a retired key's tokens.
+/// (PyJWT's JWKS client, over real HTTP), refuses a refresh token, and stops accepting a retired key's tokens.
 @Suite struct DiscoveryTests {
     /// Verifies each token as a resource server would: discovery document → `jwks_uri` → the key of the token's `kid`,
     /// checking signature, audience, issuer and expiry. One line of JSON out: name → `ok <sub>` or the error's class,
@@ -82,7 +82,7 @@ import Testing
         }
     }
 
-    @Test func aResourceServerVerifiesTokensFromTheIssuerAloneAndRefusesARetiredKeys() async throws {
+    @Test func aResourceServerVerifiesTokensFromTheIssuerAloneRefusesRefreshTokensAndARetiredKeys() async throws {
         let folder = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let (url, drop) = try await TestDatabase.fresh(.sqliteFile(folder.appendingPathComponent("discovery.sqlite").path))
@@ -106,11 +106,15 @@ import Testing
                         ("native access", native.accessToken, "test-app"), ("native id", idToken, nativeClient),
                         ("client api access", clientAPI.accessToken, "test-app"), ("wrong audience", native.accessToken, "other-app"),
                         ("forged", String(forged), "test-app"),
+                        // A refresh token has the access token's `aud` and `iss` and a 60 days' life: were it signed
+                        // with the JWKS's key, a resource server checking those would take it for an access token.
+                        ("client api refresh", clientAPI.refreshToken, "test-app"),
                     ]
                 )
                 let sub = try #require(try jwtPayload(native.accessToken)["sub"] as? String)
                 #expect(results["native access"] == "ok \(sub)" && results["native id"] == "ok \(sub)" && results["client api access"] == "ok \(sub)", "\(results)")
                 #expect(results["wrong audience"] == "InvalidAudienceError" && results["forged"] == "InvalidSignatureError", "\(results)")
+                #expect(results["client api refresh"] == "InvalidAlgorithmError", "\(results)")
                 // How each session was proven, as a backend reads it: amr, auth_time (not after the token), and the
                 // session id (a native one is its refresh token's id; a Client API one is its refresh token's sid).
                 let nativeRefresh = try #require(native.refreshToken)

@@ -9,16 +9,18 @@ import GatehouseTestSupport
 import Testing
 
 @Suite struct TokenTests {
-    @Test func bothTokensAreES256JWTsWithIntegerTimes() async throws {
+    /// Both tokens are JWTs whose claims Realm clients read; the access token is signed (ES256) and the refresh token
+    /// MACed (HS256, ``RefreshTokenMACTests``), each naming the signing key.
+    @Test func bothTokensAreJWTsWithIntegerTimes() async throws {
         let clock = ManualClock()
         try await withGatehouse(clock: clock) { _, client in
             let login = try await client.signUp("vera@example.com")
-            for (token, kind) in [(login.accessToken, "access"), (login.refreshToken, "refresh")] {
+            for (token, kind, algorithm) in [(login.accessToken, "access", "ES256"), (login.refreshToken, "refresh", "HS256")] {
                 let parts = token.split(separator: ".", omittingEmptySubsequences: false)
                 #expect(parts.count == 3)
                 #expect(parts.allSatisfy { !$0.isEmpty })
                 let header = try jsonSegment(parts[0])
-                #expect(header["alg"] as? String == "ES256")
+                #expect(header["alg"] as? String == algorithm)
                 #expect((header["kid"] as? String)?.isEmpty == false)
 
                 let raw = String(decoding: try #require(Base64URL.decode(parts[1])), as: UTF8.self)
@@ -112,8 +114,8 @@ import Testing
     @Test func everyTokenIsSignedWithTheLowS() async throws {
         try await withGatehouse { _, client in
             let login = try await client.signUp("low@example.com")
-            var tokens = [login.accessToken, login.refreshToken]
-            for _ in 0..<38 { tokens.append(try await client.call(Path.session, bearer: login.refreshToken).decode(SessionResponse.self).accessToken) }
+            var tokens = [login.accessToken]  // the refresh token carries a MAC, no signature (``RefreshTokenMACTests``)
+            for _ in 0..<39 { tokens.append(try await client.call(Path.session, bearer: login.refreshToken).decode(SessionResponse.self).accessToken) }
             for token in tokens {
                 let signature = try #require(Base64URL.decode(String(token.split(separator: ".")[2])))
                 #expect(Self.isLowS(Array(signature)), "\(token)")
@@ -123,7 +125,8 @@ import Testing
 
     /// An access token has one spelling: its signature's other valid form (r, n − s) is refused, so a service that
     /// deny-lists or caches access tokens by their text cannot be walked around. A refresh token's other form still
-    /// works: those signed before signatures were canonical (good for 60 days) must keep their sessions.
+    /// works: those signed before signatures were canonical (good for 60 days), and before refresh tokens carried a
+    /// MAC instead, must keep their sessions.
     @Test func theOtherSpellingOfAnAccessTokenIsRefused() async throws {
         try await withGatehouse { gatehouse, client in
             let login = try await client.signUp("mall@example.com")
@@ -142,7 +145,11 @@ import Testing
             let refused = try await client.call(Path.profile, .get, bearer: try otherSpelling(login.accessToken))
             #expect(refused.status == .unauthorized)
             #expect(refused.error?.errorCode == .invalidSession)
-            #expect(try await client.call(Path.session, bearer: try otherSpelling(login.refreshToken)).status == .created)
+            // The login's refresh token as one made before refresh tokens were MACed: its claims signed ES256.
+            let payload = try #require(Base64URL.decode(login.refreshToken.split(separator: ".")[1]))
+            let claims = try #require(TokenClaims.read(payload))
+            let signed = try RefreshTokenMACTests.signedES256(claims, key: gatehouse.env.keys.current)
+            #expect(try await client.call(Path.session, bearer: try otherSpelling(signed)).status == .created)
         }
     }
 

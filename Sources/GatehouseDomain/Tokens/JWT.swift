@@ -191,7 +191,7 @@ package struct TokenError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Compact JWS (ES256) encoding and decoding.
+/// Compact JWS encoding and decoding: ES256 for access tokens, HS256 under a server secret for Client API refresh tokens.
 package enum JWT {
     private struct Header: Codable {
         package var alg: String
@@ -210,12 +210,15 @@ package enum JWT {
         }
     }
 
-    /// The base64url header of ES256 tokens signed with `kid`.
-    package static func header(kid: String) -> String {
+    /// The purpose (``SigningKeys/derive(from:purpose:)``) of the key that MACs Client API refresh tokens.
+    package static let refreshMACPurpose = "client api refresh token"
+
+    /// The base64url header of tokens signed with `kid` by `algorithm` (`ES256`, or `HS256` for refresh tokens).
+    package static func header(kid: String, algorithm: String = "ES256") -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         do {
-            return Base64URL.encode(try encoder.encode(Header(alg: "ES256", typ: "JWT", kid: kid)))
+            return Base64URL.encode(try encoder.encode(Header(alg: algorithm, typ: "JWT", kid: kid)))
         } catch {
             preconditionFailure("encoding a JWS header of three strings cannot fail: \(error)")
         }
@@ -229,8 +232,32 @@ package enum JWT {
 
     /// The tokens of every session and refresh: their claims are written by ``TokenClaims/json()``, the same bytes
     /// `JSONEncoder` writes at a tenth of the cost.
+    ///
+    /// An access token is signed (ES256), for anyone holding the JWKS to verify. A refresh token is only ever read by
+    /// Gatehouse (Realm clients parse its claims but check no signature), so it carries an HMAC-SHA256 (`HS256`) under
+    /// ``SigningKeys/Key/refreshMAC``, a server secret derived from the signing key: a resource server that verifies
+    /// tokens with the JWKS and checks `aud`, as `docs/operations.md` shows, refuses it, where an ES256 refresh token
+    /// (same key, same `aud`, 60 days' life) would pass for an access token there. The session's secret in `jti` is
+    /// what makes it a refresh token; the MAC only turns away forged ones before the database is asked, at a
+    /// twentieth of a signature's cost.
     package static func sign(_ claims: TokenClaims, key: SigningKeys.Key) throws -> String {
-        try sign(payload: try claims.json(), key: key)
+        switch claims.typ {
+        case .access: try sign(payload: try claims.json(), key: key)
+        case .refresh: try authenticate(payload: try claims.json(), key: key)
+        }
+    }
+
+    /// A compact JWS `HS256` under ``SigningKeys/Key/refreshMAC``, with the key's `kid`: a refresh token.
+    private static func authenticate(payload: some DataProtocol, key: SigningKeys.Key) throws -> String {
+        var token: [UInt8] = []
+        token.reserveCapacity(key.refreshHeader.utf8.count + 2 + (payload.count * 4 + 2) / 3 + 43)
+        token.append(contentsOf: key.refreshHeader.utf8)
+        token.append(UInt8(ascii: "."))
+        Base64URL.append(payload, to: &token)
+        let mac = token.withUnsafeBytes { HMAC<SHA256>.authenticationCode(for: $0, using: key.refreshMAC) }
+        token.append(UInt8(ascii: "."))
+        Base64URL.append(Array(mac), to: &token)
+        return String(decoding: token, as: UTF8.self)
     }
 
     /// The token is built in one byte buffer: the header, the payload's base64url, the signature over those bytes and
@@ -264,7 +291,11 @@ package enum JWT {
     /// The token is read on its UTF-8 bytes: its segments found by their dots, the signing input taken as it is.
     /// Splitting the `String` by characters cost more than the rest of a verification but the ECDSA itself, and every
     /// token a process has not verified before pays it (a refresh token is presented once per access token's life).
-    package static func verify(_ token: String, keys: (String) -> P256.Signing.PublicKey?) throws(TokenError) -> TokenClaims {
+    ///
+    /// `ES256` tokens are verified with the key's public key; `HS256` ones with its ``SigningKeys/Key/refreshMAC`` and
+    /// must be refresh tokens (a MAC never makes an access token). Refresh tokens made before they carried a MAC are
+    /// ES256 and still verify until they expire.
+    package static func verify(_ token: String, keys: (String) -> SigningKeys.Key?) throws(TokenError) -> TokenClaims {
         guard token.utf8.count < 16_384 else { throw .malformed }
         var token = token
         let segments = token.withUTF8 { bytes -> (header: Data, payload: Data, signature: Data, signingInput: Data)? in
@@ -280,12 +311,25 @@ package enum JWT {
             return (header, payload, signature, Data(UnsafeBufferPointer(rebasing: bytes[..<second])))
         }
         guard let segments, let header = Header.read(segments.header) else { throw .malformed }
-        guard header.alg == "ES256", let kid = header.kid else { throw .badSignature }
+        let mac: Bool
+        switch header.alg {
+        case "ES256": mac = false
+        case "HS256": mac = true
+        default: throw .badSignature
+        }
+        guard let kid = header.kid else { throw .badSignature }
         guard let key = keys(kid) else { throw .unknownKey }
-        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: segments.signature),
-            key.isValidSignature(signature, for: segments.signingInput)
-        else { throw .badSignature }
+        if mac {
+            // `isValidAuthenticationCode` compares in constant time.
+            guard HMAC<SHA256>.isValidAuthenticationCode(segments.signature, authenticating: segments.signingInput, using: key.refreshMAC)
+            else { throw .badSignature }
+        } else {
+            guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: segments.signature),
+                key.publicKey.isValidSignature(signature, for: segments.signingInput)
+            else { throw .badSignature }
+        }
         guard let claims = TokenClaims.read(segments.payload) else { throw .malformed }
+        if mac, claims.typ != .refresh { throw .badSignature }
         // An access token has one spelling: the signature Gatehouse wrote, with the low S (``ECDSALowS``). Refresh
         // tokens signed before signatures were written so (good for 60 days) keep their high S; a refused access token
         // only sends a client to refresh.

@@ -13,6 +13,11 @@ package final class SigningKeys: Sendable {
         package let publicKey: P256.Signing.PublicKey
         /// The base64url JWS header of the tokens this key signs.
         package let header: String
+        /// The MAC key of the Client API refresh tokens made under this key (``SigningKeys/derive(from:purpose:)``),
+        /// and their header (`HS256`, this key's `kid`). The JWKS publishes no part of it, so no resource server
+        /// verifying tokens with the key set can take a refresh token for an access token.
+        package let refreshMAC: SymmetricKey
+        package let refreshHeader: String
 
         package init(kid: String, privateKey: P256.Signing.PrivateKey, createdAt: Date) {
             self.kid = kid
@@ -20,6 +25,8 @@ package final class SigningKeys: Sendable {
             self.createdAt = createdAt
             publicKey = privateKey.publicKey
             header = JWT.header(kid: kid)
+            refreshMAC = SigningKeys.derive(from: privateKey, purpose: JWT.refreshMACPurpose)
+            refreshHeader = JWT.header(kid: kid, algorithm: "HS256")
         }
     }
 
@@ -99,14 +106,25 @@ package final class SigningKeys: Sendable {
     /// A symmetric key for `purpose`, derived (HKDF-SHA256) from the private key `kid`: a server secret that every
     /// instance shares and that rotates with the signing keys. Nil when `kid` is not an active key.
     package func macKey(kid: String, purpose: String) -> SymmetricKey? {
-        guard let key = keys.withLockedValue({ keys in keys.first { $0.kid == kid } }) else { return nil }
-        return HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: key.privateKey.rawRepresentation), info: Data("gatehouse \(purpose)".utf8), outputByteCount: 32
+        key(kid: kid).map { Self.derive(from: $0.privateKey, purpose: purpose) }
+    }
+
+    /// The symmetric key for `purpose` derived (HKDF-SHA256, info `gatehouse <purpose>`) from `privateKey`; each
+    /// purpose has its own, so a value made for one never passes for another.
+    package static func derive(from privateKey: P256.Signing.PrivateKey, purpose: String) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: privateKey.rawRepresentation), info: Data("gatehouse \(purpose)".utf8), outputByteCount: 32
         )
     }
 
-    package func publicKey(kid: String) -> P256.Signing.PublicKey? {
-        keys.withLockedValue { keys in keys.first { $0.kid == kid }?.publicKey }
+    /// The active key `kid`, or nil.
+    package func key(kid: String) -> Key? {
+        keys.withLockedValue { keys in keys.first { $0.kid == kid } }
+    }
+
+    /// Whether `kid` is an active key.
+    package func contains(kid: String) -> Bool {
+        keys.withLockedValue { keys in keys.contains { $0.kid == kid } }
     }
 
     /// The JSON Web Key Set served at `/.well-known/jwks.json`.

@@ -86,15 +86,15 @@ extension SigningKeys {
     /// (``JWT/verify(_:keys:)``), without verifying the signature again for a token this process verified before
     /// while the key that signed it is still one of these (``VerifiedTokens``). Expiry and kind are the caller's.
     package func verify(_ token: String) throws(TokenError) -> TokenClaims {
-        guard verified.remembers, token.utf8.count <= VerifiedTokens.maxTokenBytes else { return try JWT.verify(token, keys: publicKey(kid:)) }
-        let key = SecretText(token)
-        if let known = verified.lookUp(key), publicKey(kid: known.kid) != nil { return known.claims }
+        guard verified.remembers, token.utf8.count <= VerifiedTokens.maxTokenBytes else { return try JWT.verify(token, keys: key(kid:)) }
+        let text = SecretText(token)
+        if let known = verified.lookUp(text), contains(kid: known.kid) { return known.claims }
         var signer: String?
         let claims = try JWT.verify(token) { kid in
             signer = kid
-            return publicKey(kid: kid)
+            return key(kid: kid)
         }
-        if let signer { verified.remember(key, kid: signer, claims: claims) }
+        if let signer { verified.remember(text, kid: signer, claims: claims) }
         return claims
     }
 }

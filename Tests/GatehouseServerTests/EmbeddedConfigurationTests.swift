@@ -39,6 +39,9 @@ import Testing
         Mistake(testDescription: "passwordHash.iterations", yaml: "apps: [{id: a, passwordHash: {iterations: 101}}]") {
             $0.apps[0].passwordHash.iterations = 101
         },
+        Mistake(testDescription: "passwordHash over the cost budget", yaml: "apps: [{id: a, passwordHash: {memoryKiB: 262144, iterations: 8}}]") {
+            $0.apps[0].passwordHash = Argon2Parameters(memoryKiB: 262_144, iterations: 8, parallelism: 1)
+        },
         Mistake(testDescription: "loginBackoff.maxDelay", yaml: "apps: [{id: a, loginBackoff: {baseDelay: 10, maxDelay: 5}}]") {
             $0.apps[0].loginBackoff.baseDelay = 10
             $0.apps[0].loginBackoff.maxDelay = 5

@@ -56,14 +56,31 @@ import Testing
             Issue.record("2^32 - 1 passes were accepted")
             return
         }
-        // An app that chose an expensive hash has its own hashes verified, beyond the budget for imported ones.
-        let expensive = Argon2Parameters(memoryKiB: 1_048_576, iterations: 4, parallelism: 1)
-        #expect(HashCostBudget.work(argon2: expensive) > budget)
-        let own = "$argon2id$v=19$m=1048576,t=4,p=1$c29tZXNhbHRzb21lc2FsdA$" + String(repeating: "A", count: 42) + "Y"
-        #expect(HashCostBudget.assess(own, ownParameters: expensive) == .own(try Argon2.parseParameters(phc: own)))
-        guard case .refused = HashCostBudget.assess(own, ownParameters: .owasp) else {
-            Issue.record("an expensive hash of other parameters than the app's was accepted")
+        #expect(budget == 1_000_000_000)
+    }
+
+    /// An app's parameters are held to the budget, so a hash made under the costliest valid configuration is still
+    /// verified (on the imported-hash lane, then upgraded) after the app lowers its cost: the owner is never locked
+    /// out by a configuration change. Before, an app could choose more and its users' hashes became wrong passwords.
+    @Test func aHashOfTheCostliestValidConfigurationStillPassesAfterTheCostIsLowered() throws {
+        let costliest = Argon2Parameters(memoryKiB: 65536, iterations: 30, parallelism: 1)
+        #expect(costliest.work <= Argon2Parameters.maxWork)
+        var configuration = nativeConfiguration()
+        configuration.apps[0].passwordHash = costliest
+        #expect(throws: Never.self) { try configuration.validate() }
+        let made = "$argon2id$v=19$m=65536,t=30,p=1$c29tZXNhbHRzb21lc2FsdA$" + String(repeating: "A", count: 42) + "Y"
+        #expect(HashCostBudget.assess(made, ownParameters: costliest) == .own(try Argon2.parseParameters(phc: made)))
+        guard case .imported(_, let work) = HashCostBudget.assess(made, ownParameters: .owasp) else {
+            Issue.record("the hash of a valid configuration is refused once the configuration is lowered")
             return
+        }
+        #expect(work <= HashCostBudget.maxWork)
+
+        // A configuration above the budget is refused, naming the key, with one pass more.
+        for over in [Argon2Parameters(memoryKiB: 65536, iterations: 31, parallelism: 1), Argon2Parameters(memoryKiB: 262_144, iterations: 8, parallelism: 1)] {
+            configuration.apps[0].passwordHash = over
+            let error = #expect(throws: ConfigurationError.self) { try configuration.validate() }
+            #expect(error?.key == "apps[0].passwordHash", "\(String(describing: error))")
         }
     }
 

@@ -141,6 +141,12 @@ extension GatehouseConfiguration {
         guard (1...100).contains(hash.iterations) else {
             throw ConfigurationError(key: path + ".passwordHash.iterations", message: "expected 1…100, found \(hash.iterations)")
         }
+        guard hash.work <= Argon2Parameters.maxWork else {
+            throw ConfigurationError(
+                key: path + ".passwordHash",
+                message: "memoryKiB × iterations is \(hash.work), above \(Argon2Parameters.maxWork) (about a second of one core per login, the cost budget every stored hash is held to)"
+            )
+        }
         let providers = path + ".providers"
         if let local = app.localUserpass {
             let lp = providers + ".local-userpass"

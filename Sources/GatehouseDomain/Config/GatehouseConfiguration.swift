@@ -315,6 +315,13 @@ public struct AppSettings: Sendable, Hashable {
 extension Argon2Parameters {
     /// OWASP's recommendation: m=19456 KiB, t=2, p=1.
     public static var owasp: Argon2Parameters { Argon2Parameters(memoryKiB: 19456, iterations: 2, parallelism: 1) }
+
+    /// The most work (``work``: memory × passes, in 1 KiB blocks) an app's `passwordHash` may set: 2,000,000, such as
+    /// 1 GiB with one pass or 64 MiB with 30, about a second of one core per login. It is the server's cost budget for
+    /// every stored hash (`HashCostBudget`, which a login checks before running a hash that is not of the app's
+    /// current parameters), so a hash Gatehouse made under any valid configuration still verifies, and is upgraded,
+    /// after the configuration lowers its cost.
+    public static let maxWork: UInt64 = 2_000_000
 }
 
 /// `providers.local-userpass`: email/password accounts.

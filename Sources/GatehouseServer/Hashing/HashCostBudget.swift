@@ -26,12 +26,14 @@ import GatehouseArgon2
 /// rounds with a 64-byte key (22 ms) and pbkdf2-sha512 at 210,000 (0.17 s); Firebase's default scrypt m=14, r=8
 /// (65 ms), passlib's ln=16, r=8, p=1 (0.26 s) and OWASP's N·r·p = 2^20 (0.52 s); Argon2id at m=65536, t=3 (0.1 s),
 /// OWASP's (15 ms) and up to 2,000,000 blocks (m=1 GiB, t=1). It stops Argon2 at 1 GiB and 1,000 passes (some
-/// 9 minutes), PBKDF2-SHA1 with a 128-byte key at 10,000,000 rounds (25 s), and anything longer. Gatehouse's own
-/// Argon2id of an app's own parameters always passes, whatever it costs (``assess(_:ownParameters:)``): the operator
-/// chose that cost for every login.
+/// 9 minutes), PBKDF2-SHA1 with a 128-byte key at 10,000,000 rounds (25 s), and anything longer. An app's own
+/// parameters are held to the same budget by the configuration's validation (``Argon2Parameters/maxWork``), so every
+/// hash Gatehouse made under any valid configuration passes it: lowering an app's parameters never turns its users'
+/// hashes into wrong passwords.
 struct HashCostBudget {
-    /// The most work units one verification may cost: about one second of one core on the project's machine.
-    static let maxWork: UInt64 = 1_000_000_000
+    /// The most work units one verification may cost: 10^9, about one second of one core on the project's machine;
+    /// Argon2 at ``Argon2Parameters/maxWork`` blocks.
+    static let maxWork: UInt64 = Argon2Parameters.maxWork * argon2Block
 
     /// Units an Argon2 block (1 KiB, one pass) costs.
     static let argon2Block: UInt64 = 500

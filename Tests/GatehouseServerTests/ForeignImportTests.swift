@@ -308,6 +308,49 @@ import Testing
         }
     }
 
+    /// A ban or block is never read as "none" unless it plainly is: Supabase's `banned_until` of `infinity` (banned for
+    /// good, as `\copy` writes it) imports a disabled user, `-infinity` an enabled one, and a value that is no time is a
+    /// skipped user; Auth0's `blocked` and Firebase's `disabled` that are not JSON booleans (`"true"`, `1`) skip the user
+    /// too. Before, each of those imported an enabled user who could sign in.
+    @Test func aBanOrBlockThatIsNotPlainlyNoneIsNeverImportedAsEnabled() async throws {
+        let header = "id,email,encrypted_password,email_confirmed_at,banned_until,created_at\n"
+        let supabase = header + [
+            "s-1,forever@example.com,,2024-02-03 10:00:00+00,infinity,2024-02-01 09:00:00+00",
+            "s-2,never@example.com,,2024-02-03 10:00:00+00,-infinity,2024-02-01 09:00:00+00",
+            "s-3,unclear@example.com,,2024-02-03 10:00:00+00,not a date,2024-02-01 09:00:00+00",
+            "s-4,past@example.com,,2024-02-03 10:00:00+00,2001-01-01 00:00:00+00,2024-02-01 09:00:00+00",
+        ].joined(separator: "\n") + "\n"
+        let auth0 = [
+            #"{"user_id": "a-1", "email": "text@example.com", "email_verified": true, "blocked": "true"}"#,
+            #"{"user_id": "a-2", "email": "one@example.com", "email_verified": true, "blocked": 1}"#,
+            #"{"user_id": "a-3", "email": "open@example.com", "email_verified": true, "blocked": false}"#,
+            #"{"user_id": "a-4", "email": "null@example.com", "email_verified": true, "blocked": null}"#,
+        ].joined(separator: "\n") + "\n"
+        let firebase = #"{"users": [{"localId": "f-1", "email": "fb@example.com", "emailVerified": true, "disabled": "true"}]}"#
+        try await Self.withTarget { target, clock in
+            let (supabaseSummary, supabaseSkipped) = try await Self.importFile(supabase, as: .supabase, into: target, clock: clock)
+            #expect(supabaseSummary.imported == 3 && supabaseSkipped.map(\.sourceId) == ["s-3"], "\(supabaseSummary) \(supabaseSkipped)")
+            #expect(supabaseSkipped.first?.reason.contains("banned_until") == true)
+            let (auth0Summary, auth0Skipped) = try await Self.importFile(auth0, as: .auth0, into: target, clock: clock)
+            #expect(auth0Summary.imported == 2 && auth0Skipped.map(\.sourceId) == ["a-1", "a-2"], "\(auth0Summary) \(auth0Skipped)")
+            #expect(auth0Skipped.allSatisfy { $0.reason.contains("blocked") })
+            let (firebaseSummary, firebaseSkipped) = try await Self.importFile(
+                firebase, as: .firebase, into: target, firebase: FirebaseHashParameters(algorithm: "SCRYPT", key: "c2lnbmVyIGtleSBvZiBzaXh0ZWVu", saltSeparator: "Bw==", rounds: 8, memoryCost: 12), clock: clock
+            )
+            #expect(firebaseSummary.imported == 0 && firebaseSkipped.map(\.sourceId) == ["f-1"], "\(firebaseSummary) \(firebaseSkipped)")
+            try await withGatehouse(target, clock: clock) { gatehouse, _ in
+                let store = gatehouse.env.store
+                for (email, disabled) in ["forever@example.com": true, "never@example.com": false, "past@example.com": false, "open@example.com": false, "null@example.com": false] {
+                    let account = try #require(try await store.emailAccount(appId: "test-app", email: email), "\(email)")
+                    #expect(try await store.user(id: account.userId)?.disabled == disabled, "\(email)")
+                }
+                for email in ["unclear@example.com", "text@example.com", "one@example.com", "fb@example.com"] {
+                    #expect(try await store.emailAccount(appId: "test-app", email: email) == nil, "\(email)")
+                }
+            }
+        }
+    }
+
     @Test func keycloakRealmUsersSignInWithPBKDF2AndArgon2() async throws {
         let files = try await Self.exports()
         try await Self.withTarget { target, clock in

@@ -296,6 +296,17 @@ struct ForeignExportReader {
     }
 
     /// An ISO 8601 date (with or without fractional seconds, `T` or a space, any offset), or milliseconds since 1970.
+    /// A user's yes-or-no that takes away access (Auth0's `blocked`, Firebase's `disabled`): absent or `null` is no, and
+    /// anything but a JSON boolean (`"true"`, `1`) skips the user, since reading it as no would let a blocked user in.
+    private static func flag(_ value: JSONValue?, _ name: String, sourceId: String?, email: String?) throws -> Bool {
+        switch value {
+        case nil, .null?: return false
+        case .bool(let flag)?: return flag
+        case _?:
+            throw Skip(sourceId: sourceId, email: email, reason: "its \(name) is not a JSON true or false")
+        }
+    }
+
     static func date(_ text: String?) -> Date? {
         guard let text, !text.isEmpty else { return nil }
         if let milliseconds = Int64(text) { return Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
@@ -353,7 +364,7 @@ struct ForeignExportReader {
         }
         return try self.user(
             sourceId: id, email: user["email"]?.stringValue, passwordHash: hash, verified: user["emailVerified"] == .bool(true),
-            disabled: user["disabled"] == .bool(true), name: user["displayName"]?.stringValue,
+            disabled: try Self.flag(user["disabled"], "disabled", sourceId: id, email: user["email"]?.stringValue), name: user["displayName"]?.stringValue,
             customData: Field.json(user["customAttributes"] ?? .null).object,
             createdAt: Self.date(user["createdAt"].flatMap { Field.json($0).string })
         )
@@ -367,11 +378,22 @@ struct ForeignExportReader {
         let email = row["email"]?.string
         if row["deleted_at"]?.string != nil { throw Skip(sourceId: id, email: email, reason: "was deleted in Supabase (deleted_at is set)") }
         if row["is_anonymous"]?.bool == true { throw Skip(sourceId: id, email: email, reason: "is an anonymous Supabase user") }
-        let bannedUntil = Self.date(row["banned_until"]?.string)
+        // `banned_until` as `\copy` writes a timestamptz, `infinity` (banned for good) included. A value that is no
+        // time skips the user: read as "not banned", it would let a banned user in.
+        var banned = false
+        switch row["banned_until"]?.string {
+        case nil, "-infinity"?: banned = false
+        case "infinity"?: banned = true
+        case let text?:
+            guard let until = Self.date(text) else {
+                throw Skip(sourceId: id, email: email, reason: "its banned_until, \"\(text.prefix(40))\", is not a time (a ban of unknown end is not imported)")
+            }
+            banned = until > now
+        }
         return try user(
             sourceId: id, email: email, passwordHash: row["encrypted_password"]?.string,
             verified: (row["email_confirmed_at"]?.string ?? row["confirmed_at"]?.string) != nil,
-            disabled: bannedUntil.map { $0 > now } ?? false, name: nil, customData: row["raw_user_meta_data"]?.object,
+            disabled: banned, name: nil, customData: row["raw_user_meta_data"]?.object,
             createdAt: Self.date(row["created_at"]?.string)
         )
     }
@@ -395,7 +417,7 @@ struct ForeignExportReader {
         if let appMetadata = user["app_metadata"], appMetadata != .object([:]) { customData["app_metadata"] = appMetadata }
         return try self.user(
             sourceId: id, email: email, passwordHash: hash, verified: user["email_verified"] == .bool(true),
-            disabled: user["blocked"] == .bool(true), name: user["name"]?.stringValue, customData: customData,
+            disabled: try Self.flag(user["blocked"], "blocked", sourceId: id, email: email), name: user["name"]?.stringValue, customData: customData,
             createdAt: Self.date(user["created_at"]?.stringValue)
         )
     }

@@ -520,6 +520,20 @@ struct Import: AsyncParsableCommand {
     @Option(name: .long, help: "Firebase: SALT_FIRST or PASSWORD_FIRST (HMAC_* with salts).") var hashInputOrder: String?
 
     func run() async throws {
+        if from == nil {
+            // An export file is imported whole or not at all, with none of these: refused before anything is read, so
+            // that `--dry-run` never writes a file the operator meant to check.
+            let foreignOnly: [(String, Bool)] = [
+                ("--dry-run", dryRun), ("--report", report != nil), ("--app", app != nil), ("--hash-algo", hashAlgo != nil),
+                ("--hash-key", hashKey != nil), ("--salt-separator", saltSeparator != nil), ("--rounds", rounds != nil),
+                ("--mem-cost", memCost != nil), ("--hash-input-order", hashInputOrder != nil),
+            ]
+            let given = foreignOnly.filter(\.1).map(\.0)
+            if !given.isEmpty {
+                FileHandle.standardError.write(Data("gatehouse: \(given.joined(separator: ", ")) go\(given.count == 1 ? "es" : "") with --from; a `gatehouse export` file is imported whole or not at all (to check one, import it into a scratch database first)\n".utf8))
+                throw ExitCode(64)  // EX_USAGE
+            }
+        }
         let config = try options.load()
         let logger = try options.logger()
         let source: FileHandle

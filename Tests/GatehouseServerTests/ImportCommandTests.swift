@@ -91,6 +91,30 @@ extension CLITests {
         #expect(noParameters.status == 65 && noParameters.stderr.contains("--hash-algo"), "\(noParameters.stderr)")
         let missingFile = try await run(base + ["--from", "csv", "--app", "cli-app", "absent.csv"], in: folder)
         #expect(missingFile.status == 66)
+        // Without --from the file is a `gatehouse export`, imported whole: a dry run or a report of it is refused before
+        // anything is read (a dry run used to import the file).
+        let dryRun = try await run(base + ["--dry-run", "users.json"], in: folder)
+        #expect(dryRun.status == 64 && dryRun.stderr.contains("--dry-run goes with --from"), "\(dryRun.stderr)")
+        let report = try await run(base + ["--report", "skipped.txt", "--app", "cli-app", "users.json"], in: folder)
+        #expect(report.status == 64 && report.stderr.contains("--report, --app go with --from"), "\(report.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("skipped.txt").path))
+    }
+
+    /// The file of a dry run without --from is not written into the database (the review's case: it was, whole).
+    @Test func aDryRunOfAnExportFileWritesNothing() async throws {
+        let source = try await TransferTests.makeSource()
+        defer { try? FileManager.default.removeItem(at: source.folder) }
+        let lines = try await TransferTests.export(source.configuration, clock: source.clock, sessions: false)
+        try lines.joined(separator: "\n").appending("\n").write(to: source.folder.appendingPathComponent("export.jsonl"), atomically: true, encoding: .utf8)
+        let (target, drop) = try await TransferTests.target(in: source.folder.appendingPathComponent("dry"))
+        let yaml = "apps:\n  - id: test-app\n    providers: { local-userpass: { confirmation: email } }\n  - id: auto-app\n    providers: { local-userpass: { confirmation: auto } }\n"
+        try yaml.write(to: source.folder.appendingPathComponent("gatehouse.yaml"), atomically: true, encoding: .utf8)
+        let url = target.database.url.commandLineValue
+        let dry = try await run(["import", "--config", "gatehouse.yaml", "--database", url, "--dry-run", "export.jsonl"], in: source.folder)
+        #expect(dry.status == 64, "\(dry.stderr)")
+        let again = try await run(["import", "--config", "gatehouse.yaml", "--database", url, "export.jsonl"], in: source.folder)
+        #expect(again.status == 0 && again.stderr.contains("imported 3 users"), "the dry run wrote nothing, so the import finds no conflict: \(again.stderr)")
+        await drop()
     }
 
     /// An export or import is one transaction as long as the file takes, not bound by `query_timeout`, which bounds a

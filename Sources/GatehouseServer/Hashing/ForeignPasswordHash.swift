@@ -11,7 +11,7 @@ import GatehouseDomain
 /// - PBKDF2-HMAC with SHA-1, SHA-256 or SHA-512, in Django's form (`pbkdf2_sha256$ROUNDS$SALT$BASE64`, the salt as
 ///   text), in passlib's (`$pbkdf2-sha256$ROUNDS$SALT$CHECKSUM`, both in passlib's base64 with `.` for `+` and no
 ///   padding; `$pbkdf2$` is SHA-1) and in the PHC form Auth0 takes (`$pbkdf2-sha512$i=ROUNDS,l=LENGTH$SALT$HASH`,
-///   standard base64 without padding). The derived key is as long as the stored checksum (Keycloak's are 64 bytes
+///   `-sha1` and `-sha256` too, standard base64 without padding). The derived key is as long as the stored checksum (Keycloak's are 64 bytes
 ///   whatever the digest).
 /// - scrypt in passlib's form (`$scrypt$ln=LOG2N,r=R,p=P$SALT$CHECKSUM`).
 /// - Firebase's modified scrypt, in a form of Gatehouse's own that holds the project's parameters beside each hash
@@ -106,8 +106,10 @@ struct ForeignPasswordHash: Sendable, Hashable {
             self.init(.pbkdf2(digest, rounds: rounds), salt: Array(parts[2].utf8), checksum: Array(checksum))
         } else if text.hasPrefix("$pbkdf2") {
             let parts = text.split(separator: "$", omittingEmptySubsequences: false)
-            guard parts.count == 5, parts[0].isEmpty, let digest = Self.digest(passlibName: parts[1]) else { return nil }
-            if parts[2].hasPrefix("i=") {
+            guard parts.count == 5, parts[0].isEmpty else { return nil }
+            let phc = parts[2].hasPrefix("i=")
+            guard let digest = phc ? Self.digest(phcName: parts[1]) : Self.digest(passlibName: parts[1]) else { return nil }
+            if phc {
                 // PHC (Auth0): $pbkdf2-sha512$i=100000,l=64$salt$hash
                 guard let parameters = Self.parameters(parts[2], names: ["i", "l"]), let rounds = parameters["i"],
                     let salt = Self.base64(parts[3]), let checksum = Self.base64(parts[4]), parameters["l"] == checksum.count
@@ -342,6 +344,16 @@ struct ForeignPasswordHash: Sendable, Hashable {
         switch name {
         case "pbkdf2_sha1": .sha1
         case "pbkdf2_sha256": .sha256
+        default: nil
+        }
+    }
+
+    /// The PHC form's names (Auth0's `pbkdf2`): the digest is always named, `pbkdf2-sha1` included.
+    private static func digest(phcName name: Substring) -> Digest? {
+        switch name {
+        case "pbkdf2-sha1": .sha1
+        case "pbkdf2-sha256": .sha256
+        case "pbkdf2-sha512": .sha512
         default: nil
         }
     }

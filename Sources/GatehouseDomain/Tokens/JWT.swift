@@ -243,36 +243,40 @@ package enum JWT {
     package static func sign(_ claims: TokenClaims, key: SigningKeys.Key) throws -> String {
         switch claims.typ {
         case .access: try sign(payload: try claims.json(), key: key)
-        case .refresh: try authenticate(payload: try claims.json(), key: key)
+        case .refresh: authenticate(payload: try claims.json(), key: key)
         }
     }
 
     /// A compact JWS `HS256` under ``SigningKeys/Key/refreshMAC``, with the key's `kid`: a refresh token.
-    private static func authenticate(payload: some DataProtocol, key: SigningKeys.Key) throws -> String {
-        var token: [UInt8] = []
-        token.reserveCapacity(key.refreshHeader.utf8.count + 2 + (payload.count * 4 + 2) / 3 + 43)
-        token.append(contentsOf: key.refreshHeader.utf8)
-        token.append(UInt8(ascii: "."))
-        Base64URL.append(payload, to: &token)
-        let mac = token.withUnsafeBytes { HMAC<SHA256>.authenticationCode(for: $0, using: key.refreshMAC) }
-        token.append(UInt8(ascii: "."))
-        Base64URL.append(Array(mac), to: &token)
-        return String(decoding: token, as: UTF8.self)
+    private static func authenticate(payload: some DataProtocol, key: SigningKeys.Key) -> String {
+        compact(header: key.refreshHeader, payload: payload, signatureBytes: 32) { input in
+            input.withUnsafeBytes { Array(HMAC<SHA256>.authenticationCode(for: $0, using: key.refreshMAC)) }
+        }
     }
 
-    /// The token is built in one byte buffer: the header, the payload's base64url, the signature over those bytes and
-    /// its base64url (every login and refresh signs one; each `String` joined and copied cost its own allocations).
+    /// A compact JWS `ES256` by the key: an access or ID token.
     private static func sign(payload: some DataProtocol, key: SigningKeys.Key) throws -> String {
+        try compact(header: key.header, payload: payload, signatureBytes: 64) { input in
+            // Hashed here from the buffer: swift-crypto's `signature(for:)` over a collection hashes it through the
+            // generic `DataProtocol` path, which cost more than the SHA-256 itself.
+            var hasher = SHA256()
+            input.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+            return ECDSALowS.normalized(Array(try key.privateKey.signature(for: hasher.finalize()).rawRepresentation))
+        }
+    }
+
+    /// The token is built in one byte buffer: the header, the payload's base64url, the signature `sign` makes over those
+    /// bytes and its base64url (every login and refresh makes one; each `String` joined and copied cost its own
+    /// allocations).
+    private static func compact(
+        header: String, payload: some DataProtocol, signatureBytes: Int, sign: ([UInt8]) throws -> [UInt8]
+    ) rethrows -> String {
         var token: [UInt8] = []
-        token.reserveCapacity(key.header.utf8.count + 2 + (payload.count * 4 + 2) / 3 + 86)
-        token.append(contentsOf: key.header.utf8)
+        token.reserveCapacity(header.utf8.count + 2 + (payload.count * 4 + 2) / 3 + (signatureBytes * 4 + 2) / 3)
+        token.append(contentsOf: header.utf8)
         token.append(UInt8(ascii: "."))
         Base64URL.append(payload, to: &token)
-        // Hashed here from the buffer: swift-crypto's `signature(for:)` over a collection hashes it through the
-        // generic `DataProtocol` path, which cost more than the SHA-256 itself.
-        var hasher = SHA256()
-        token.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-        let signature = ECDSALowS.normalized(Array(try key.privateKey.signature(for: hasher.finalize()).rawRepresentation))
+        let signature = try sign(token)
         token.append(UInt8(ascii: "."))
         Base64URL.append(signature, to: &token)
         return String(decoding: token, as: UTF8.self)

@@ -434,6 +434,44 @@ import Testing
         }
     }
 
+    /// SQLite reads a bound LIMIT's value to plan a statement and marks the statement to be planned again whenever
+    /// the value is bound anew: `LIMIT $1` was parsed and planned at every use. The store writes the limits it fixes
+    /// into the text (``SQLStore/limit(_:)``), so its routine statements — the outbox's claim at every poll, the
+    /// retention service's deletes, the dev mailbox's reads — are each planned once.
+    @Test func limitsTheStoreFixesArePlannedOnce() async throws {
+        try await withFileDatabase { db, _ in
+            try await Migrator(db: db).migrate()
+            // The migrations' own statements were planned again as each changed the schema under them.
+            let migrating = Set(try await db.statementsPreparedAgain())
+            func plannedAgain() async throws -> Set<String> { Set(try await db.statementsPreparedAgain()).subtracting(migrating) }
+            // SQLite's side of it: the same statement with the value bound is planned again at its next use.
+            let bound = "SELECT id FROM outbox ORDER BY seq LIMIT $1"
+            for _ in 0..<3 { _ = try await db.query(bound, [.int(10)]) }
+            #expect(try await plannedAgain() == [bound])
+
+            let store = SQLStore(db: db)
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
+            for i in 0..<3 {
+                try await store.enqueue(OutboxMessage(
+                    id: Secrets.objectID(), appId: "app", kind: "confirmation", recipient: "User\(i)@example.com",
+                    subject: "s", text: "t", html: "h", createdAt: now, nextAttemptAt: now
+                ))
+            }
+            var claimed = 0
+            for round in 0..<3 {
+                let later = now.addingTimeInterval(TimeInterval(600 * round))
+                claimed += try await store.claimDueMail(now: later, leaseUntil: later.addingTimeInterval(900), limit: 2).count
+                #expect(try await store.mailbox(recipient: "user\(round)@example.com", limit: 200).count == 1)
+                #expect(try await store.mailbox(recipient: nil, limit: 200).count == 3)
+                for target in RetentionTarget.allCases { _ = try await store.purge(target, before: now, limit: 100) }
+            }
+            // Each round's claim took what was due and not leased: two, then the third, then the first two again.
+            #expect(claimed == 5)
+            let planned = try await plannedAgain()
+            #expect(planned == [bound], "planned again: \(planned)")
+        }
+    }
+
     @Test func theStatementTableIsBounded() async throws {
         try await withMemoryDatabase { (db: SQLiteDatabase) async throws in
             // More distinct statements than the table keeps: older ones make room, and each still answers right.

@@ -192,8 +192,8 @@ extension SQLStore {
             }
         let table = target.rawValue
         let rows = try await db.query(
-            "DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) WHERE \(condition) LIMIT $2) RETURNING 1 AS one",
-            SQLValue(cutoff), .int(Int64(limit))
+            "DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) WHERE \(condition) \(Self.limit(limit))) RETURNING 1 AS one",
+            SQLValue(cutoff)
         )
         return rows.count
     }

@@ -6,6 +6,14 @@ import GatehouseWire
 struct SQLStore: GatehouseStore {
     let db: any SQLDatabase
 
+    /// `LIMIT n` written into a statement's text rather than bound, for the limits the code fixes (a page size, a
+    /// batch): SQLite reads a bound LIMIT's value to plan the statement and marks the statement to be planned again
+    /// whenever that value is bound anew, so a kept statement with `LIMIT $n` was parsed and planned afresh at every
+    /// use — the outbox's claim about once a second on an idle server, the dev mailbox at every read. A limit a
+    /// caller chooses (an admin listing's) stays a bound value, so that each choice does not keep a statement of its
+    /// own in the connection's table.
+    static func limit(_ rows: Int) -> String { "LIMIT \(max(0, rows))" }
+
     func ping() async throws { try await db.ping() }
 
     /// Writes and deletes, in one committed transaction, a row large enough to need new pages: it fails when the
@@ -1139,11 +1147,11 @@ struct SQLStore: GatehouseStore {
             WHERE id IN (
                 SELECT id FROM outbox
                 WHERE status = 'pending' AND next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
-                ORDER BY seq LIMIT $3\(skipLocked)
+                ORDER BY seq \(Self.limit(limit))\(skipLocked)
             )
             RETURNING seq, \(Self.mailColumns)
             """,
-            SQLValue(now), SQLValue(leaseUntil), .int(Int64(limit))
+            SQLValue(now), SQLValue(leaseUntil)
         ).sorted { (try? $0.int("seq")) ?? 0 < (try? $1.int("seq")) ?? 0 }.map(Self.mail)
     }
 
@@ -1198,11 +1206,11 @@ struct SQLStore: GatehouseStore {
     func mailbox(recipient: String?, limit: Int) async throws -> [OutboxMessage] {
         if let recipient {
             return try await db.query(
-                "SELECT \(Self.mailColumns) FROM outbox WHERE lower(recipient) = $1 ORDER BY seq DESC LIMIT $2",
-                .text(recipient.lowercased()), .int(Int64(limit))
+                "SELECT \(Self.mailColumns) FROM outbox WHERE lower(recipient) = $1 ORDER BY seq DESC \(Self.limit(limit))",
+                .text(recipient.lowercased())
             ).map(Self.mail)
         }
-        return try await db.query("SELECT \(Self.mailColumns) FROM outbox ORDER BY seq DESC LIMIT $1", .int(Int64(limit)))
+        return try await db.query("SELECT \(Self.mailColumns) FROM outbox ORDER BY seq DESC \(Self.limit(limit))")
             .map(Self.mail)
     }
 

@@ -346,6 +346,14 @@ final class SQLiteDatabase: SQLDatabase {
         return try await lock.withLock { try await Self.run(on: self.thread) { handle.timesPreparedAgain(sql) } }
     }
 
+    /// The kept statements, the writer's and the readers', that SQLite has prepared again
+    /// (``SQLiteHandle/statementsPreparedAgain``).
+    func statementsPreparedAgain() async throws -> [String] {
+        let handle = handle
+        let written = try await lock.withLock { try await Self.run(on: self.thread) { handle.statementsPreparedAgain } }
+        return written + readers.flatMap { slot in slot.state.withLock { $0.handle.statementsPreparedAgain } }
+    }
+
     func ping() async throws {
         try await query("SELECT 1", [])
     }

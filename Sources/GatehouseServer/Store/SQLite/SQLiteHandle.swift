@@ -167,6 +167,14 @@ final class SQLiteHandle: @unchecked Sendable {
         statements[ExactText(sql)].map { sqlite_nio_sqlite3_stmt_status($0.pointer, SQLITE_STMTSTATUS_REPREPARE, 0) }
     }
 
+    /// The SQL, as Gatehouse wrote it, of every kept statement SQLite has prepared again since it was first prepared
+    /// (tests: a statement planned afresh at each use shows here).
+    var statementsPreparedAgain: [String] {
+        statements.compactMap { key, statement in
+            sqlite_nio_sqlite3_stmt_status(statement.pointer, SQLITE_STMTSTATUS_REPREPARE, 0) > 0 ? key.text : nil
+        }
+    }
+
     /// Finalizes the kept statements and closes the connection; statements after it fail.
     func close() {
         for statement in statements.values { sqlite_nio_sqlite3_finalize(statement.pointer) }

@@ -78,12 +78,12 @@ struct UserTransfer {
 
             // Keyset pages in id order; each page's identities, accounts and sessions come by the range of its ids.
             let appBinds = exported.map(SQLValue.text)
-            let appList = (0..<exported.count).map { "$\($0 + 3)" }.joined(separator: ", ")
+            let appList = (0..<exported.count).map { "$\($0 + 2)" }.joined(separator: ", ")
             var after = ""
             while true {
                 let users = try await tx.query(
-                    "SELECT \(SQLStore.userColumns) FROM users WHERE id > $1 AND app_id IN (\(appList)) ORDER BY id LIMIT $2",
-                    [.text(after), .int(Int64(pageSize))] + appBinds
+                    "SELECT \(SQLStore.userColumns) FROM users WHERE id > $1 AND app_id IN (\(appList)) ORDER BY id \(SQLStore.limit(pageSize))",
+                    [.text(after)] + appBinds
                 ).map { try SQLStore.user($0) }
                 guard let first = users.first, let last = users.last else { break }
                 let range: [SQLValue] = [.text(first.id), .text(last.id)]
@@ -182,8 +182,8 @@ struct UserTransfer {
                 var after = ""
                 while true {
                     let rows = try await tx.query(
-                        "SELECT email, migrated_at FROM migrated_addresses WHERE app_id = $1 AND email > $2 ORDER BY email LIMIT $3",
-                        .text(app), .text(after), .int(Int64(pageSize))
+                        "SELECT email, migrated_at FROM migrated_addresses WHERE app_id = $1 AND email > $2 ORDER BY email \(SQLStore.limit(pageSize))",
+                        .text(app), .text(after)
                     )
                     guard let last = rows.last else { break }
                     for row in rows {

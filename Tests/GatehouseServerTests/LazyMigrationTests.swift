@@ -237,8 +237,9 @@ import Testing
 
     /// Two logins of one old user at once, both vouched for: one user is created, and the other login signs in to it.
     @Test func racingMigrationsMakeOneUser() async throws {
-        // The function holds each answer half a second so that the two calls overlap; on a machine busy with the whole
-        // suite that must not come near the function's timeout, which would refuse a login for another reason.
+        // The function answers neither call before both have arrived (`racer…` in Tests/Tools/webhook_receiver.py), so
+        // the two are in flight together however busy the machine; its 20 s wait for the second stays under the
+        // function's timeout, which would refuse a login for another reason.
         try await withMigration(timeout: 30) { receiver, gatehouse, client, _ throws in
             async let first = client.login("racer@example.com", Self.oldPassword)
             async let second = client.login("racer@example.com", Self.oldPassword)

@@ -8,8 +8,9 @@ call asks:
   (a test decides when a function answers); `garbage…` answers 200 with a body that is not JSON; `error…` 500.
 - login calls: by `payload.answer` — `user` answers {"id": payload.externalId, "name": payload.name}; `both`
   {"id": payload.externalId, "error": "suspended"}; `refuse` {"error": "not on the guest list"}; `slow`, `garbage`, `error` as above.
-- migrateUser calls: by the local part of `email` — `migrate…` and `racer…` (which waits 0.5 s first, so that
-  racing calls overlap) answer {"status": "migrated", "emailVerified": true, "customData": {"plan": "gold"}} when
+- migrateUser calls: by the local part of `email` — `migrate…` and `racer…` (which answers only once a second
+  `racer…` call has arrived, or after 20 s, so that a test's two racing calls are in flight together however busy
+  the machine) answer {"status": "migrated", "emailVerified": true, "customData": {"plan": "gold"}} when
   the password is `old-system password` or absent (a reset), else {"status": "wrong_password"}; `keepid…` the same
   with "userId": "0123456789abcdef01234567"; `unverified…` migrated with "emailVerified": false; `slow`, `garbage`,
   `error` as above; anything else {"status": "unknown"}.
@@ -100,11 +101,18 @@ def main():
                     return self.answer(200, {"status": status})
             return self.answer(200, {"status": "fail"})
 
+    # The racer calls that have arrived: each waits for the other (see the module's docstring).
+    racers = threading.Condition()
+    racers.arrived = 0
+
     def migrate(wish, body):
         if not (wish.startswith("migrate") or wish.startswith("racer") or wish.startswith("keepid") or wish.startswith("unverified")):
             return {"status": "unknown"}
         if wish.startswith("racer"):
-            time.sleep(0.5)
+            with racers:
+                racers.arrived += 1
+                racers.notify_all()
+                racers.wait_for(lambda: racers.arrived >= 2, timeout=20)
         if "password" in body and body["password"] != "old-system password":
             return {"status": "wrong_password"}
         answer = {"status": "migrated", "emailVerified": not wish.startswith("unverified"), "customData": {"plan": "gold"}}

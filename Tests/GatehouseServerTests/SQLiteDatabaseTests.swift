@@ -437,7 +437,7 @@ import Testing
     /// SQLite reads a bound LIMIT's value to plan a statement and marks the statement to be planned again whenever
     /// the value is bound anew: `LIMIT $1` was parsed and planned at every use. The store writes the limits it fixes
     /// into the text (``SQLStore/limit(_:)``), so its routine statements — the outbox's claim at every poll, the
-    /// retention service's deletes, the dev mailbox's reads — are each planned once.
+    /// retention service's deletes, the dev mailbox's reads, an export's pages — are each planned once.
     @Test func limitsTheStoreFixesArePlannedOnce() async throws {
         try await withFileDatabase { db, _ in
             try await Migrator(db: db).migrate()
@@ -467,6 +467,18 @@ import Testing
             }
             // Each round's claim took what was due and not leased: two, then the third, then the first two again.
             #expect(claimed == 5)
+            // An export reads its users and migrated addresses in pages: three users one page at a time, twice.
+            for i in 0..<3 {
+                let user = UserRecord(id: Secrets.objectID(at: now), appId: "app", createdAt: now, disabled: false, customData: [:])
+                try await store.createUser(user, identity: IdentityRecord(
+                    id: Secrets.objectID(at: now), userId: user.id, appId: "app", providerType: "anon-user", externalId: "anon-\(i)",
+                    data: [:], createdAt: now
+                ))
+            }
+            for _ in 0..<2 {
+                let summary = try await UserTransfer(db: db, pageSize: 1).export(apps: ["app"], sessions: false, now: now) { _ in }
+                #expect(summary.users == 3)
+            }
             let planned = try await plannedAgain()
             #expect(planned == [bound], "planned again: \(planned)")
         }

@@ -170,9 +170,7 @@ final class SQLiteHandle: @unchecked Sendable {
     /// The SQL, as Gatehouse wrote it, of every kept statement SQLite has prepared again since it was first prepared
     /// (tests: a statement planned afresh at each use shows here).
     var statementsPreparedAgain: [String] {
-        statements.compactMap { key, statement in
-            sqlite_nio_sqlite3_stmt_status(statement.pointer, SQLITE_STMTSTATUS_REPREPARE, 0) > 0 ? key.text : nil
-        }
+        statements.keys.map(\.text).filter { (timesPreparedAgain($0) ?? 0) > 0 }
     }
 
     /// Finalizes the kept statements and closes the connection; statements after it fail.

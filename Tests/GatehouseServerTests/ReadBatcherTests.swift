@@ -228,6 +228,8 @@ private final class GatedReads: KeyedReads {
     private struct State {
         var calls: [Call] = []
         var holding: Bool
+        /// Statements started before this index were released (`release(holding:)`), held or not yet.
+        var released = 0
         var held: [CheckedContinuation<Void, Never>] = []
         var startedWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
         var failingBatches: StoreError?
@@ -249,10 +251,12 @@ private final class GatedReads: KeyedReads {
         return (key.utf8.elementsEqual("c".utf8) ? [1, 2] : [1]).map { SQLRow(columns: columns, cells: [.text(key), .int($0)]) }
     }
 
-    /// Lets the statements held so far go on; with `holding`, the next ones are held again.
+    /// Lets the statements started so far go on, including one that has started but not yet begun to wait; with
+    /// `holding`, the next ones are held again.
     func release(holding: Bool = false) {
         let held = state.withLock { state in
             state.holding = holding
+            state.released = state.calls.count
             defer { state.held = [] }
             return state.held
         }
@@ -285,18 +289,19 @@ private final class GatedReads: KeyedReads {
     }
 
     private func begin(_ call: Call) async {
-        let (ready, hold) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool) in
+        let (ready, hold, index) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool, Int) in
             state.calls.append(call)
             let count = state.calls.count
             let ready = state.startedWaiters.filter { $0.0 <= count }.map(\.1)
             state.startedWaiters.removeAll { $0.0 <= count }
-            return (ready, state.holding)
+            return (ready, state.holding, count - 1)
         }
         for continuation in ready { continuation.resume() }
         if hold {
             await withCheckedContinuation { continuation in
+                // A release that came between the start and here was for this statement too: it goes on.
                 let still = state.withLock { state -> Bool in
-                    guard state.holding else { return false }
+                    guard index >= state.released else { return false }
                     state.held.append(continuation)
                     return true
                 }

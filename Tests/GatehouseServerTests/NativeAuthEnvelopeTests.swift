@@ -53,6 +53,19 @@ import Testing
             expectNativeError(
                 try await post("client_id=ios-app&username=a%40example.com&challenge_type=oob+redirect&attributes=%5B1%5D"), .invalidRequest
             )
+            // A parameter of the protocol given twice is refused whichever copy comes first (a proxy that reads the
+            // first and a server that read the last would disagree on the client); a field the protocol does not
+            // have may repeat, since it is ignored.
+            let start = "username=a%40example.com&challenge_type=oob+password+redirect"
+            for repeated in ["client_id=ios-app&client_id=android-app", "client_id=android-app&client_id=ios-app", "client_id=ios-app&client_id=ios-app"] {
+                let reply = try await post(repeated + "&" + start)
+                expectNativeError(reply, .invalidRequest, code: NativeAuthErrorCode.invalidRequestParameter)
+                #expect(reply.nativeError?.errorDescription.contains("client_id parameter is given more than once") == true)
+            }
+            let twiceUsername = try await post("client_id=ios-app&username=b%40example.com&" + start)
+            #expect(twiceUsername.nativeError?.errorDescription.contains("username parameter is given more than once") == true)
+            let extra = try await post("client_id=ios-app&x=1&x=2&" + start)
+            #expect(extra.status == .ok, "\(extra.status) \(String(decoding: extra.body, as: UTF8.self))")
             let huge = try await post("client_id=ios-app&username=" + String(repeating: "a", count: 70_000))
             expectNativeError(huge, .invalidRequest, status: .contentTooLarge)
             let unknown = try await post("client_id=ios-app", path: "/native/test-app/signup/v1.0/finish")
@@ -61,6 +74,7 @@ import Testing
             expectNativeError(grant, .unsupportedGrantType, code: NativeAuthErrorCode.unsupportedGrantType)
             let noToken = try await client.native(.signUpChallenge, ["challenge_type": allChallengeTypes])
             expectNativeError(noToken, .invalidRequest, code: NativeAuthErrorCode.invalidRequestParameter)
+            // The one well-formed start above mailed nothing either (sign-up mails its code at the challenge).
             #expect(try await gatehouse.env.store.mailbox(recipient: nil, limit: 10).isEmpty)
         }
     }

@@ -458,15 +458,21 @@ public enum FormURLEncoding {
         text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
     }
 
-    /// Decodes a body into its fields; `+` is a space. The last of repeated names wins. Nil when a name or value
-    /// is not valid percent-encoded UTF-8.
+    /// Decodes a body into its fields; `+` is a space. The last of repeated names wins (``pairs(_:)`` keeps them
+    /// all). Nil when a name or value is not valid percent-encoded UTF-8.
     public static func decode(_ data: Data) -> [String: String]? {
+        pairs(data).map { Dictionary($0, uniquingKeysWith: { _, last in last }) }
+    }
+
+    /// Decodes a body into its fields in order, repeated names included; `+` is a space. Nil when a name or value is
+    /// not valid percent-encoded UTF-8.
+    public static func pairs(_ data: Data) -> [(String, String)]? {
         guard let text = String(data: data, encoding: .utf8) else { return nil }
-        var fields: [String: String] = [:]
+        var fields: [(String, String)] = []
         for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard let name = unescape(parts[0]), let value = parts.count > 1 ? unescape(parts[1]) : "" else { return nil }
-            fields[name] = value
+            fields.append((name, value))
         }
         return fields
     }

@@ -54,19 +54,32 @@ struct NativeAuthRoutes {
 }
 
 extension Request {
+    /// The parameters a native auth request may carry; any other field is ignored.
+    static let nativeAuthParameters: Set<String> = [
+        "client_id", "username", "challenge_type", "continuation_token", "grant_type", "password", "new_password", "oob",
+        "attributes", "scope", "refresh_token", "token",
+    ]
+
     /// The parameters of a native auth request, from its form fields (an empty value counts as absent; fields the
-    /// protocol does not have are ignored). Any other content type, or a body that is not valid percent-encoded
-    /// UTF-8, is `invalid_request`; a body over the size limit is 413.
+    /// protocol does not have are ignored). Any other content type, a body that is not valid percent-encoded UTF-8, or
+    /// a parameter of the protocol given more than once (RFC 6749, section 3.2: one reader must not take the first
+    /// `client_id` where another takes the last) is `invalid_request`; a body over the size limit is 413.
     func decodeNativeAuthRequest(context: some RequestContext) async throws -> NativeAuthRequest {
         if let type = headers[.contentType], !type.lowercased().hasPrefix("application/x-www-form-urlencoded") {
             throw NativeAuthFailure.invalidRequest("the body must be application/x-www-form-urlencoded")
         }
         let buffer = try await body.collect(upTo: context.maxUploadSize)
-        guard let fields = FormURLEncoding.decode(Data(buffer.readableBytesView)) else {
+        guard let pairs = FormURLEncoding.pairs(Data(buffer.readableBytesView)) else {
             throw NativeAuthFailure.invalidRequest("the body is not valid form encoding")
         }
-        if let field = fields.first(where: { BodyGuard.containsNUL($0.key) || BodyGuard.containsNUL($0.value) }) {
-            throw NativeAuthFailure.invalidRequest("AADSTS90100: \(field.key.prefix(64)) contains a NUL character.")
+        if let field = pairs.first(where: { BodyGuard.containsNUL($0.0) || BodyGuard.containsNUL($0.1) }) {
+            throw NativeAuthFailure.invalidRequest("AADSTS90100: \(field.0.prefix(64)) contains a NUL character.")
+        }
+        var fields: [String: String] = [:]
+        for (name, value) in pairs where Self.nativeAuthParameters.contains(name) {
+            guard fields.updateValue(value, forKey: name) == nil else {
+                throw NativeAuthFailure.invalidRequest("AADSTS90100: \(name) parameter is given more than once.")
+            }
         }
         func field(_ name: String) -> String? {
             guard let value = fields[name], !value.isEmpty else { return nil }

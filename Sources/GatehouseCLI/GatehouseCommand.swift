@@ -776,7 +776,7 @@ struct Keys: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("gatehouse: \(error)\n".utf8))
                 throw ExitCode(65)
             }
-            print("retired \(kid): tokens it signed are refused from now on")
+            print("retired \(kid): running servers refuse the tokens it signed within a minute, a server started now at once")
         }
     }
 }

@@ -63,6 +63,7 @@ import Testing
                 #expect(reply.nativeError?.errorDescription.contains("client_id parameter is given more than once") == true)
             }
             let twiceUsername = try await post("client_id=ios-app&username=b%40example.com&" + start)
+            expectNativeError(twiceUsername, .invalidRequest, code: NativeAuthErrorCode.invalidRequestParameter)
             #expect(twiceUsername.nativeError?.errorDescription.contains("username parameter is given more than once") == true)
             let extra = try await post("client_id=ios-app&x=1&x=2&" + start)
             #expect(extra.status == .ok, "\(extra.status) \(String(decoding: extra.body, as: UTF8.self))")

@@ -54,12 +54,6 @@ struct NativeAuthRoutes {
 }
 
 extension Request {
-    /// The parameters a native auth request may carry; any other field is ignored.
-    static let nativeAuthParameters: Set<String> = [
-        "client_id", "username", "challenge_type", "continuation_token", "grant_type", "password", "new_password", "oob",
-        "attributes", "scope", "refresh_token", "token",
-    ]
-
     /// The parameters of a native auth request, from its form fields (an empty value counts as absent; fields the
     /// protocol does not have are ignored). Any other content type, a body that is not valid percent-encoded UTF-8, or
     /// a parameter of the protocol given more than once (RFC 6749, section 3.2: one reader must not take the first
@@ -75,21 +69,21 @@ extension Request {
         if let field = pairs.first(where: { BodyGuard.containsNUL($0.0) || BodyGuard.containsNUL($0.1) }) {
             throw NativeAuthFailure.invalidRequest("AADSTS90100: \(field.0.prefix(64)) contains a NUL character.")
         }
-        var fields: [String: String] = [:]
-        for (name, value) in pairs where Self.nativeAuthParameters.contains(name) {
-            guard fields.updateValue(value, forKey: name) == nil else {
-                throw NativeAuthFailure.invalidRequest("AADSTS90100: \(name) parameter is given more than once.")
+        // Each parameter the protocol reads, read once: the names below are the whole list.
+        func field(_ name: String) throws -> String? {
+            var found: String?
+            for (key, value) in pairs where key == name {
+                guard found == nil else { throw NativeAuthFailure.invalidRequest("AADSTS90100: \(name) parameter is given more than once.") }
+                found = value
             }
-        }
-        func field(_ name: String) -> String? {
-            guard let value = fields[name], !value.isEmpty else { return nil }
-            return value
+            guard let found, !found.isEmpty else { return nil }
+            return found
         }
         return NativeAuthRequest(
-            clientId: field("client_id"), username: field("username"), challengeType: field("challenge_type"),
-            continuationToken: field("continuation_token"), grantType: field("grant_type"), password: field("password"),
-            newPassword: field("new_password"), oob: field("oob"), attributes: field("attributes"), scope: field("scope"),
-            refreshToken: field("refresh_token"), token: field("token")
+            clientId: try field("client_id"), username: try field("username"), challengeType: try field("challenge_type"),
+            continuationToken: try field("continuation_token"), grantType: try field("grant_type"), password: try field("password"),
+            newPassword: try field("new_password"), oob: try field("oob"), attributes: try field("attributes"), scope: try field("scope"),
+            refreshToken: try field("refresh_token"), token: try field("token")
         )
     }
 }

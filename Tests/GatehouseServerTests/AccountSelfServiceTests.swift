@@ -153,6 +153,54 @@ import Testing
         }
     }
 
+    /// A user with a second address linked in signs in with either address's password, so either proves a session
+    /// again; a wrong one is still refused and counted. Changing the password sets it on both addresses: the old
+    /// password of neither signs in afterwards.
+    @Test func eitherLinkedAddresssPasswordProvesTheSession() async throws {
+        let clock = ManualClock()
+        try await withGatehouse(clock: clock) { gatehouse, client in
+            let owner = try await client.signUp("first@example.com")
+            try await client.registerConfirmed("second@example.com", "the second passphrase")
+            let link = try await client.call(
+                Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: "second@example.com", password: "the second passphrase"),
+                bearer: owner.accessToken
+            )
+            #expect(link.status == .ok, "\(link.text)")
+            let viaSecond = try await client.login("second@example.com", "the second passphrase").decode(LoginResponse.self)
+            #expect(viaSecond.userId == owner.userId)
+
+            clock.advance(by: 301)
+            for (session, password) in [(owner.accessToken, "the second passphrase"), (viaSecond.accessToken, "correct horse")] {
+                let reauth = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: password), bearer: session)
+                #expect(reauth.status == .noContent, "\(reauth.text)")
+            }
+            // The first address, tried first, does not collect failures from its owner's right password.
+            for _ in 0..<8 {
+                let again = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "the second passphrase"), bearer: owner.accessToken)
+                #expect(again.status == .noContent, "\(again.text)")
+            }
+            #expect(try await client.login("first@example.com").status == .ok)
+            clock.advance(by: 301)
+            let wrong = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "neither passphrase"), bearer: viaSecond.accessToken)
+            #expect(wrong.status == .forbidden)
+            #expect(wrong.error?.errorCode == .invalidPassword)
+            let failures = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: owner.userId, afterSeq: nil, limit: 100)
+                .filter { $0.kind == "login_failed" }
+            #expect(failures.count == 1)
+
+            // The second address's password, given as the current one, changes the password of both.
+            let change = ChangePasswordRequest(password: "one passphrase for both", currentPassword: "the second passphrase")
+            let changed = try await client.call(AccountPath.password, json: change, bearer: viaSecond.accessToken)
+            #expect(changed.status == .noContent, "\(changed.text)")
+            for address in ["first@example.com", "second@example.com"] {
+                #expect(try await client.login(address, "one passphrase for both").status == .ok)
+                for old in ["correct horse", "the second passphrase"] {
+                    #expect(try await client.login(address, old).status == .unauthorized, "\(address), \(old)")
+                }
+            }
+        }
+    }
+
     /// A leaked API key's session may not see where the user is signed in, end sessions, prove or change anything.
     @Test func anAPIKeySessionCanNeitherSeeNorChangeTheAccount() async throws {
         try await withGatehouse { gatehouse, client in

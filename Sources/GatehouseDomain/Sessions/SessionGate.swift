@@ -211,19 +211,34 @@ package struct SessionGate: Sendable {
     }
 
     /// The caller's password proven again, or a refusal: ``AuthError/wrongCurrentPassword`` for a wrong one (audited
-    /// as a failed login, and counted in the login backoff of the account's address), ``AuthError/accountChangeRefused(_:)``
+    /// as a failed login, and counted in the login backoff of the account's addresses), ``AuthError/accountChangeRefused(_:)``
     /// for a user without a password. The backoff's counts are the caller's to end.
+    ///
+    /// A user with a second address linked in signs in with either address's password (until a password change sets
+    /// one on both), so either proves the session: each confirmed address is tried in turn, oldest first, and one
+    /// whose hash is an earlier one's is not tried again. Every try is a login attempt of that address, limited and
+    /// delayed as one; when a later address's password is the right one, the counts the earlier tries added end with
+    /// it, as a correct password ends them.
     package func provePassword(of caller: SessionService.Caller, _ password: String) async throws -> EmailPasswordService.PasswordProof {
-        guard let account = try await env.store.emailAccounts(userId: caller.user.id).first(where: { $0.confirmedAt != nil && !$0.passwordHash.isEmpty })
-        else { throw AuthError.accountChangeRefused("the user has no password; link an email/password identity to add one") }
-        do {
-            let proof = try await EmailPasswordService(env: env).prove(app: caller.app, username: account.email, password: password)
-            guard proof.user.id == caller.user.id else { throw AuthError.invalidCredentials }
-            return proof
-        } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
-            await env.audit(.loginFailed, app: caller.app.id, user: caller.user.id, detail: ["provider": EmailPasswordService.providerType, "reason": "reauthentication"])
-            throw AuthError.wrongCurrentPassword
+        let accounts = try await env.store.emailAccounts(userId: caller.user.id).filter { $0.confirmedAt != nil && !$0.passwordHash.isEmpty }
+        guard !accounts.isEmpty else {
+            throw AuthError.accountChangeRefused("the user has no password; link an email/password identity to add one")
         }
+        var tried: [String] = []
+        var missed: [LoginBackoff] = []
+        for account in accounts where !tried.contains(account.passwordHash) {
+            tried.append(account.passwordHash)
+            do {
+                let proof = try await EmailPasswordService(env: env).prove(app: caller.app, username: account.email, password: password)
+                guard proof.user.id == caller.user.id else { throw AuthError.invalidCredentials }
+                for backoff in missed { try await backoff.succeeded() }
+                return proof
+            } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
+                missed.append(LoginBackoff(env: env, app: caller.app, identifier: account.email))
+            }
+        }
+        await env.audit(.loginFailed, app: caller.app.id, user: caller.user.id, detail: ["provider": EmailPasswordService.providerType, "reason": "reauthentication"])
+        throw AuthError.wrongCurrentPassword
     }
 
     /// `methods` with `method` last, once.

@@ -43,6 +43,31 @@ extension AbuseResistanceTests {
         try await gatehouse.env.store.auditEvents(appId: app, userId: nil, afterSeq: nil, limit: 500).map(\.kind)
     }
 
+    /// Guesses racing on one flow are audited with the numbers they were counted as — each once, the last one
+    /// recording that the flow is spent — not with the count each read before the others were counted.
+    @Test func racingWrongCodesAreAuditedAsCounted() async throws {
+        let guesses = 5
+        var configuration = nativeConfiguration(code: .init(maxAttempts: guesses))
+        configuration.apps[0].rateLimits.enabled = false
+        try await withGatehouse(configuration) { gatehouse, client in
+            let started = try await client.nativeStep(.signUpStart, ["username": "racer@example.com", "challenge_type": allChallengeTypes])
+            let challenged = try await client.nativeStep(
+                .signUpChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": allChallengeTypes]
+            )
+            let token = try #require(challenged.continuationToken)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<guesses {
+                    group.addTask { _ = try await client.native(.signUpContinue, ["continuation_token": token, "grant_type": "oob", "oob": "00000000"]) }
+                }
+                try await group.waitForAll()
+            }
+            let events = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: nil, afterSeq: nil, limit: 500)
+            let numbers = events.filter { $0.kind == "code_failed" }.compactMap { $0.detail["attempt"] }.compactMap { Int($0) }
+            #expect(numbers.sorted() == Array(1...guesses))
+            #expect(events.filter { $0.kind == "flow_exhausted" }.count == 1)
+        }
+    }
+
     /// Wrong codes, a flow that runs out of attempts (recorded once, not per later try) and refused refresh tokens
     /// of both protocols reach the audit log.
     @Test func wrongCodesSpentFlowsAndBadRefreshTokensAreAudited() async throws {

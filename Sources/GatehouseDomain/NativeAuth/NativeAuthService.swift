@@ -168,10 +168,12 @@ package struct NativeAuthService: Sendable {
     /// flow whose basis ended (``FlowAttemptCount/flowEnded``) is told to start again here, before its code or
     /// password is looked at: the answer is the same whatever the client sent, so a flow held past an ending tells
     /// no one whether a password was right, and costs the owner no attempts.
-    package func recordAttempt(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws {
+    /// - Returns: the flow's count of attempts with this one.
+    @discardableResult
+    package func recordAttempt(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client) async throws -> Int {
         switch try await env.store.recordFlowAttempt(id: flow.id, tokenHash: token.hash, limit: client.settings.code.maxAttempts) {
-        case .counted:
-            return
+        case .counted(let attempt):
+            return attempt
         case .tokenSpent:
             throw NativeFlowError.invalidContinuationToken("the continuation token was already used")
         case .flowEnded:
@@ -232,10 +234,10 @@ package struct NativeAuthService: Sendable {
     package func checkCode(_ flow: NativeFlowRecord, token: OpaqueToken, client: Client, request: NativeAuthRequest) async throws {
         let code = try request.required(\.oob, "oob")
         try await env.checkRateLimit(.code, app: client.app, identifier: flow.id)
-        try await recordAttempt(flow, token: token, client: client)
-        /// A failed check is audited; the one that used the flow's last attempt also records that the flow is spent.
+        let attempt = try await recordAttempt(flow, token: token, client: client)
+        /// A failed check is audited with its attempt's number as counted (racing guesses audit 1, 2, …, not the
+        /// count they read); the one that used the flow's last attempt also records that the flow is spent.
         func failed(_ reason: String) async {
-            let attempt = flow.attempts + 1
             await env.audit(.codeFailed, app: client.app.id, user: flow.userId, detail: ["flow": flow.kind.rawValue, "attempt": "\(attempt)", "reason": reason])
             if attempt >= client.settings.code.maxAttempts {
                 await env.audit(.flowExhausted, app: client.app.id, user: flow.userId, detail: ["flow": flow.kind.rawValue])

@@ -115,8 +115,9 @@ package struct NativeFlowRecord: Sendable, Hashable {
 /// What counting one attempt against a flow did (``Store/recordFlowAttempt(id:tokenHash:limit:)``), before a step
 /// checks the code or password it was sent.
 package enum FlowAttemptCount: Sendable, Hashable {
-    /// Counted: the step checks its answer.
-    case counted
+    /// Counted: the step checks its answer. `attempt` is the flow's count with this one (1 for its first), as the
+    /// count's own write returned it: racing steps on one flow are told 1, 2, … in the order they were counted.
+    case counted(attempt: Int)
     /// The token is no longer the flow's current one (a racing step took it), or the flow is gone.
     case tokenSpent
     /// The flow's basis ended (``NativeFlowRecord/userEpoch``): its user ended every session, or no longer has the

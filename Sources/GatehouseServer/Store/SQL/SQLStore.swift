@@ -1045,7 +1045,7 @@ struct SQLStore: GatehouseStore {
             """,
             .text(id), .blob(tokenHash), .int(Int64(limit))
         )
-        guard counted.isEmpty else { return .counted }
+        if let row = counted.first { return .counted(attempt: Int(try row.int("attempts"))) }
         // Why not, as the flow is now: its token first (a racing step took it), then its basis, then its count.
         guard let row = try await db.query(
             "SELECT token_hash, CASE WHEN \(Self.flowBasisHolds) THEN 1 ELSE 0 END AS holds FROM native_flows WHERE id = $1", .text(id)

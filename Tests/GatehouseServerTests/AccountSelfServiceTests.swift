@@ -160,12 +160,7 @@ import Testing
         let clock = ManualClock()
         try await withGatehouse(clock: clock) { gatehouse, client in
             let owner = try await client.signUp("first@example.com")
-            try await client.registerConfirmed("second@example.com", "the second passphrase")
-            let link = try await client.call(
-                Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: "second@example.com", password: "the second passphrase"),
-                bearer: owner.accessToken
-            )
-            #expect(link.status == .ok, "\(link.text)")
+            try await client.linkConfirmedAddress("second@example.com", "the second passphrase", into: owner.accessToken)
             let viaSecond = try await client.login("second@example.com", "the second passphrase").decode(LoginResponse.self)
             #expect(viaSecond.userId == owner.userId)
 
@@ -439,6 +434,13 @@ extension TestClientProtocol {
         #expect(try await register(email, password).status == .created)
         let link = try await latestLink(email)
         #expect(try await call(Path.local("confirm"), json: ConfirmRequest(token: link.token, tokenId: link.tokenId)).status == .ok)
+    }
+
+    /// Registers and confirms `email`, then links it, by its password, into the user whose access token is `session`.
+    func linkConfirmedAddress(_ email: String, _ password: String, into session: String) async throws {
+        try await registerConfirmed(email, password)
+        let link = try await call(Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: email, password: password), bearer: session)
+        #expect(link.status == .ok, "\(link.text)")
     }
 
     /// A native password sign-in of a confirmed `email`: the tokens.

@@ -34,12 +34,7 @@ import Testing
             break  // the registration made both
         case .identity:
             // A second email/password address, registered and confirmed by its owner, then linked by the session.
-            try await client.registerConfirmed("holder-two@example.com")
-            let link = try await client.call(
-                Path.local("login") + "?link=true", json: EmailPasswordLoginRequest(username: "holder-two@example.com", password: "correct horse"),
-                bearer: holder.login.accessToken
-            )
-            #expect(link.status == .ok, "\(link.text)")
+            try await client.linkConfirmedAddress("holder-two@example.com", "correct horse", into: holder.login.accessToken)
             // And an identity a provider vouches for, added by the same session.
             let provider = IdentityRecord(
                 id: Secrets.objectID(), userId: holder.userId, appId: "test-app", providerType: "oauth2-google", externalId: "google-sub-1",

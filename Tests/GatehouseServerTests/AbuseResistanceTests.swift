@@ -50,11 +50,7 @@ extension AbuseResistanceTests {
         var configuration = nativeConfiguration(code: .init(maxAttempts: guesses))
         configuration.apps[0].rateLimits.enabled = false
         try await withGatehouse(configuration) { gatehouse, client in
-            let started = try await client.nativeStep(.signUpStart, ["username": "racer@example.com", "challenge_type": allChallengeTypes])
-            let challenged = try await client.nativeStep(
-                .signUpChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": allChallengeTypes]
-            )
-            let token = try #require(challenged.continuationToken)
+            let token = try await client.nativeSignUpCodeSent("racer@example.com")
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<guesses {
                     group.addTask { _ = try await client.native(.signUpContinue, ["continuation_token": token, "grant_type": "oob", "oob": "00000000"]) }
@@ -74,11 +70,7 @@ extension AbuseResistanceTests {
         var configuration = nativeConfiguration(code: .init(maxAttempts: 2))
         configuration.apps[0].rateLimits.enabled = false
         try await withGatehouse(configuration) { gatehouse, client in
-            let started = try await client.nativeStep(.signUpStart, ["username": "ann@example.com", "challenge_type": allChallengeTypes])
-            let challenged = try await client.nativeStep(
-                .signUpChallenge, ["continuation_token": try #require(started.continuationToken), "challenge_type": allChallengeTypes]
-            )
-            let token = try #require(challenged.continuationToken)
+            let token = try await client.nativeSignUpCodeSent("ann@example.com")
             for _ in 0..<4 {
                 _ = try await client.native(.signUpContinue, ["continuation_token": token, "grant_type": "oob", "oob": "00000000"])
             }

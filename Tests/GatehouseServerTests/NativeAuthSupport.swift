@@ -70,8 +70,9 @@ extension TestClientProtocol {
         return try reply.decode(NativeAuthStepResponse.self)
     }
 
-    /// A full sign-up by code (and `password` when given) of `email`: the token for sign-in after sign-up.
-    func nativeSignUp(_ email: String, password: String? = nil, attributes: String? = nil, app: String = "test-app") async throws -> String {
+    /// A sign-up of `email` started (with `password` and `attributes` when given) and its code sent: the continuation
+    /// token that takes the code.
+    func nativeSignUpCodeSent(_ email: String, password: String? = nil, attributes: String? = nil, app: String = "test-app") async throws -> String {
         var start = ["username": email, "challenge_type": allChallengeTypes]
         start["password"] = password
         start["attributes"] = attributes
@@ -79,10 +80,13 @@ extension TestClientProtocol {
         let challenged = try await nativeStep(
             .signUpChallenge, app: app, ["continuation_token": try #require(started.continuationToken), "challenge_type": allChallengeTypes]
         )
-        let done = try await nativeStep(
-            .signUpContinue, app: app,
-            ["continuation_token": try #require(challenged.continuationToken), "grant_type": "oob", "oob": try await latestCode(email)]
-        )
+        return try #require(challenged.continuationToken)
+    }
+
+    /// A full sign-up by code (and `password` when given) of `email`: the token for sign-in after sign-up.
+    func nativeSignUp(_ email: String, password: String? = nil, attributes: String? = nil, app: String = "test-app") async throws -> String {
+        let token = try await nativeSignUpCodeSent(email, password: password, attributes: attributes, app: app)
+        let done = try await nativeStep(.signUpContinue, app: app, ["continuation_token": token, "grant_type": "oob", "oob": try await latestCode(email)])
         return try #require(done.continuationToken)
     }
 

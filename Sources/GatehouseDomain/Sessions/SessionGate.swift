@@ -214,9 +214,9 @@ package struct SessionGate: Sendable {
     /// as a failed login, and counted in the login backoff of the account's addresses), ``AuthError/accountChangeRefused(_:)``
     /// for a user without a password. The backoff's counts are the caller's to end.
     ///
-    /// A user with a second address linked in signs in with either address's password (until a password change sets
-    /// one on both), so either proves the session: each confirmed address is tried in turn, oldest first, and one
-    /// whose hash is an earlier one's is not tried again. Every try is a login attempt of that address, limited and
+    /// A user with a second address linked in signs in with either address's password (a linked address keeps its own
+    /// until a password change or reset sets one on every address), so either proves the session: each confirmed
+    /// address is tried in turn, oldest first, and one whose hash is an earlier one's is not tried again. Every try is a login attempt of that address, limited and
     /// delayed as one; when a later address's password is the right one, the counts the earlier tries added end with
     /// it, as a correct password ends them.
     package func provePassword(of caller: SessionService.Caller, _ password: String) async throws -> EmailPasswordService.PasswordProof {

@@ -216,25 +216,26 @@ package struct SessionGate: Sendable {
     ///
     /// A user with a second address linked in signs in with either address's password (a linked address keeps its own
     /// until a password change or reset sets one on every address), so either proves the session: each confirmed
-    /// address is tried in turn, oldest first, and one whose hash is an earlier one's is not tried again. Every try is a login attempt of that address, limited and
-    /// delayed as one; when a later address's password is the right one, the counts the earlier tries added end with
-    /// it, as a correct password ends them.
+    /// address is tried in turn, oldest first, and one whose hash is an earlier one's is not tried again. Every try is
+    /// a login attempt of that address, limited and delayed as one, and a miss stays counted on its address even when
+    /// a later address's password is the right one: a correct password ends the counts of its own address only, as at
+    /// login, so that whoever links an address of their own into a session they hold cannot use it to wipe the
+    /// failures of the owner's address (and guess its password past the delays). A delay or limit on an earlier address
+    /// refuses the request before a later one is tried.
     package func provePassword(of caller: SessionService.Caller, _ password: String) async throws -> EmailPasswordService.PasswordProof {
         let accounts = try await env.store.emailAccounts(userId: caller.user.id).filter { $0.confirmedAt != nil && !$0.passwordHash.isEmpty }
         guard !accounts.isEmpty else {
             throw AuthError.accountChangeRefused("the user has no password; link an email/password identity to add one")
         }
         var tried: [String] = []
-        var missed: [LoginBackoff] = []
         for account in accounts where !tried.contains(account.passwordHash) {
             tried.append(account.passwordHash)
             do {
                 let proof = try await EmailPasswordService(env: env).prove(app: caller.app, username: account.email, password: password)
                 guard proof.user.id == caller.user.id else { throw AuthError.invalidCredentials }
-                for backoff in missed { try await backoff.succeeded() }
                 return proof
             } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
-                missed.append(LoginBackoff(env: env, app: caller.app, identifier: account.email))
+                continue
             }
         }
         await env.audit(.loginFailed, app: caller.app.id, user: caller.user.id, detail: ["provider": EmailPasswordService.providerType, "reason": "reauthentication"])

@@ -165,6 +165,15 @@ package struct LoginBackoff: Sendable {
         try await env.store.clearLoginFailures(keys: clearedKeys)
     }
 
+    /// Takes back one wrong password from this address's count and the account's total (never below none, and never
+    /// the run itself: its last attempt's time stays): for a check that turned out to be no guess at this account,
+    /// such as a reauthentication's try of one of the user's addresses when another address's password was the one
+    /// given (``SessionGate/provePassword(of:_:)``).
+    package func giveBack() async throws {
+        guard !clearedKeys.isEmpty else { return }
+        try await env.store.returnLoginAttempt(keys: clearedKeys)
+    }
+
     /// The runs a success ends: this address's count for the account and the account's total (none when delays are
     /// off). A Client API login ends them in the write of the session it starts
     /// (``SessionService/startSession(for:app:device:apiKeyId:recording:clearing:)``).

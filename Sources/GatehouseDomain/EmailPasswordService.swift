@@ -512,10 +512,16 @@ package struct EmailPasswordService: Sendable {
         package var backoff: LoginBackoff
     }
 
+    /// What a password login of `username` is limited and delayed under: its address normalized, or what was given
+    /// (its first 256 characters) when that is no address.
+    package static func loginIdentifier(_ username: String, address: EmailAddress?) -> String {
+        address?.normalized ?? String(username.prefix(256))
+    }
+
     /// ``authenticate(app:username:password:migrate:)`` without ending the backoff's counts: the caller ends them.
     package func prove(app: AppSettings, username: String, password: String, migrate: Bool = false) async throws -> PasswordProof {
         let email = EmailAddress(username)
-        let identifier = email?.normalized ?? String(username.prefix(256))
+        let identifier = Self.loginIdentifier(username, address: email)
         try await env.checkRateLimit(.login, app: app, account: identifier)
         let backoff = LoginBackoff(env: env, app: app, identifier: identifier)
         let askable = migrate && !password.isEmpty && password.count <= app.passwordPolicy.maxLength && migrates(app)

@@ -217,25 +217,33 @@ package struct SessionGate: Sendable {
     /// A user with a second address linked in signs in with either address's password (a linked address keeps its own
     /// until a password change or reset sets one on every address), so either proves the session: each confirmed
     /// address is tried in turn, oldest first, and one whose hash is an earlier one's is not tried again. Every try is
-    /// a login attempt of that address, limited and delayed as one, and a miss stays counted on its address even when
-    /// a later address's password is the right one: a correct password ends the counts of its own address only, as at
-    /// login, so that whoever links an address of their own into a session they hold cannot use it to wipe the
-    /// failures of the owner's address (and guess its password past the delays). A delay or limit on an earlier address
-    /// refuses the request before a later one is tried.
+    /// a login attempt of that address, limited and delayed as one: a delay or limit on an earlier address refuses the
+    /// request before a later one is tried.
+    ///
+    /// When a later address's password is the right one, each earlier address gets back exactly the failure this
+    /// request counted on it (``LoginBackoff/giveBack()``) — the owner who proves the session with the linked
+    /// address's password, however often, never walks into the first address's delays — and nothing more: its run's
+    /// earlier failures stay, as a correct password ends the counts of its own address only, so that whoever links an
+    /// address of their own into a session they hold cannot use it to wipe the failures of the owner's address and
+    /// guess its password past the delays. (What they get is one uncounted comparison per address they link and
+    /// confirm: its password against the owner's. The audit row of an earlier address's delays starting may be
+    /// written for a failure that is then given back.)
     package func provePassword(of caller: SessionService.Caller, _ password: String) async throws -> EmailPasswordService.PasswordProof {
         let accounts = try await env.store.emailAccounts(userId: caller.user.id).filter { $0.confirmedAt != nil && !$0.passwordHash.isEmpty }
         guard !accounts.isEmpty else {
             throw AuthError.accountChangeRefused("the user has no password; link an email/password identity to add one")
         }
-        var tried: [String] = []
-        for account in accounts where !tried.contains(account.passwordHash) {
-            tried.append(account.passwordHash)
+        var tried: Set<String> = []
+        var missed: [LoginBackoff] = []
+        for account in accounts where tried.insert(account.passwordHash).inserted {
             do {
                 let proof = try await EmailPasswordService(env: env).prove(app: caller.app, username: account.email, password: password)
                 guard proof.user.id == caller.user.id else { throw AuthError.invalidCredentials }
+                for backoff in missed { try await backoff.giveBack() }
                 return proof
             } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
-                continue
+                let identifier = EmailPasswordService.loginIdentifier(account.email, address: EmailAddress(account.email))
+                missed.append(LoginBackoff(env: env, app: caller.app, identifier: identifier))
             }
         }
         await env.audit(.loginFailed, app: caller.app.id, user: caller.user.id, detail: ["provider": EmailPasswordService.providerType, "reason": "reauthentication"])

@@ -110,6 +110,14 @@ extension SQLStore {
         try await db.query("DELETE FROM login_failures WHERE key IN (\(placeholders))", keys.map { SQLValue.text($0) })
     }
 
+    func returnLoginAttempt(keys: [String]) async throws {
+        guard !keys.isEmpty else { return }
+        let placeholders = (1...keys.count).map { "$\($0)" }.joined(separator: ", ")
+        try await db.query(
+            "UPDATE login_failures SET failures = failures - 1 WHERE key IN (\(placeholders)) AND failures > 0", keys.map { SQLValue.text($0) }
+        )
+    }
+
     func clearLoginFailures(account: String) async throws {
         try await db.query("DELETE FROM login_failures WHERE account = $1", .text(account))
     }

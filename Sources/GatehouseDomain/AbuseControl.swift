@@ -165,10 +165,11 @@ package struct LoginBackoff: Sendable {
         try await env.store.clearLoginFailures(keys: clearedKeys)
     }
 
-    /// Takes back one wrong password from this address's count and the account's total (never below none, and never
-    /// the run itself: its last attempt's time stays): for a check that turned out to be no guess at this account,
-    /// such as a reauthentication's try of one of the user's addresses when another address's password was the one
-    /// given (``SessionGate/provePassword(of:_:)``).
+    /// Takes back one wrong password from this address's count and the account's total (a run of one ends; a longer
+    /// one keeps its other failures and its last attempt's time): for a check that turned out to be no guess at this
+    /// account, such as a reauthentication's try of one of the user's addresses when another address's password was
+    /// the one given (``SessionGate/provePassword(of:_:)``). Only for a wrong password this backoff counted
+    /// (``EmailPasswordService/PasswordAttempt/wrong(_:)``), once.
     package func giveBack() async throws {
         guard !clearedKeys.isEmpty else { return }
         try await env.store.returnLoginAttempt(keys: clearedKeys)

@@ -512,16 +512,43 @@ package struct EmailPasswordService: Sendable {
         package var backoff: LoginBackoff
     }
 
-    /// What a password login of `username` is limited and delayed under: its address normalized, or what was given
-    /// (its first 256 characters) when that is no address.
-    package static func loginIdentifier(_ username: String, address: EmailAddress?) -> String {
-        address?.normalized ?? String(username.prefix(256))
-    }
-
     /// ``authenticate(app:username:password:migrate:)`` without ending the backoff's counts: the caller ends them.
     package func prove(app: AppSettings, username: String, password: String, migrate: Bool = false) async throws -> PasswordProof {
+        do {
+            return try await proving(app: app, username: username, password: password, migrate: migrate)
+        } catch is CountedWrongPassword {
+            throw AuthError.invalidCredentials
+        }
+    }
+
+    /// A password tried as a login attempt (``prove(app:username:password:migrate:)`` with no migration), which
+    /// tells a wrong password counted in the login backoff from every other refusal.
+    package enum PasswordAttempt: Sendable {
+        /// The password is the account's: the caller ends the backoff's counts, as with ``prove(app:username:password:migrate:)``.
+        case proven(PasswordProof)
+        /// A wrong password, counted once in `backoff`'s address count and once in its account's total.
+        case wrong(LoginBackoff)
+    }
+
+    /// Tries `password` for `username` as a login attempt: its limits, delays and counts are a login's. Every refusal
+    /// but a counted wrong password throws, as ``prove(app:username:password:migrate:)`` does.
+    package func attempt(app: AppSettings, username: String, password: String) async throws -> PasswordAttempt {
+        do {
+            return .proven(try await proving(app: app, username: username, password: password, migrate: false))
+        } catch let wrong as CountedWrongPassword {
+            return .wrong(wrong.backoff)
+        }
+    }
+
+    /// A wrong password, counted: thrown by ``PasswordLogin/wrongPassword(_:)`` and answered as
+    /// ``AuthError/invalidCredentials`` by ``prove(app:username:password:migrate:)``.
+    private struct CountedWrongPassword: Error {
+        var backoff: LoginBackoff
+    }
+
+    private func proving(app: AppSettings, username: String, password: String, migrate: Bool) async throws -> PasswordProof {
         let email = EmailAddress(username)
-        let identifier = Self.loginIdentifier(username, address: email)
+        let identifier = email?.normalized ?? String(username.prefix(256))
         try await env.checkRateLimit(.login, app: app, account: identifier)
         let backoff = LoginBackoff(env: env, app: app, identifier: identifier)
         let askable = migrate && !password.isEmpty && password.count <= app.passwordPolicy.maxLength && migrates(app)
@@ -557,7 +584,7 @@ package struct EmailPasswordService: Sendable {
 
         func wrongPassword(_ userId: String?) async throws -> Never {
             try await backoff.failed(userId: userId, attempt: attempt)
-            throw AuthError.invalidCredentials
+            throw CountedWrongPassword(backoff: backoff)
         }
     }
 

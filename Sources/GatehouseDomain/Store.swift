@@ -247,8 +247,8 @@ package protocol GatehouseStore: RateCountStore {
     func recordLoginFailure(key: String, account: String, now: Date) async throws -> Int
     /// Ends these runs (a correct password).
     func clearLoginFailures(keys: [String]) async throws
-    /// Takes one failure back from each of these runs, never below none (a run at none is as no run): an attempt
-    /// counted in them that a later check showed was no guess at their account (``LoginBackoff/giveBack()``).
+    /// Takes one failure back from each of these runs (a run of one ends): an attempt counted in them that a later
+    /// check showed was no guess at their account (``LoginBackoff/giveBack()``).
     func returnLoginAttempt(keys: [String]) async throws
     /// Ends every run of `account` (a proof of the mailbox).
     func clearLoginFailures(account: String) async throws

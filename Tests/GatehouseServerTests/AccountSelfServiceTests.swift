@@ -165,6 +165,12 @@ import Testing
             let viaSecond = try await client.login("second@example.com", "the second passphrase").decode(LoginResponse.self)
             #expect(viaSecond.userId == owner.userId)
 
+            let app = try #require(gatehouse.env.configuration.app(id: "test-app"))
+            // An address's failures for the account, from every client.
+            let total = { (address: String) async throws -> Int? in
+                try await gatehouse.env.store.loginFailures(key: LoginBackoff(env: gatehouse.env, app: app, identifier: address).total)?.failures
+            }
+
             clock.advance(by: 301)
             for (session, password) in [(owner.accessToken, "the second passphrase"), (viaSecond.accessToken, "correct horse")] {
                 let reauth = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: password), bearer: session)
@@ -176,6 +182,7 @@ import Testing
                 let again = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "the second passphrase"), bearer: owner.accessToken)
                 #expect(again.status == .noContent, "proof \(proof): \(again.text)")
             }
+            #expect(try await total("first@example.com") == nil)
             #expect(try await client.login("first@example.com", "a guess").status == .unauthorized)
             // More guesses at the first address's password, then the second's (the attacker's own, linked) proven: the
             // first address's failures stay (only the proof's own try is given back), and its fifth starts its delay.
@@ -184,10 +191,14 @@ import Testing
             #expect(own.status == .noContent, "\(own.text)")
             #expect(try await client.login("first@example.com", "a guess").status == .unauthorized)
             #expect(try await client.login("first@example.com").status == .tooManyRequests)
+            #expect(try await total("first@example.com") == 5)
+            // A password that is neither address's: counted on both, and given back on neither.
             clock.advance(by: 301)
             let wrong = try await client.call(AccountPath.reauthenticate, json: ReauthenticateRequest(password: "neither passphrase"), bearer: viaSecond.accessToken)
             #expect(wrong.status == .forbidden)
             #expect(wrong.error?.errorCode == .invalidPassword)
+            #expect(try await total("first@example.com") == 6)
+            #expect(try await total("second@example.com") == 1)
             let failures = try await gatehouse.env.store.auditEvents(appId: "test-app", userId: owner.userId, afterSeq: nil, limit: 100)
                 .filter { $0.kind == "login_failed" && $0.detail["reason"] == "reauthentication" }
             #expect(failures.count == 1)

@@ -221,13 +221,15 @@ package struct SessionGate: Sendable {
     /// request before a later one is tried.
     ///
     /// When a later address's password is the right one, each earlier address gets back exactly the failure this
-    /// request counted on it (``LoginBackoff/giveBack()``) — the owner who proves the session with the linked
-    /// address's password, however often, never walks into the first address's delays — and nothing more: its run's
+    /// request counted on it (``LoginBackoff/giveBack()``): the owner's own proofs with the linked address's password
+    /// add nothing to the first address's counts, however often they are made. Nothing more is given back: the run's
     /// earlier failures stay, as a correct password ends the counts of its own address only, so that whoever links an
     /// address of their own into a session they hold cannot use it to wipe the failures of the owner's address and
-    /// guess its password past the delays. (What they get is one uncounted comparison per address they link and
-    /// confirm: its password against the owner's. The audit row of an earlier address's delays starting may be
-    /// written for a failure that is then given back.)
+    /// guess its password past the delays. What they do get is one uncounted comparison of the owner's password per
+    /// password they give a linked address — each a registration, a confirmation of its mailbox and a notice mailed
+    /// to the owner — and a session that can change the password outright has no need to guess it. Still counted in
+    /// full: the login rate limit of each address tried, and a try's time (its delay runs from the latest attempt).
+    /// The audit row of an earlier address's delays starting may be written for a failure that is then given back.
     package func provePassword(of caller: SessionService.Caller, _ password: String) async throws -> EmailPasswordService.PasswordProof {
         let accounts = try await env.store.emailAccounts(userId: caller.user.id).filter { $0.confirmedAt != nil && !$0.passwordHash.isEmpty }
         guard !accounts.isEmpty else {
@@ -236,18 +238,34 @@ package struct SessionGate: Sendable {
         var tried: Set<String> = []
         var missed: [LoginBackoff] = []
         for account in accounts where tried.insert(account.passwordHash).inserted {
+            let outcome: EmailPasswordService.PasswordAttempt
             do {
-                let proof = try await EmailPasswordService(env: env).prove(app: caller.app, username: account.email, password: password)
-                guard proof.user.id == caller.user.id else { throw AuthError.invalidCredentials }
-                for backoff in missed { try await backoff.giveBack() }
-                return proof
+                outcome = try await EmailPasswordService(env: env).attempt(app: caller.app, username: account.email, password: password)
             } catch AuthError.invalidCredentials, AuthError.confirmationRequired {
-                let identifier = EmailPasswordService.loginIdentifier(account.email, address: EmailAddress(account.email))
-                missed.append(LoginBackoff(env: env, app: caller.app, identifier: identifier))
+                continue  // The address changed since it was read (unconfirmed, or its user gone): nothing counted to give back.
+            }
+            switch outcome {
+            case .wrong(let backoff):
+                missed.append(backoff)
+            case .proven(let proof) where proof.user.id == caller.user.id:
+                for backoff in missed { await giveBack(backoff) }
+                return proof
+            case .proven:
+                continue  // The address moved to another user since it was read.
             }
         }
         await env.audit(.loginFailed, app: caller.app.id, user: caller.user.id, detail: ["provider": EmailPasswordService.providerType, "reason": "reauthentication"])
         throw AuthError.wrongCurrentPassword
+    }
+
+    /// ``LoginBackoff/giveBack()``, best effort: a store that fails here refuses nothing the password proved (the
+    /// failure stays counted, as it would have before a later address matched).
+    private func giveBack(_ backoff: LoginBackoff) async {
+        do {
+            try await backoff.giveBack()
+        } catch {
+            env.logger.warning("a reauthentication's counted try was not given back", metadata: ["app": "\(backoff.app.id)", "error": "\(error)"])
+        }
     }
 
     /// `methods` with `method` last, once.

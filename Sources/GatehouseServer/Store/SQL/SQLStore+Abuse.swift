@@ -113,9 +113,11 @@ extension SQLStore {
     func returnLoginAttempt(keys: [String]) async throws {
         guard !keys.isEmpty else { return }
         let placeholders = (1...keys.count).map { "$\($0)" }.joined(separator: ", ")
-        try await db.query(
-            "UPDATE login_failures SET failures = failures - 1 WHERE key IN (\(placeholders)) AND failures > 0", keys.map { SQLValue.text($0) }
-        )
+        let binds = keys.map { SQLValue.text($0) }
+        // A run of one goes (the next attempt is then counted as a first, without a read); a longer one loses one. The
+        // DELETE first, so that no run loses two: a run the UPDATE takes to one stays.
+        try await db.query("DELETE FROM login_failures WHERE key IN (\(placeholders)) AND failures <= 1", binds)
+        try await db.query("UPDATE login_failures SET failures = failures - 1 WHERE key IN (\(placeholders)) AND failures > 1", binds)
     }
 
     func clearLoginFailures(account: String) async throws {

@@ -106,18 +106,24 @@ extension SQLStore {
     /// Ends the runs of `keys` (nothing for none).
     static func clearLoginFailures(keys: [String], _ db: any SQLExecutor) async throws {
         guard !keys.isEmpty else { return }
-        let placeholders = (1...keys.count).map { "$\($0)" }.joined(separator: ", ")
-        try await db.query("DELETE FROM login_failures WHERE key IN (\(placeholders))", keys.map { SQLValue.text($0) })
+        try await db.query("DELETE FROM login_failures WHERE key IN (\(placeholders(keys.count)))", keys.map { SQLValue.text($0) })
     }
 
     func returnLoginAttempt(keys: [String]) async throws {
         guard !keys.isEmpty else { return }
-        let placeholders = (1...keys.count).map { "$\($0)" }.joined(separator: ", ")
+        let list = Self.placeholders(keys.count)
         let binds = keys.map { SQLValue.text($0) }
         // A run of one goes (the next attempt is then counted as a first, without a read); a longer one loses one. The
-        // DELETE first, so that no run loses two: a run the UPDATE takes to one stays.
-        try await db.query("DELETE FROM login_failures WHERE key IN (\(placeholders)) AND failures <= 1", binds)
-        try await db.query("UPDATE login_failures SET failures = failures - 1 WHERE key IN (\(placeholders)) AND failures > 1", binds)
+        // two match disjoint rows of the same snapshot, so no run loses two, and they are written together.
+        try await db.writeTogether { db in
+            try await db.query("DELETE FROM login_failures WHERE key IN (\(list)) AND failures <= 1", binds)
+            try await db.query("UPDATE login_failures SET failures = failures - 1 WHERE key IN (\(list)) AND failures > 1", binds)
+        }
+    }
+
+    /// `$1, …, $count`: the values of an `IN` list.
+    private static func placeholders(_ count: Int) -> String {
+        (1...count).map { "$\($0)" }.joined(separator: ", ")
     }
 
     func clearLoginFailures(account: String) async throws {
